@@ -1,0 +1,198 @@
+//! `cargo xtask ci`: the whole check, in order, stopping at the first failure.
+
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use crate::{bench, cmd, fuzz};
+
+/// The facade crate whose runtime features must build alone and together.
+const FACADE: &str = "childwire";
+const FACADE_RUNTIMES: &[&str] = &["tokio", "smol", "async-std"];
+
+pub(crate) struct Options {
+    skip_fuzz: bool,
+    skip_bench: bool,
+    fuzz_seconds: u64,
+}
+
+impl Options {
+    pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
+        let mut skip_fuzz = false;
+        let mut skip_bench = false;
+        let mut fuzz_seconds = None;
+        let mut args = args.iter();
+        while let Some(arg) = args.next() {
+            match arg.as_str() {
+                "--skip-fuzz" => skip_fuzz = true,
+                "--skip-bench" => skip_bench = true,
+                "--fuzz-seconds" => {
+                    let value = args.next().ok_or("--fuzz-seconds needs a value")?;
+                    fuzz_seconds = Some(cmd::parse_seconds("--fuzz-seconds", value)?);
+                }
+                other => return Err(format!("unknown option `{other}` for `cargo xtask ci`")),
+            }
+        }
+        let fuzz_seconds = match fuzz_seconds {
+            Some(seconds) => seconds,
+            None => fuzz::default_seconds()?,
+        };
+        Ok(Self {
+            skip_fuzz,
+            skip_bench,
+            fuzz_seconds,
+        })
+    }
+}
+
+/// How a step ended when it did not fail.
+enum Outcome {
+    Passed,
+    Skipped(String),
+}
+
+type Action = Box<dyn FnOnce() -> Result<Outcome, String>>;
+
+struct Step {
+    name: &'static str,
+    action: Action,
+}
+
+fn step(name: &'static str, action: impl FnOnce() -> Result<Outcome, String> + 'static) -> Step {
+    Step {
+        name,
+        action: Box::new(action),
+    }
+}
+
+fn cargo_step(name: &'static str, args: &'static [&'static str]) -> Step {
+    step(name, move || {
+        cmd::run(&mut cmd::cargo(args)).map(|()| Outcome::Passed)
+    })
+}
+
+pub(crate) fn run(options: Options) -> Result<(), String> {
+    let fuzz_seconds = options.fuzz_seconds;
+    let mut steps = vec![
+        cargo_step("fmt", &["fmt", "--all", "--", "--check"]),
+        cargo_step(
+            "clippy",
+            &[
+                "clippy",
+                "--workspace",
+                "--all-targets",
+                "--all-features",
+                "--",
+                "-D",
+                "warnings",
+            ],
+        ),
+        cargo_step("test", &["test", "--workspace", "--all-features"]),
+        step("doc", || {
+            let mut doc = cmd::cargo(["doc", "--workspace", "--no-deps", "--all-features"]);
+            doc.env("RUSTDOCFLAGS", "-D warnings");
+            cmd::run(&mut doc).map(|()| Outcome::Passed)
+        }),
+        step("facade feature matrix", facade_matrix),
+    ];
+    steps.push(if options.skip_fuzz {
+        step("fuzz smoke", || Ok(Outcome::Skipped("--skip-fuzz".into())))
+    } else {
+        step("fuzz smoke", move || {
+            fuzz::smoke(&fuzz::targets()?, fuzz_seconds).map(|()| Outcome::Passed)
+        })
+    });
+    steps.push(if options.skip_bench {
+        step("bench --quick", || {
+            Ok(Outcome::Skipped("--skip-bench".into()))
+        })
+    } else {
+        step("bench --quick", || {
+            bench::run(bench::Options::quick_run()).map(|()| Outcome::Passed)
+        })
+    });
+
+    let total = steps.len();
+    let started = Instant::now();
+    let mut summary: Vec<(&str, String, Duration)> = Vec::new();
+    let mut failure = None;
+    for (index, Step { name, action }) in steps.into_iter().enumerate() {
+        if failure.is_some() {
+            summary.push((name, "not run".into(), Duration::ZERO));
+            continue;
+        }
+        banner(&format!("[{}/{total}] {name}", index + 1));
+        let step_started = Instant::now();
+        let result = action();
+        let elapsed = step_started.elapsed();
+        let status = match result {
+            Ok(Outcome::Passed) => "ok".to_string(),
+            Ok(Outcome::Skipped(why)) => {
+                eprintln!("skipped: {why}");
+                format!("skipped ({why})")
+            }
+            Err(error) => {
+                failure = Some(format!("step `{name}` failed: {error}"));
+                "FAILED".to_string()
+            }
+        };
+        summary.push((name, status, elapsed));
+    }
+
+    banner("summary");
+    for (name, status, elapsed) in &summary {
+        eprintln!("  {name:<24} {status:<40} {:>7.1} s", elapsed.as_secs_f64());
+    }
+    eprintln!(
+        "  {:<24} {:<40} {:>7.1} s",
+        "total",
+        "",
+        started.elapsed().as_secs_f64()
+    );
+    match failure {
+        Some(error) => Err(error),
+        None => {
+            eprintln!("\nci passed");
+            Ok(())
+        }
+    }
+}
+
+fn banner(title: &str) {
+    let rule = "=".repeat(72);
+    eprintln!("\n{rule}\n== {title}\n{rule}");
+}
+
+/// Each runtime feature of the facade alone, none, and all: features are
+/// additive, so every combination a user can pick has to build.
+fn facade_matrix() -> Result<Outcome, String> {
+    if !workspace_has_package(FACADE)? {
+        return Ok(Outcome::Skipped(format!(
+            "package `{FACADE}` is not in the workspace yet"
+        )));
+    }
+    let mut runs: Vec<Vec<&str>> = vec![vec!["--no-default-features"]];
+    for feature in FACADE_RUNTIMES {
+        runs.push(vec!["--no-default-features", "--features", feature]);
+    }
+    runs.push(vec!["--all-features"]);
+    for features in runs {
+        let mut check: Command = cmd::cargo(["check", "-p", FACADE]);
+        check.args(features);
+        cmd::run(&mut check)?;
+    }
+    Ok(Outcome::Passed)
+}
+
+/// Whether `cargo metadata` lists a workspace package at `crates/<name>`.
+/// Matching the manifest path keeps this std-only (no JSON parser) and is not
+/// fooled by dependency entries that merely mention the name.
+fn workspace_has_package(name: &str) -> Result<bool, String> {
+    let mut metadata = cmd::cargo(["metadata", "--format-version", "1", "--no-deps"]);
+    let json = cmd::output(&mut metadata).ok_or("`cargo metadata` failed")?;
+    let manifest = cmd::repo_root()
+        .join("crates")
+        .join(name)
+        .join("Cargo.toml");
+    let needle = format!("\"manifest_path\":\"{}\"", manifest.display());
+    Ok(json.contains(&needle))
+}
