@@ -1,1 +1,454 @@
-//! (in progress)
+//! Inbound framing: bytes from the child's stdout in, messages out (C01–C04, C19).
+//!
+//! [`LineDecoder`] is a pure state machine. It works on any byte stream (a
+//! pipe, a socket, an in-memory buffer), so it is usable on its own by
+//! transports other than childwire's.
+
+use std::fmt;
+use std::ops::Deref;
+use std::str::Utf8Error;
+
+use bytes::{Buf, Bytes, BytesMut};
+
+/// The default limit on one inbound or outbound message: 16 MiB.
+pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
+/// How many bytes of an oversized line are kept in [`Oversized::head`].
+///
+/// Enough for a JSON-RPC layer to find the `"id"` of the response the line
+/// carried, so it can fail that request instead of letting it hang.
+pub const OVERSIZED_HEAD_LEN: usize = 1024;
+
+/// The initial buffer capacity: one pipe read's worth, so that small lines
+/// never cause a reallocation.
+const INITIAL_CAPACITY: usize = 64 * 1024;
+
+/// Splits a byte stream into newline-delimited messages.
+///
+/// # Inputs and outputs
+///
+/// - [`handle_data`](Self::handle_data): bytes as they arrived, in chunks of
+///   any size.
+/// - [`handle_eof`](Self::handle_eof): the stream ended.
+/// - [`poll_frame`](Self::poll_frame): the next [`Frame`], or `None` when more
+///   input is needed.
+///
+/// Drain `poll_frame` until it returns `None` after every `handle_*` call.
+/// The memory bound below holds for callers who do.
+///
+/// # What a frame is (C01–C04)
+///
+/// - A message is the bytes before a `\n`; one `\r` before the `\n` is
+///   removed. Invalid UTF-8 is carried unchanged.
+/// - An empty line is skipped and counted in [`DecoderStats::blank_lines`],
+///   never delivered.
+/// - A line whose message would be longer than `max_message_size` is never
+///   held whole: once it is known to be too long, its bytes are scanned and
+///   dropped until the next `\n`, and one [`Frame::Oversized`] notice takes
+///   its place. Decoding then continues with the next line.
+/// - After [`handle_eof`](Self::handle_eof), a final line without `\n` is
+///   delivered once, with [`Message::is_terminated`] returning `false`.
+///
+/// # Memory
+///
+/// The decoder holds at most `max_message_size + 1` bytes of an incomplete
+/// line (the `+ 1` is a `\r` that may yet be followed by `\n`) plus the chunk
+/// given to the latest `handle_data`, and [`OVERSIZED_HEAD_LEN`] bytes of an
+/// oversized line's head. [`buffered`](Self::buffered) reports it.
+///
+/// # Cost
+///
+/// Each byte is scanned for `\n` once (with `memchr`), however the input is
+/// chunked. Messages are split off the internal buffer as [`Bytes`] without
+/// copying.
+///
+/// # Example
+///
+/// ```
+/// use childwire_core::decoder::{Frame, LineDecoder};
+///
+/// let mut decoder = LineDecoder::new(16);
+/// decoder.handle_data(b"{\"id\":1}\r\n\n{\"id\":2");
+/// decoder.handle_data(b"}\nthis line is far too long\nok");
+/// decoder.handle_eof();
+///
+/// let mut seen = Vec::new();
+/// while let Some(frame) = decoder.poll_frame() {
+///     seen.push(match frame {
+///         Frame::Message(m) => format!("message {:?}", m.as_str().unwrap()),
+///         Frame::Oversized(o) => format!("oversized, {} bytes", o.len),
+///     });
+/// }
+/// assert_eq!(
+///     seen,
+///     [
+///         r#"message "{\"id\":1}""#,
+///         r#"message "{\"id\":2}""#,
+///         "oversized, 25 bytes",
+///         r#"message "ok""#,
+///     ]
+/// );
+/// assert_eq!(decoder.stats().blank_lines, 1);
+/// ```
+#[derive(Debug)]
+pub struct LineDecoder {
+    /// Input not yet framed.
+    buf: BytesMut,
+    /// The stream ended: the rest of `buf` is a final, unterminated line.
+    eof: bool,
+    framer: Framer,
+}
+
+impl Default for LineDecoder {
+    /// A decoder with the default limit, [`DEFAULT_MAX_MESSAGE_SIZE`].
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_MESSAGE_SIZE)
+    }
+}
+
+impl LineDecoder {
+    /// A decoder that delivers messages of up to `max_message_size` bytes and
+    /// turns longer lines into [`Frame::Oversized`] notices.
+    pub fn new(max_message_size: usize) -> Self {
+        Self {
+            buf: BytesMut::with_capacity(INITIAL_CAPACITY.min(max_message_size.saturating_add(2))),
+            eof: false,
+            framer: Framer::new(max_message_size),
+        }
+    }
+
+    /// The largest message this decoder delivers.
+    pub fn max_message_size(&self) -> usize {
+        self.framer.max_message_size
+    }
+
+    /// Takes the next bytes of the stream.
+    ///
+    /// Bytes given after [`handle_eof`](Self::handle_eof) start a new stream;
+    /// poll the old one's final line first.
+    pub fn handle_data(&mut self, data: &[u8]) {
+        self.eof = false;
+        self.buf.extend_from_slice(data);
+    }
+
+    /// Takes the end of the stream: the next [`poll_frame`](Self::poll_frame)
+    /// calls deliver what is left, including a final line without `\n`.
+    pub fn handle_eof(&mut self) {
+        self.eof = true;
+    }
+
+    /// Bytes the decoder holds now: the incomplete line, input not yet framed,
+    /// and an oversized line's head. See the memory bound on the type.
+    pub fn buffered(&self) -> usize {
+        self.buf.len() + self.framer.held()
+    }
+
+    /// Counters of what has been decoded so far.
+    pub fn stats(&self) -> &DecoderStats {
+        &self.framer.stats
+    }
+
+    /// The next message or notice, or `None` when more input is needed (or,
+    /// after [`handle_eof`](Self::handle_eof), when the stream is exhausted).
+    #[must_use = "frames are lost unless polled until `None`"]
+    pub fn poll_frame(&mut self) -> Option<Frame> {
+        self.framer.next_frame(&mut self.buf, self.eof)
+    }
+}
+
+/// The framing algorithm over a caller-owned buffer, shared by
+/// [`LineDecoder`] and the `tokio-util` codec.
+///
+/// While not discarding, `buf` starts at the first byte of the current line.
+#[derive(Debug)]
+pub(crate) struct Framer {
+    /// How far `buf` has been scanned without finding `\n`, so each byte is
+    /// scanned once.
+    next_index: usize,
+    /// Set while dropping the rest of an oversized line.
+    discarding: Option<Discard>,
+    max_message_size: usize,
+    pub(crate) stats: DecoderStats,
+}
+
+/// What is known of an oversized line while it is being dropped.
+#[derive(Debug)]
+struct Discard {
+    /// Bytes of the line seen so far (its `\n` excluded).
+    len: u64,
+    /// The line's first bytes, up to [`OVERSIZED_HEAD_LEN`], filled as they
+    /// arrive so the notice is the same however the input was chunked.
+    head: BytesMut,
+    /// The last byte seen was `\r`: part of the terminator if `\n` follows.
+    last_cr: bool,
+}
+
+impl Discard {
+    /// Takes the next dropped bytes of the line.
+    fn extend(&mut self, dropped: &[u8]) {
+        let room = OVERSIZED_HEAD_LEN.saturating_sub(self.head.len());
+        self.head
+            .extend_from_slice(&dropped[..room.min(dropped.len())]);
+        self.len += dropped.len() as u64;
+        if let Some(&last) = dropped.last() {
+            self.last_cr = last == b'\r';
+        }
+    }
+
+    /// The notice for the whole line, its terminator excluded.
+    fn finish(mut self) -> Oversized {
+        if self.last_cr {
+            self.len -= 1;
+            self.head.truncate(self.head.len().min(self.len as usize));
+        }
+        Oversized {
+            len: self.len,
+            head: self.head.freeze(),
+        }
+    }
+}
+
+impl Framer {
+    pub(crate) fn new(max_message_size: usize) -> Self {
+        Self {
+            next_index: 0,
+            discarding: None,
+            max_message_size,
+            stats: DecoderStats::default(),
+        }
+    }
+
+    /// Bytes held outside the caller's buffer: an oversized line's head.
+    pub(crate) fn held(&self) -> usize {
+        self.discarding.as_ref().map_or(0, |d| d.head.capacity())
+    }
+
+    /// The next frame in `buf`, splitting it off; at `eof`, the rest of `buf`
+    /// is a final line.
+    pub(crate) fn next_frame(&mut self, buf: &mut BytesMut, eof: bool) -> Option<Frame> {
+        loop {
+            if self.discarding.is_some() {
+                return self.next_discarded(buf, eof);
+            }
+            let scanned = self.next_index.min(buf.len());
+            match memchr::memchr(b'\n', &buf[scanned..]) {
+                Some(offset) => {
+                    self.next_index = 0;
+                    if let Some(frame) = self.take_line(buf, scanned + offset) {
+                        return Some(frame);
+                    }
+                    // A blank line: skipped, go on to the next one.
+                }
+                None if self.line_is_too_long(buf) => self.start_discarding(buf),
+                None if eof => return self.take_final_line(buf),
+                None => {
+                    self.next_index = buf.len();
+                    return None;
+                }
+            }
+        }
+    }
+
+    /// Splits off the line ending at `buf[newline]` and frames it; `None` for
+    /// a blank line.
+    fn take_line(&mut self, buf: &mut BytesMut, newline: usize) -> Option<Frame> {
+        let mut line = buf.split_to(newline + 1);
+        line.truncate(newline);
+        if line.last() == Some(&b'\r') {
+            line.truncate(newline - 1);
+        }
+        if line.len() > self.max_message_size {
+            // The whole line arrived in one chunk: it is over the limit all
+            // the same, and gets the same notice as a line dropped piecewise.
+            let len = line.len() as u64;
+            let head = line.split_to(OVERSIZED_HEAD_LEN.min(line.len())).freeze();
+            return Some(self.oversized(Oversized { len, head }));
+        }
+        self.message(line, true)
+    }
+
+    /// At EOF, the rest of the buffer is the final line.
+    fn take_final_line(&mut self, buf: &mut BytesMut) -> Option<Frame> {
+        self.next_index = 0;
+        if buf.is_empty() {
+            return None;
+        }
+        let mut line = buf.split();
+        if line.last() == Some(&b'\r') {
+            line.truncate(line.len() - 1);
+        }
+        self.message(line, false)
+    }
+
+    fn message(&mut self, line: BytesMut, terminated: bool) -> Option<Frame> {
+        if line.is_empty() {
+            self.stats.blank_lines += 1;
+            return None;
+        }
+        self.stats.messages += 1;
+        self.stats.bytes += line.len() as u64;
+        Some(Frame::Message(Message {
+            bytes: line.freeze(),
+            terminated,
+        }))
+    }
+
+    /// Whether `buf`, an incomplete line (no `\n` yet), is already known to
+    /// exceed the limit. A last byte `\r` may still be followed by `\n` and
+    /// then does not count.
+    fn line_is_too_long(&self, buf: &[u8]) -> bool {
+        let max = self.max_message_size.saturating_add(1);
+        buf.len() > max || (buf.len() == max && buf.last() != Some(&b'\r'))
+    }
+
+    /// Drops the current line so far, keeping its head, and switches to
+    /// dropping bytes until the next `\n`.
+    fn start_discarding(&mut self, buf: &mut BytesMut) {
+        let mut discard = Discard {
+            len: 0,
+            head: BytesMut::with_capacity(OVERSIZED_HEAD_LEN),
+            last_cr: false,
+        };
+        discard.extend(buf);
+        self.discarding = Some(discard);
+        buf.clear();
+        self.next_index = 0;
+    }
+
+    fn next_discarded(&mut self, buf: &mut BytesMut, eof: bool) -> Option<Frame> {
+        let discard = self.discarding.as_mut()?;
+        let newline = memchr::memchr(b'\n', buf);
+        let dropped = newline.unwrap_or(buf.len());
+        discard.extend(&buf[..dropped]);
+        buf.advance(newline.map_or(dropped, |n| n + 1));
+        if newline.is_none() && !eof {
+            return None;
+        }
+        let notice = self.discarding.take()?.finish();
+        Some(self.oversized(notice))
+    }
+
+    fn oversized(&mut self, notice: Oversized) -> Frame {
+        self.stats.oversized += 1;
+        Frame::Oversized(notice)
+    }
+}
+
+/// Counters kept by a [`LineDecoder`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DecoderStats {
+    /// Messages delivered.
+    pub messages: u64,
+    /// Bytes of the delivered messages (terminators excluded).
+    pub bytes: u64,
+    /// Empty lines skipped (C01).
+    pub blank_lines: u64,
+    /// Oversized lines dropped (C02).
+    pub oversized: u64,
+}
+
+/// What a [`LineDecoder`] yields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Frame {
+    /// A complete message.
+    Message(Message),
+    /// A line over the size limit was dropped; the stream goes on (C02).
+    Oversized(Oversized),
+}
+
+/// One message from the child: the bytes of a line, without its terminator.
+///
+/// The bytes are delivered as they came, valid UTF-8 or not (C03);
+/// [`as_str`](Self::as_str) is the checked text view.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Message {
+    bytes: Bytes,
+    terminated: bool,
+}
+
+impl Message {
+    /// A terminated message holding `bytes` (for tests and other transports).
+    pub fn new(bytes: impl Into<Bytes>) -> Self {
+        Self {
+            bytes: bytes.into(),
+            terminated: true,
+        }
+    }
+
+    /// The message's bytes.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// The message's bytes, without copying.
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
+
+    /// The message as text, if it is valid UTF-8.
+    pub fn as_str(&self) -> Result<&str, Utf8Error> {
+        std::str::from_utf8(&self.bytes)
+    }
+
+    /// `false` for a final line that the stream ended without a `\n` (C04).
+    pub fn is_terminated(&self) -> bool {
+        self.terminated
+    }
+}
+
+impl Deref for Message {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl AsRef<[u8]> for Message {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl From<Message> for Bytes {
+    fn from(message: Message) -> Bytes {
+        message.bytes
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Message");
+        match self.as_str() {
+            Ok(text) => s.field("text", &text),
+            Err(_) => s.field("bytes", &self.bytes),
+        };
+        if !self.terminated {
+            s.field("terminated", &false);
+        }
+        s.finish()
+    }
+}
+
+/// Notice that a line over the size limit was dropped (C02).
+///
+/// Not an error: the stream continues with the next line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Oversized {
+    /// The dropped line's length, its terminator (`\n` or `\r\n`) excluded.
+    pub len: u64,
+    /// The line's first bytes, at most [`OVERSIZED_HEAD_LEN`].
+    pub head: Bytes,
+}
+
+impl fmt::Display for Oversized {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "dropped a {}-byte line over the message size limit; it began: {:?}",
+            self.len,
+            String::from_utf8_lossy(&self.head[..self.head.len().min(80)])
+        )
+    }
+}

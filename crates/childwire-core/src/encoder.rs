@@ -1,1 +1,266 @@
-//! (in progress)
+//! Outbound framing: messages in, bytes for the child's stdin out (C06–C08).
+
+use std::error::Error;
+use std::fmt;
+
+use bytes::{Buf, BytesMut};
+
+/// The default outbound high-water mark: 1 MiB queued makes senders wait.
+pub const DEFAULT_HIGH_WATER: usize = 1024 * 1024;
+
+/// Frames outbound messages into one bounded write queue.
+///
+/// # Inputs and outputs
+///
+/// - [`encode`](Self::encode): a message to send. It is checked, then
+///   appended with its `\n`, or handed back in an [`EncodeError`].
+/// - [`poll_transmit`](Self::poll_transmit): every queued byte, contiguous,
+///   so one `write` can carry many messages (C07).
+/// - [`handle_written`](Self::handle_written): how many of those bytes the
+///   writer took. Partial writes are normal.
+///
+/// # Guarantees
+///
+/// - Nothing corrupt reaches the child: a payload containing `\n` or `\r`, or
+///   longer than `max_message_size`, is refused whole (C06).
+/// - All or nothing: a message is either queued entirely or refused (C08).
+/// - The queue is bounded: once it holds `high_water` bytes or more, further
+///   messages are refused with [`EncodeErrorKind::Full`] until the writer
+///   catches up (backpressure). An empty queue always accepts a valid
+///   message, so a message larger than `high_water` still goes out alone.
+///
+/// # Example
+///
+/// ```
+/// use childwire_core::encoder::{EncodeErrorKind, LineEncoder};
+///
+/// let mut encoder = LineEncoder::new(1024, 64);
+/// encoder.encode(r#"{"id":1}"#).unwrap();
+/// encoder.encode(r#"{"id":2}"#).unwrap();
+///
+/// let refused = encoder.encode("two\nlines").unwrap_err();
+/// assert_eq!(refused.kind(), &EncodeErrorKind::Newline { at: 3 });
+/// assert_eq!(refused.into_payload(), "two\nlines");
+///
+/// assert_eq!(encoder.poll_transmit(), Some(&b"{\"id\":1}\n{\"id\":2}\n"[..]));
+/// encoder.handle_written(4);
+/// assert_eq!(encoder.poll_transmit(), Some(&b"\":1}\n{\"id\":2}\n"[..]));
+/// ```
+#[derive(Debug)]
+pub struct LineEncoder {
+    queue: BytesMut,
+    max_message_size: usize,
+    high_water: usize,
+}
+
+impl Default for LineEncoder {
+    /// An encoder with the default limits:
+    /// [`DEFAULT_MAX_MESSAGE_SIZE`](crate::decoder::DEFAULT_MAX_MESSAGE_SIZE)
+    /// and [`DEFAULT_HIGH_WATER`].
+    fn default() -> Self {
+        Self::new(crate::decoder::DEFAULT_MAX_MESSAGE_SIZE, DEFAULT_HIGH_WATER)
+    }
+}
+
+impl LineEncoder {
+    /// An encoder that accepts messages up to `max_message_size` bytes and
+    /// refuses new ones while `high_water` bytes or more are queued.
+    pub fn new(max_message_size: usize, high_water: usize) -> Self {
+        Self {
+            queue: BytesMut::new(),
+            max_message_size,
+            high_water,
+        }
+    }
+
+    /// Checks `payload` and queues it followed by `\n`, or hands it back.
+    ///
+    /// The checks, in order: no `\n` or `\r` (the first one found is named),
+    /// size within the limit, room in the queue.
+    pub fn encode<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<(), EncodeError<B>> {
+        match self.check(payload.as_ref()) {
+            Ok(()) => {
+                let bytes = payload.as_ref();
+                self.queue.reserve(bytes.len() + 1);
+                self.queue.extend_from_slice(bytes);
+                self.queue.extend_from_slice(b"\n");
+                Ok(())
+            }
+            Err(kind) => Err(EncodeError { kind, payload }),
+        }
+    }
+
+    /// Whether `payload` would be accepted now, without queueing it.
+    pub fn check(&self, payload: &[u8]) -> Result<(), EncodeErrorKind> {
+        check_message(payload, self.max_message_size)?;
+        if !self.has_room() {
+            return Err(EncodeErrorKind::Full {
+                queued: self.queue.len(),
+                high_water: self.high_water,
+            });
+        }
+        Ok(())
+    }
+
+    /// Whether a valid message would be queued now (the queue is below its
+    /// high-water mark).
+    pub fn has_room(&self) -> bool {
+        self.queue.is_empty() || self.queue.len() < self.high_water
+    }
+
+    /// The bytes to write next: everything queued. `None` when the queue is
+    /// empty, which is when a writer should flush.
+    #[must_use = "queued bytes only reach the child if written"]
+    pub fn poll_transmit(&self) -> Option<&[u8]> {
+        (!self.queue.is_empty()).then_some(&self.queue[..])
+    }
+
+    /// Takes note that the first `n` bytes from
+    /// [`poll_transmit`](Self::poll_transmit) were written.
+    ///
+    /// `n` larger than what is queued is treated as everything.
+    pub fn handle_written(&mut self, n: usize) {
+        self.queue.advance(n.min(self.queue.len()));
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Drops everything queued (the child's stdin is gone) and returns how
+    /// many bytes were dropped.
+    pub fn clear(&mut self) -> usize {
+        let dropped = self.queue.len();
+        self.queue.clear();
+        dropped
+    }
+
+    /// The largest message accepted.
+    pub fn max_message_size(&self) -> usize {
+        self.max_message_size
+    }
+
+    /// The queue size at which messages are refused with
+    /// [`EncodeErrorKind::Full`].
+    pub fn high_water(&self) -> usize {
+        self.high_water
+    }
+}
+
+/// Checks that `payload` can travel as one line: no `\n` or `\r` (the first
+/// one found is named) and at most `max_message_size` bytes.
+pub fn check_message(payload: &[u8], max_message_size: usize) -> Result<(), EncodeErrorKind> {
+    if let Some(at) = memchr::memchr2(b'\n', b'\r', payload) {
+        return Err(if payload[at] == b'\n' {
+            EncodeErrorKind::Newline { at }
+        } else {
+            EncodeErrorKind::CarriageReturn { at }
+        });
+    }
+    if payload.len() > max_message_size {
+        return Err(EncodeErrorKind::TooLarge {
+            len: payload.len(),
+            max: max_message_size,
+        });
+    }
+    Ok(())
+}
+
+/// Why a message was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EncodeErrorKind {
+    /// The payload contains a `\n` at byte `at`; it would split into two
+    /// messages on the wire.
+    Newline {
+        /// Byte offset of the first `\n`.
+        at: usize,
+    },
+    /// The payload contains a `\r` at byte `at`; the child could take it for
+    /// part of a line terminator.
+    CarriageReturn {
+        /// Byte offset of the first `\r`.
+        at: usize,
+    },
+    /// The payload is longer than the outbound message limit.
+    TooLarge {
+        /// The payload's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The queue is at its high-water mark: the child is not reading fast
+    /// enough. Try again once it has drained.
+    Full {
+        /// Bytes queued.
+        queued: usize,
+        /// The high-water mark.
+        high_water: usize,
+    },
+}
+
+impl fmt::Display for EncodeErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Newline { at } => write!(
+                f,
+                "message contains a newline at byte {at}; newline-delimited messages must be single-line (serialize JSON compactly)"
+            ),
+            Self::CarriageReturn { at } => write!(
+                f,
+                "message contains a carriage return at byte {at}; newline-delimited messages must be single-line"
+            ),
+            Self::TooLarge { len, max } => {
+                write!(f, "message is {len} bytes, over the {max}-byte limit")
+            }
+            Self::Full { queued, high_water } => write!(
+                f,
+                "outbound queue is full ({queued} bytes queued, high-water mark {high_water}): the child is not reading its stdin"
+            ),
+        }
+    }
+}
+
+/// A refused message, with the reason and the payload handed back intact.
+pub struct EncodeError<B> {
+    kind: EncodeErrorKind,
+    payload: B,
+}
+
+impl<B> EncodeError<B> {
+    /// Why the message was refused.
+    pub fn kind(&self) -> &EncodeErrorKind {
+        &self.kind
+    }
+
+    /// The refused payload, unchanged.
+    pub fn into_payload(self) -> B {
+        self.payload
+    }
+
+    /// The reason and the payload.
+    pub fn into_parts(self) -> (EncodeErrorKind, B) {
+        (self.kind, self.payload)
+    }
+}
+
+impl<B: AsRef<[u8]>> fmt::Debug for EncodeError<B> {
+    // The payload may be megabytes: show its length, not its bytes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("EncodeError")
+            .field("kind", &self.kind)
+            .field("payload_len", &self.payload.as_ref().len())
+            .finish()
+    }
+}
+
+impl<B> fmt::Display for EncodeError<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
+impl<B: AsRef<[u8]>> Error for EncodeError<B> {}
+
+impl Error for EncodeErrorKind {}

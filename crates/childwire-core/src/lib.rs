@@ -3,6 +3,8 @@
 //!
 //! (crate docs are written once the session type lands)
 
+#[cfg(feature = "tokio-util")]
+pub mod codec;
 pub mod decoder;
 pub mod encoder;
 pub mod lifecycle;

@@ -1,0 +1,367 @@
+//! Framing tests: C01–C04 and C19 on the decoder, C06–C08 on the encoder.
+
+mod support {
+    pub(crate) mod reference;
+}
+
+use childwire_core::decoder::{Frame, LineDecoder, OVERSIZED_HEAD_LEN};
+use childwire_core::encoder::{EncodeErrorKind, LineEncoder};
+use proptest::prelude::*;
+use support::reference::{self, Expected};
+
+/// Decodes `input` fed as `chunks` (sizes, cycled; the rest in one piece),
+/// draining after every chunk, and checks the memory bound at every step.
+fn decode_chunked(input: &[u8], max: usize, chunks: &[usize]) -> (Vec<Expected>, u64) {
+    let mut decoder = LineDecoder::new(max);
+    let mut out = Vec::new();
+    let mut rest = input;
+    let mut sizes = chunks.iter().copied().filter(|&n| n > 0).cycle();
+    while !rest.is_empty() {
+        let n = sizes.next().unwrap_or(rest.len()).min(rest.len());
+        let (chunk, tail) = rest.split_at(n);
+        rest = tail;
+        decoder.handle_data(chunk);
+        assert!(
+            decoder.buffered() <= max + 1 + chunk.len() + OVERSIZED_HEAD_LEN,
+            "buffered {} bytes with max {max} and a {}-byte chunk",
+            decoder.buffered(),
+            chunk.len()
+        );
+        while let Some(frame) = decoder.poll_frame() {
+            out.push(frame.into());
+        }
+        assert!(decoder.buffered() <= max + 1 + OVERSIZED_HEAD_LEN);
+    }
+    decoder.handle_eof();
+    while let Some(frame) = decoder.poll_frame() {
+        out.push(frame.into());
+    }
+    assert_eq!(
+        decoder.poll_frame(),
+        None,
+        "a drained decoder stays drained"
+    );
+    assert_eq!(decoder.buffered(), 0);
+    (out, decoder.stats().blank_lines)
+}
+
+fn message(text: &str) -> Expected {
+    Expected::Message(text.as_bytes().to_vec(), true)
+}
+
+/// Lines of every kind the rules distinguish, with a limit of 16.
+const CORPUS: &[u8] = b"{\"id\":1}\n\n\r\n{\"crlf\":true}\r\nthis line is longer than sixteen bytes\n\xff\xfe not utf-8\nexactly16bytes!!\nexactly16bytes!!\r\n\r\r\nseventeen bytes!!\nno newline";
+const CORPUS_MAX: usize = 16;
+
+#[test]
+fn c01_lines_split_on_newline_with_one_cr_stripped_and_blanks_counted() {
+    let (frames, blank) = decode_chunked(b"a\r\nb\n\n\r\nc\r\r\n", 16, &[]);
+    assert_eq!(frames, [message("a"), message("b"), message("c\r")]);
+    assert_eq!(blank, 2);
+}
+
+#[test]
+fn c01_corpus_matches_reference_unsplit() {
+    let (frames, blank) = decode_chunked(CORPUS, CORPUS_MAX, &[]);
+    let (expected, expected_blank) = reference::frames(CORPUS, CORPUS_MAX);
+    assert_eq!(frames, expected);
+    assert_eq!(blank, expected_blank);
+    // The corpus is meant to hold every kind of line: check that it does.
+    assert!(
+        expected
+            .iter()
+            .any(|f| matches!(f, Expected::Oversized(..)))
+    );
+    assert!(
+        expected
+            .iter()
+            .any(|f| matches!(f, Expected::Message(_, false)))
+    );
+    assert!(expected_blank >= 2);
+}
+
+#[test]
+fn c01_corpus_split_at_every_point_matches_unsplit() {
+    let whole = decode_chunked(CORPUS, CORPUS_MAX, &[]);
+    for cut in 1..CORPUS.len() {
+        assert_eq!(
+            decode_chunked(CORPUS, CORPUS_MAX, &[cut, CORPUS.len()]),
+            whole,
+            "cut at {cut}"
+        );
+    }
+    for a in 1..CORPUS.len() {
+        for b in [1, 2, 3, 7, 16, 17, 18] {
+            assert_eq!(
+                decode_chunked(CORPUS, CORPUS_MAX, &[a, b]),
+                whole,
+                "chunks {a}, {b}"
+            );
+        }
+    }
+}
+
+#[test]
+fn c01_corpus_in_one_byte_chunks_matches_unsplit() {
+    assert_eq!(
+        decode_chunked(CORPUS, CORPUS_MAX, &[1]),
+        decode_chunked(CORPUS, CORPUS_MAX, &[])
+    );
+}
+
+#[test]
+fn c02_oversized_line_is_dropped_and_stream_continues() {
+    let mut decoder = LineDecoder::new(8);
+    decoder.handle_data(b"{\"id\":7,\"x\":\"");
+    assert_eq!(decoder.poll_frame(), None);
+    // The line is known to be too long before its end: nothing of it is held
+    // but the head, however much more arrives.
+    for _ in 0..1000 {
+        decoder.handle_data(&[b'x'; 1000]);
+        assert_eq!(decoder.poll_frame(), None);
+        assert!(decoder.buffered() <= OVERSIZED_HEAD_LEN);
+    }
+    decoder.handle_data(b"\"}\r\n{\"ok\":1}\n");
+    let Some(Frame::Oversized(notice)) = decoder.poll_frame() else {
+        panic!("expected an oversized notice");
+    };
+    assert_eq!(notice.len, 13 + 1_000_000 + 2);
+    assert_eq!(notice.head.len(), OVERSIZED_HEAD_LEN);
+    assert!(
+        notice.head.starts_with(b"{\"id\":7,"),
+        "the head lets a caller find the id"
+    );
+    assert_eq!(
+        decoder.poll_frame().map(Expected::from),
+        Some(message("{\"ok\":1}"))
+    );
+    assert_eq!(decoder.stats().oversized, 1);
+}
+
+#[test]
+fn c02_line_of_exactly_the_limit_is_delivered_with_lf_and_crlf() {
+    let (frames, _) = decode_chunked(b"12345678\n12345678\r\n123456789\n", 8, &[1]);
+    assert_eq!(
+        frames,
+        [
+            message("12345678"),
+            message("12345678"),
+            Expected::Oversized(9, b"123456789".to_vec())
+        ]
+    );
+}
+
+#[test]
+fn c02_oversized_notices_repeat_and_resynchronise() {
+    let input = b"aaaaaaaaaaaa\nbbbbbbbbbbbbbb\r\nok\ncccccccccccc";
+    let (frames, _) = decode_chunked(input, 4, &[3]);
+    assert_eq!(
+        frames,
+        [
+            Expected::Oversized(12, b"aaaaaaaaaaaa".to_vec()),
+            Expected::Oversized(14, b"bbbbbbbbbbbbbb".to_vec()),
+            message("ok"),
+            Expected::Oversized(12, b"cccccccccccc".to_vec()),
+        ]
+    );
+}
+
+#[test]
+fn c03_invalid_utf8_is_delivered_as_bytes_with_a_checked_text_view() {
+    let mut decoder = LineDecoder::default();
+    decoder.handle_data(b"\xff\xfe\n{\"after\":true}\n");
+    let Some(Frame::Message(bad)) = decoder.poll_frame() else {
+        panic!("invalid UTF-8 must be delivered");
+    };
+    assert_eq!(&bad[..], b"\xff\xfe");
+    assert!(bad.as_str().is_err());
+    let Some(Frame::Message(good)) = decoder.poll_frame() else {
+        panic!("the stream goes on after invalid UTF-8");
+    };
+    assert_eq!(good.as_str(), Ok("{\"after\":true}"));
+}
+
+#[test]
+fn c04_final_line_without_newline_is_delivered_once_marked_unterminated() {
+    let mut decoder = LineDecoder::default();
+    decoder.handle_data(b"one\ntwo");
+    assert!(matches!(decoder.poll_frame(), Some(Frame::Message(m)) if m.is_terminated()));
+    assert_eq!(decoder.poll_frame(), None, "no line end yet: wait for more");
+    decoder.handle_eof();
+    let Some(Frame::Message(last)) = decoder.poll_frame() else {
+        panic!("the final line must be delivered at EOF");
+    };
+    assert_eq!(&last[..], b"two");
+    assert!(!last.is_terminated());
+    assert_eq!(decoder.poll_frame(), None);
+    assert_eq!(decoder.poll_frame(), None);
+}
+
+#[test]
+fn c19_framer_counts_what_it_decoded() {
+    let mut decoder = LineDecoder::new(4);
+    decoder.handle_data(b"ab\n\ncdefgh\nij\n");
+    while decoder.poll_frame().is_some() {}
+    let stats = decoder.stats();
+    assert_eq!(
+        (
+            stats.messages,
+            stats.bytes,
+            stats.blank_lines,
+            stats.oversized
+        ),
+        (2, 4, 1, 1)
+    );
+}
+
+#[test]
+fn c06_payload_with_newline_or_cr_is_refused_and_returned_intact() {
+    let mut encoder = LineEncoder::new(64, 1024);
+    let err = encoder.encode(b"ab\ncd".to_vec()).unwrap_err();
+    assert_eq!(err.kind(), &EncodeErrorKind::Newline { at: 2 });
+    assert!(err.to_string().contains("newline at byte 2"), "{err}");
+    assert_eq!(err.into_payload(), b"ab\ncd");
+    let err = encoder.encode("x\ry\n").unwrap_err();
+    assert_eq!(err.kind(), &EncodeErrorKind::CarriageReturn { at: 1 });
+    assert_eq!(
+        encoder.poll_transmit(),
+        None,
+        "nothing of a refused message is queued"
+    );
+}
+
+#[test]
+fn c06_payload_over_the_limit_is_refused_and_returned_intact() {
+    let mut encoder = LineEncoder::new(4, 1024);
+    encoder.encode("1234").unwrap();
+    let err = encoder.encode("12345").unwrap_err();
+    assert_eq!(err.kind(), &EncodeErrorKind::TooLarge { len: 5, max: 4 });
+    assert_eq!(err.into_payload(), "12345");
+    assert_eq!(encoder.poll_transmit(), Some(&b"1234\n"[..]));
+}
+
+#[test]
+fn c07_queued_messages_go_out_together_and_partial_writes_resume() {
+    let mut encoder = LineEncoder::new(64, 1024);
+    for id in 0..3 {
+        encoder.encode(format!("{{\"id\":{id}}}")).unwrap();
+    }
+    assert_eq!(
+        encoder.poll_transmit(),
+        Some(&b"{\"id\":0}\n{\"id\":1}\n{\"id\":2}\n"[..])
+    );
+    encoder.handle_written(10);
+    encoder.encode("{}").unwrap();
+    assert_eq!(
+        encoder.poll_transmit(),
+        Some(&b"\"id\":1}\n{\"id\":2}\n{}\n"[..])
+    );
+    encoder.handle_written(usize::MAX);
+    assert_eq!(encoder.poll_transmit(), None);
+}
+
+#[test]
+fn c07_queue_is_bounded_by_the_high_water_mark() {
+    let mut encoder = LineEncoder::new(64, 10);
+    // An empty queue takes a valid message even above the mark...
+    encoder.encode("0123456789abcdef").unwrap();
+    // ...and then refuses until the writer catches up.
+    let err = encoder.encode("x").unwrap_err();
+    assert_eq!(
+        err.kind(),
+        &EncodeErrorKind::Full {
+            queued: 17,
+            high_water: 10
+        }
+    );
+    assert_eq!(err.into_payload(), "x");
+    encoder.handle_written(8);
+    encoder.encode("x").unwrap();
+    assert_eq!(encoder.queued(), 11);
+}
+
+#[test]
+fn c08_a_message_is_queued_whole_or_not_at_all() {
+    let mut encoder = LineEncoder::new(8, 1024);
+    for payload in ["ok", "bad\nline", "too long for it", "fine"] {
+        let before = encoder.queued();
+        match encoder.encode(payload) {
+            Ok(()) => assert_eq!(encoder.queued(), before + payload.len() + 1),
+            Err(_) => assert_eq!(encoder.queued(), before),
+        }
+    }
+    assert_eq!(encoder.poll_transmit(), Some(&b"ok\nfine\n"[..]));
+}
+
+/// Bytes that favour the interesting cases: newlines, `\r`, invalid UTF-8.
+fn wire_bytes() -> impl Strategy<Value = Vec<u8>> {
+    prop::collection::vec(
+        prop_oneof![4 => b'a'..=b'e', 2 => Just(b'\n'), 1 => Just(b'\r'), 1 => any::<u8>()],
+        0..400,
+    )
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2000))]
+
+    #[test]
+    fn c02_any_bytes_any_chunking_match_the_reference_within_the_memory_bound(
+        input in wire_bytes(),
+        max in 0usize..24,
+        chunks in prop::collection::vec(1usize..40, 1..8),
+    ) {
+        let (frames, blank) = decode_chunked(&input, max, &chunks);
+        let (expected, expected_blank) = reference::frames(&input, max);
+        prop_assert_eq!(frames, expected);
+        prop_assert_eq!(blank, expected_blank);
+    }
+
+    #[test]
+    fn c06_every_accepted_payload_decodes_back_to_itself(
+        payloads in prop::collection::vec(prop::collection::vec(any::<u8>(), 0..40), 0..20),
+        max in 0usize..32,
+    ) {
+        let mut encoder = LineEncoder::new(max, usize::MAX);
+        let mut accepted = Vec::new();
+        for payload in payloads {
+            let clean = !payload.contains(&b'\n') && !payload.contains(&b'\r');
+            match encoder.encode(payload.clone()) {
+                Ok(()) => {
+                    prop_assert!(clean && payload.len() <= max);
+                    accepted.push(payload);
+                }
+                Err(err) => {
+                    let expected_at = payload.iter().position(|&b| b == b'\n' || b == b'\r');
+                    match *err.kind() {
+                        EncodeErrorKind::Newline { at } => {
+                            prop_assert_eq!(Some(at), expected_at);
+                            prop_assert_eq!(payload[at], b'\n');
+                        }
+                        EncodeErrorKind::CarriageReturn { at } => {
+                            prop_assert_eq!(Some(at), expected_at);
+                            prop_assert_eq!(payload[at], b'\r');
+                        }
+                        EncodeErrorKind::TooLarge { len, .. } => {
+                            prop_assert!(clean && len == payload.len() && len > max);
+                        }
+                        other => prop_assert!(false, "unexpected refusal {other:?}"),
+                    }
+                    prop_assert_eq!(err.into_payload(), payload);
+                }
+            }
+        }
+        let mut decoder = LineDecoder::new(max);
+        decoder.handle_data(encoder.poll_transmit().unwrap_or_default());
+        decoder.handle_eof();
+        let mut decoded = Vec::new();
+        while let Some(frame) = decoder.poll_frame() {
+            match frame {
+                Frame::Message(m) => decoded.push(m.to_vec()),
+                Frame::Oversized(o) => prop_assert!(false, "accepted payload came back oversized: {o:?}"),
+            }
+        }
+        // Empty payloads are accepted but are blank lines on the wire.
+        accepted.retain(|p| !p.is_empty());
+        prop_assert_eq!(decoded, accepted);
+    }
+}
