@@ -1,0 +1,36 @@
+//! The bundled example MCP server, over stdio.
+//!
+//! ```text
+//! cargo run --example example_server
+//! ```
+//!
+//! Reads JSON-RPC messages from stdin, one per line, and answers on stdout,
+//! one per line; logs go to stderr. Exits with code 0 when stdin closes,
+//! which is how an MCP client shuts a stdio server down. The protocol logic
+//! is `childwire_examples::mcp_server`, tested there.
+
+use std::io::{self, Write};
+use std::process::ExitCode;
+
+use childwire_examples::mcp_server::{McpServer, serve};
+
+fn main() -> ExitCode {
+    let mut server = McpServer::with_logger(|line| log(format_args!("{line}")));
+    log(format_args!("ready, reading JSON-RPC from stdin"));
+    match serve(&mut server, io::stdin().lock(), io::stdout().lock()) {
+        Ok(()) => {
+            log(format_args!("stdin closed, exiting"));
+            ExitCode::SUCCESS
+        }
+        Err(error) => {
+            log(format_args!("stdio failed, exiting: {error}"));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// Writes one line to stderr. Unlike `eprintln!`, a closed stderr is not a
+/// panic: the server keeps answering on stdout.
+fn log(line: std::fmt::Arguments<'_>) {
+    let _ = writeln!(io::stderr().lock(), "example_server: {line}");
+}

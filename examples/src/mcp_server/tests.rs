@@ -1,0 +1,479 @@
+use std::io::{self, Cursor, Write};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+
+use super::{McpServer, SERVER_NAME, serve};
+use crate::protocol::{LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+
+/// Sends `message` and returns the one answer, checked to be a single line
+/// of JSON-RPC 2.0.
+fn answer(server: &mut McpServer, message: &str) -> Value {
+    let line = server
+        .handle_line(message)
+        .unwrap_or_else(|| panic!("no answer to {message}"));
+    assert!(!line.contains('\n'), "answer spans lines: {line:?}");
+    let value: Value = serde_json::from_str(&line).expect("answer is JSON");
+    assert_eq!(value["jsonrpc"], "2.0", "{line}");
+    value
+}
+
+fn request(id: i64, method: &str, params: Value) -> String {
+    json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }).to_string()
+}
+
+fn initialize(version: &str) -> String {
+    request(
+        1,
+        "initialize",
+        json!({
+            "protocolVersion": version,
+            "capabilities": {},
+            "clientInfo": { "name": "test-client", "version": "0.0.0" },
+        }),
+    )
+}
+
+/// A server past the handshake.
+fn ready_server() -> McpServer {
+    let mut server = McpServer::new();
+    let _ = answer(&mut server, &initialize(LATEST_PROTOCOL_VERSION));
+    assert_eq!(
+        server.handle_line(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+        None
+    );
+    server
+}
+
+fn call_tool(server: &mut McpServer, params: Value) -> Value {
+    answer(server, &request(7, "tools/call", params))
+}
+
+fn assert_error(response: &Value, id: Value, code: i64) {
+    assert_eq!(response["id"], id, "{response}");
+    assert_eq!(response["error"]["code"], code, "{response}");
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .is_some_and(|m| !m.is_empty()),
+        "{response}"
+    );
+    assert!(response.get("result").is_none(), "{response}");
+}
+
+/// The single text item of a `tools/call` result, and its `isError`.
+fn tool_text(response: &Value) -> (&str, bool) {
+    assert!(response.get("error").is_none(), "{response}");
+    let result = &response["result"];
+    let content = result["content"].as_array().expect("content array");
+    assert_eq!(content.len(), 1, "{response}");
+    assert_eq!(content[0]["type"], "text", "{response}");
+    let text = content[0]["text"].as_str().expect("text is a string");
+    let is_error = result["isError"].as_bool().expect("isError is a boolean");
+    (text, is_error)
+}
+
+#[test]
+fn mcp_initialize_accepts_each_supported_client_version() {
+    for version in SUPPORTED_PROTOCOL_VERSIONS {
+        let mut server = McpServer::new();
+        let response = answer(&mut server, &initialize(version));
+        assert_eq!(response["id"], 1);
+        assert_eq!(response["result"]["protocolVersion"], *version);
+        assert_eq!(server.negotiated_protocol_version(), Some(*version));
+    }
+}
+
+#[test]
+fn mcp_initialize_answers_latest_version_for_an_unknown_one() {
+    for version in ["2099-01-01", "1.0", ""] {
+        let mut server = McpServer::new();
+        let response = answer(&mut server, &initialize(version));
+        assert_eq!(
+            response["result"]["protocolVersion"],
+            LATEST_PROTOCOL_VERSION
+        );
+    }
+}
+
+#[test]
+fn mcp_initialize_reports_server_info_and_tools_capability() {
+    let mut server = McpServer::new();
+    let result = answer(&mut server, &initialize("2025-03-26"))["result"].take();
+    assert_eq!(result["capabilities"], json!({ "tools": {} }));
+    assert_eq!(result["serverInfo"]["name"], SERVER_NAME);
+    assert!(result["serverInfo"]["version"].is_string(), "{result}");
+}
+
+#[test]
+fn mcp_initialize_without_protocol_version_is_invalid_params() {
+    let mut server = McpServer::new();
+    for params in [
+        json!({ "capabilities": {} }),
+        json!({ "protocolVersion": 20250618 }),
+    ] {
+        let response = answer(&mut server, &request(3, "initialize", params));
+        assert_error(&response, json!(3), -32602);
+    }
+    let no_params = r#"{"jsonrpc":"2.0","id":4,"method":"initialize"}"#;
+    assert_error(&answer(&mut server, no_params), json!(4), -32602);
+    assert_eq!(server.negotiated_protocol_version(), None);
+}
+
+#[test]
+fn mcp_second_initialize_is_an_invalid_request_and_keeps_the_first_version() {
+    let mut server = McpServer::new();
+    let _ = answer(&mut server, &initialize("2024-11-05"));
+    let response = answer(&mut server, &initialize("2025-06-18"));
+    assert_error(&response, json!(1), -32600);
+    assert_eq!(server.negotiated_protocol_version(), Some("2024-11-05"));
+}
+
+#[test]
+fn mcp_initialized_notification_is_recorded_and_never_answered() {
+    let mut server = McpServer::new();
+    let _ = answer(&mut server, &initialize(LATEST_PROTOCOL_VERSION));
+    assert!(!server.client_initialized());
+    let note = r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#;
+    assert_eq!(server.handle_line(note), None);
+    assert!(server.client_initialized());
+}
+
+#[test]
+fn mcp_unknown_notifications_are_never_answered() {
+    let mut server = ready_server();
+    for note in [
+        r#"{"jsonrpc":"2.0","method":"notifications/cancelled","params":{"requestId":3}}"#,
+        r#"{"jsonrpc":"2.0","method":"no/such/method"}"#,
+        r#"{"jsonrpc":"2.0","method":"tools/call","params":{"name":"nope"}}"#,
+    ] {
+        assert_eq!(server.handle_line(note), None, "{note}");
+    }
+}
+
+#[test]
+fn mcp_ping_answers_an_empty_result_with_the_same_id() {
+    let mut server = ready_server();
+    let response = answer(
+        &mut server,
+        r#"{"jsonrpc":"2.0","id":"abc-1","method":"ping"}"#,
+    );
+    assert_eq!(response["id"], "abc-1");
+    assert_eq!(response["result"], json!({}));
+    let response = answer(&mut server, &request(-5, "ping", json!({})));
+    assert_eq!(response["id"], -5);
+    assert_eq!(response["result"], json!({}));
+}
+
+#[test]
+fn mcp_tools_list_describes_echo_and_add_with_object_schemas() {
+    let mut server = ready_server();
+    let response = answer(&mut server, &request(2, "tools/list", json!({})));
+    let tools = response["result"]["tools"].as_array().expect("tools array");
+    let names: Vec<&str> = tools.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names, ["echo", "add"]);
+    for tool in tools {
+        assert!(tool["description"].is_string(), "{tool}");
+        assert_eq!(tool["inputSchema"]["type"], "object", "{tool}");
+    }
+    assert_eq!(
+        tools[0]["inputSchema"]["properties"]["text"]["type"],
+        "string"
+    );
+    assert_eq!(tools[0]["inputSchema"]["required"], json!(["text"]));
+    assert_eq!(tools[1]["inputSchema"]["properties"]["a"]["type"], "number");
+    assert_eq!(tools[1]["inputSchema"]["properties"]["b"]["type"], "number");
+    assert_eq!(tools[1]["inputSchema"]["required"], json!(["a", "b"]));
+}
+
+#[test]
+fn mcp_echo_returns_its_text_unchanged() {
+    let mut server = ready_server();
+    let text = "héllo \"world\"\nsecond line";
+    let response = call_tool(
+        &mut server,
+        json!({ "name": "echo", "arguments": { "text": text } }),
+    );
+    assert_eq!(response["id"], 7);
+    assert_eq!(tool_text(&response), (text, false));
+}
+
+#[test]
+fn mcp_add_sums_integers_exactly_and_other_numbers_as_floats() {
+    let mut server = ready_server();
+    for (a, b, sum) in [
+        (json!(2), json!(3), "5"),
+        (json!(-7), json!(7), "0"),
+        (json!(9007199254740993_i64), json!(1), "9007199254740994"),
+        (json!(1.5), json!(2.25), "3.75"),
+        (json!(i64::MAX), json!(1), "9.223372036854776e+18"),
+    ] {
+        let response = call_tool(
+            &mut server,
+            json!({ "name": "add", "arguments": { "a": a, "b": b } }),
+        );
+        assert_eq!(tool_text(&response), (sum, false), "{a} + {b}");
+    }
+}
+
+#[test]
+fn mcp_add_reports_an_infinite_sum_as_a_tool_error() {
+    let mut server = ready_server();
+    let args = json!({ "a": f64::MAX, "b": f64::MAX });
+    let response = call_tool(&mut server, json!({ "name": "add", "arguments": args }));
+    let (text, is_error) = tool_text(&response);
+    assert!(is_error, "{response}");
+    assert!(text.contains("finite"), "{text}");
+}
+
+#[test]
+fn mcp_bad_tool_arguments_are_tool_errors_not_protocol_errors() {
+    let mut server = ready_server();
+    for (params, mentions) in [
+        (json!({ "name": "echo" }), "text"),
+        (json!({ "name": "echo", "arguments": {} }), "text"),
+        (
+            json!({ "name": "echo", "arguments": { "text": 5 } }),
+            "string",
+        ),
+        (json!({ "name": "echo", "arguments": "hi" }), "object"),
+        (
+            json!({ "name": "echo", "arguments": { "text": "x", "loud": true } }),
+            "loud",
+        ),
+        (json!({ "name": "add", "arguments": { "a": 1 } }), "`b`"),
+        (
+            json!({ "name": "add", "arguments": { "a": "1", "b": 2 } }),
+            "`a`",
+        ),
+        (json!({ "name": "add", "arguments": [1, 2] }), "object"),
+    ] {
+        let response = call_tool(&mut server, params.clone());
+        let (text, is_error) = tool_text(&response);
+        assert!(is_error, "{params} -> {response}");
+        assert!(text.contains(mentions), "{params} -> {text}");
+    }
+}
+
+#[test]
+fn mcp_unknown_tool_is_an_invalid_params_error() {
+    let mut server = ready_server();
+    let response = call_tool(&mut server, json!({ "name": "subtract", "arguments": {} }));
+    assert_error(&response, json!(7), -32602);
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("subtract"))
+    );
+}
+
+#[test]
+fn mcp_tools_call_without_a_tool_name_is_an_invalid_params_error() {
+    let mut server = ready_server();
+    for params in [
+        json!({ "arguments": {} }),
+        json!({ "name": 3 }),
+        json!(["echo"]),
+    ] {
+        let response = call_tool(&mut server, params.clone());
+        assert_error(&response, json!(7), -32602);
+    }
+}
+
+#[test]
+fn mcp_unknown_method_is_method_not_found() {
+    let mut server = ready_server();
+    let response = answer(&mut server, &request(9, "resources/list", json!({})));
+    assert_error(&response, json!(9), -32601);
+    assert!(
+        response["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("resources/list"))
+    );
+}
+
+#[test]
+fn mcp_unparseable_line_is_a_parse_error_with_a_null_id() {
+    let mut server = ready_server();
+    for line in [
+        "not json",
+        r#"{"jsonrpc":"2.0","id":1,"method":"ping""#,
+        "{} trailing",
+    ] {
+        assert_error(&answer(&mut server, line), Value::Null, -32700);
+    }
+    let response = server.handle_bytes(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"\xff\"}");
+    let response: Value = serde_json::from_str(&response.expect("an answer")).expect("JSON");
+    assert_error(&response, Value::Null, -32700);
+}
+
+#[test]
+fn mcp_the_session_continues_after_an_error() {
+    let mut server = ready_server();
+    let _ = answer(&mut server, "garbage");
+    let _ = answer(&mut server, &request(8, "nope", json!({})));
+    let response = answer(&mut server, &request(10, "ping", json!({})));
+    assert_eq!(response["result"], json!({}));
+}
+
+#[test]
+fn mcp_non_object_messages_and_batches_are_invalid_requests() {
+    let mut server = ready_server();
+    for line in [
+        "[]",
+        r#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+        "42",
+        "\"ping\"",
+        "null",
+    ] {
+        assert_error(&answer(&mut server, line), Value::Null, -32600);
+    }
+}
+
+#[test]
+fn mcp_malformed_envelopes_are_invalid_requests() {
+    let mut server = ready_server();
+    for (line, id) in [
+        (r#"{"id":1,"method":"ping"}"#, json!(1)),
+        (r#"{"jsonrpc":"1.0","id":2,"method":"ping"}"#, json!(2)),
+        (r#"{"jsonrpc":"2.0","id":3,"method":7}"#, json!(3)),
+        (r#"{"jsonrpc":"2.0","id":4}"#, json!(4)),
+        (
+            r#"{"jsonrpc":"2.0","id":null,"method":"ping"}"#,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":{"n":1},"method":"ping"}"#,
+            Value::Null,
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":true,"method":"ping"}"#,
+            Value::Null,
+        ),
+    ] {
+        assert_error(&answer(&mut server, line), id, -32600);
+    }
+}
+
+#[test]
+fn mcp_responses_from_the_client_are_not_answered() {
+    let mut server = ready_server();
+    for line in [
+        r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+        r#"{"jsonrpc":"2.0","id":"x","error":{"code":-1,"message":"no"}}"#,
+    ] {
+        assert_eq!(server.handle_line(line), None, "{line}");
+    }
+}
+
+#[test]
+fn mcp_blank_lines_are_not_answered() {
+    let mut server = ready_server();
+    for line in ["", " ", "\t", "\r"] {
+        assert_eq!(server.handle_line(line), None, "{line:?}");
+    }
+}
+
+#[test]
+fn mcp_logger_hears_about_requests_and_errors() {
+    let lines = Arc::new(Mutex::new(Vec::<String>::new()));
+    let sink = Arc::clone(&lines);
+    let mut server = McpServer::with_logger(move |line| {
+        sink.lock().expect("log lock").push(line.to_owned());
+    });
+    let _ = answer(&mut server, &initialize("2025-03-26"));
+    let _ = answer(&mut server, "garbage");
+    let lines = lines.lock().expect("log lock");
+    assert!(
+        lines
+            .iter()
+            .any(|l| l.contains("test-client") && l.contains("2025-03-26")),
+        "{lines:?}"
+    );
+    assert!(lines.iter().any(|l| l.contains("unparseable")), "{lines:?}");
+}
+
+/// Records what was written and where flushes fell.
+#[derive(Default)]
+struct Recorder {
+    bytes: Vec<u8>,
+    /// `bytes.len()` at each flush.
+    flushed_at: Vec<usize>,
+}
+
+impl Write for Recorder {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.bytes.extend_from_slice(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.flushed_at.push(self.bytes.len());
+        Ok(())
+    }
+}
+
+#[test]
+fn mcp_serve_answers_line_by_line_in_order_and_returns_at_end_of_input() {
+    let input = [
+        initialize("2025-06-18"),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#.to_owned(),
+        String::new(),
+        request(2, "tools/list", json!({})),
+        "garbage\r".to_owned(),
+        // The last line has no newline: it is still a message.
+        request(3, "ping", json!({})),
+    ]
+    .join("\n");
+    let mut server = McpServer::new();
+    let mut output = Recorder::default();
+    serve(&mut server, Cursor::new(input), &mut output).expect("serve");
+
+    let text = String::from_utf8(output.bytes).expect("UTF-8 output");
+    assert!(text.ends_with('\n'), "{text}");
+    let answers: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is JSON"))
+        .collect();
+    let ids: Vec<&Value> = answers.iter().map(|a| &a["id"]).collect();
+    assert_eq!(ids, [&json!(1), &json!(2), &Value::Null, &json!(3)]);
+    assert_eq!(answers[2]["error"]["code"], -32700);
+    assert!(server.client_initialized());
+}
+
+#[test]
+fn mcp_serve_flushes_after_every_answer() {
+    let input = format!(
+        "{}\n{}\n{}\n",
+        request(1, "ping", json!({})),
+        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+        request(2, "ping", json!({})),
+    );
+    let mut output = Recorder::default();
+    serve(&mut McpServer::new(), Cursor::new(input), &mut output).expect("serve");
+    let line_ends: Vec<usize> = output
+        .bytes
+        .iter()
+        .enumerate()
+        .filter(|(_, byte)| **byte == b'\n')
+        .map(|(at, _)| at + 1)
+        .collect();
+    assert_eq!(line_ends.len(), 2);
+    assert_eq!(output.flushed_at, line_ends);
+}
+
+#[test]
+fn mcp_serve_returns_the_write_error_when_output_is_gone() {
+    struct Closed;
+    impl Write for Closed {
+        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+            Err(io::ErrorKind::BrokenPipe.into())
+        }
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+    let input = format!("{}\n", request(1, "ping", json!({})));
+    let error = serve(&mut McpServer::new(), Cursor::new(input), Closed).expect_err("write fails");
+    assert_eq!(error.kind(), io::ErrorKind::BrokenPipe);
+}
