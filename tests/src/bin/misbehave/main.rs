@@ -1,0 +1,437 @@
+//! `misbehave`: the child process the childwire conformance suite drives.
+//!
+//! `misbehave SCENARIO [ARGS...]` behaves in one scripted way, good or bad. Scenarios that echo
+//! flush whenever their input buffer is empty, so one message in flight is answered at once and
+//! many in flight are answered in batches.
+//!
+//! | scenario                     | behaviour |
+//! |------------------------------|-----------|
+//! | `echo`                       | echo every stdin line; exit 0 at stdin EOF |
+//! | `echo-crlf`                  | echo, ending output lines with `\r\n` |
+//! | `flood N [LEN]`              | write N numbered lines of LEN (100) bytes, then echo |
+//! | `long-line N`                | N bytes of `a` without newline (64 KiB writes), `\n`, `{"after":"long"}`, then echo |
+//! | `invalid-utf8`               | lines of invalid UTF-8, then `{"valid":true}`, then echo |
+//! | `blank-lines`                | `\n\n{"a":1}\n\r\n\n{"b":2}\n`, then echo |
+//! | `exit-after N CODE`          | write N lines `{"n":I}`, exit with CODE without reading stdin |
+//! | `unterminated`               | `one\ntwo\nlast-without-newline`, exit 0 |
+//! | `ignore-eof`                 | echo until EOF, then block forever (SIGTERM ends it) |
+//! | `ignore-term`                | ignore SIGTERM, print `{"ready":true}`, echo until EOF, block forever |
+//! | `grandchild [ignore-term] [hold-pipes]` | start `misbehave sleeper [ignore-term]`, print `{"grandchild":PID}` once it is ready, echo, exit 0 |
+//! | `sleeper [ignore-term]`      | (the grandchild) report ready on stderr, block forever |
+//! | `stderr-flood MIB`           | write MIB MiB to stderr from a thread while echoing; `{"stderr_done":BYTES}` when written |
+//! | `no-read`                    | print `{"ready":true}`, block forever without reading stdin |
+//! | `fail-start`                 | `Error: Cannot find module 'x'` on stderr, exit 1 |
+//! | `stderr-then-exit CODE`      | three stderr lines, exit with CODE |
+//! | `print-env`                  | one `KEY=VALUE` line per variable (sorted), exit 0 |
+//! | `print-cwd`                  | `cwd=PATH`, exit 0 |
+//! | `print-args ARGS...`         | one `[I]=ARG` line per argument, exit 0 |
+//! | `print-pgid`                 | `{"pid":P,"pgid":G}`, exit 0 |
+//! | `slow-reader`                | echo one line per 10 ms |
+//! | `garbage BYTES SEED`         | BYTES pseudo-random bytes (dense in `\n`, `\r`, invalid UTF-8), `\n{"after":"garbage"}`, echo |
+//!
+//! "Block forever" never ends on its own: only a signal does. Write errors (the reader went away)
+//! end the program with code 1.
+
+// The workspace denies unsafe code. This program needs two libc calls std does not offer
+// (ignoring SIGTERM, reading its own process group); they are in `unix.rs`, each with its SAFETY
+// note, and nothing else here is unsafe.
+#![allow(unsafe_code)]
+
+mod echo;
+mod unix;
+
+use std::ffi::OsString;
+use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::process::{Command, Stdio};
+use std::str::FromStr;
+use std::thread;
+use std::time::Duration;
+
+use childwire_conformance::lines::numbered_line;
+use echo::{Echo, echo};
+
+const ECHO: Echo = Echo::Lines { eol: b"\n" };
+
+fn main() {
+    let args: Vec<OsString> = std::env::args_os().skip(1).collect();
+    let code = match run(&args) {
+        Ok(code) => code,
+        Err(Failure::Usage(why)) => {
+            // stderr may be closed too; there is no one else to tell.
+            let _ = writeln!(io::stderr(), "misbehave: {why}\nsee the table in main.rs");
+            2
+        }
+        Err(Failure::Io(err)) => {
+            let _ = writeln!(io::stderr(), "misbehave: {err}");
+            1
+        }
+    };
+    std::process::exit(code)
+}
+
+enum Failure {
+    Usage(String),
+    Io(io::Error),
+}
+
+impl From<io::Error> for Failure {
+    fn from(err: io::Error) -> Self {
+        Failure::Io(err)
+    }
+}
+
+fn run(args: &[OsString]) -> Result<i32, Failure> {
+    let Some((scenario, rest)) = args.split_first() else {
+        return Err(Failure::Usage("no scenario given".into()));
+    };
+    let scenario = scenario
+        .to_str()
+        .ok_or_else(|| Failure::Usage("scenario name is not UTF-8".into()))?;
+    match scenario {
+        "echo" => echo(ECHO)?,
+        "echo-crlf" => echo(Echo::Lines { eol: b"\r\n" })?,
+        "flood" => {
+            flood(
+                number(rest, 0, "N", None)?,
+                number(rest, 1, "LEN", Some(100))?,
+            )?;
+            echo(ECHO)?;
+        }
+        "long-line" => {
+            long_line(number(rest, 0, "N", None)?)?;
+            echo(ECHO)?;
+        }
+        "invalid-utf8" => {
+            say(b"\xff\xfe bad\n{\"s\":\"\xc3\x28\"}\n\xed\xa0\x80 surrogate\n{\"valid\":true}\n")?;
+            echo(ECHO)?;
+        }
+        "blank-lines" => {
+            say(b"\n\n{\"a\":1}\n\r\n\n{\"b\":2}\n")?;
+            echo(ECHO)?;
+        }
+        "exit-after" => {
+            let lines: u64 = number(rest, 0, "N", None)?;
+            let code = number(rest, 1, "CODE", None)?;
+            let mut out = BufWriter::new(io::stdout().lock());
+            for n in 0..lines {
+                writeln!(out, "{{\"n\":{n}}}")?;
+            }
+            out.flush()?;
+            return Ok(code);
+        }
+        "unterminated" => say(b"one\ntwo\nlast-without-newline")?,
+        "ignore-eof" => {
+            echo(ECHO)?;
+            block_forever();
+        }
+        "ignore-term" => {
+            unix::ignore_sigterm()?;
+            say(b"{\"ready\":true}\n")?;
+            echo(ECHO)?;
+            block_forever();
+        }
+        "grandchild" => {
+            let flags = Flags::parse(rest, &["ignore-term", "hold-pipes"])?;
+            let pid = start_grandchild(flags.has("ignore-term"), flags.has("hold-pipes"))?;
+            say(format!("{{\"grandchild\":{pid}}}\n").as_bytes())?;
+            echo(ECHO)?;
+        }
+        "sleeper" => {
+            if Flags::parse(rest, &["ignore-term"])?.has("ignore-term") {
+                unix::ignore_sigterm()?;
+            }
+            // stderr is the parent's private readiness pipe (see `start_grandchild`).
+            writeln!(io::stderr(), "ready")?;
+            block_forever();
+        }
+        "stderr-flood" => {
+            let mib: u64 = number(rest, 0, "MIB", None)?;
+            thread::spawn(move || flood_stderr(mib * 1024 * 1024));
+            echo(ECHO)?;
+        }
+        "no-read" => {
+            say(b"{\"ready\":true}\n")?;
+            block_forever();
+        }
+        "fail-start" => {
+            writeln!(io::stderr(), "Error: Cannot find module 'x'")?;
+            return Ok(1);
+        }
+        "stderr-then-exit" => {
+            let code = number(rest, 0, "CODE", None)?;
+            let mut err = io::stderr().lock();
+            for i in 1..=3 {
+                writeln!(err, "stderr line {i} of 3")?;
+            }
+            return Ok(code);
+        }
+        "print-env" => {
+            let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
+            vars.sort();
+            let lines: Vec<Vec<u8>> = vars.iter().map(|(k, v)| env_line(k, v)).collect();
+            say_lines(&lines)?;
+        }
+        "print-cwd" => {
+            let cwd = std::env::current_dir()?;
+            say_lines(&[[b"cwd=".as_slice(), &unix::os_bytes(cwd.as_os_str())].concat()])?;
+        }
+        "print-args" => {
+            let lines: Vec<Vec<u8>> = rest
+                .iter()
+                .enumerate()
+                .map(|(i, arg)| [format!("[{i}]=").into_bytes(), unix::os_bytes(arg)].concat())
+                .collect();
+            say_lines(&lines)?;
+        }
+        "print-pgid" => {
+            let line = format!(
+                "{{\"pid\":{},\"pgid\":{}}}\n",
+                std::process::id(),
+                unix::pgid()?
+            );
+            say(line.as_bytes())?;
+        }
+        "slow-reader" => echo(Echo::Slow {
+            pause: Duration::from_millis(10),
+        })?,
+        "garbage" => {
+            let bytes = garbage(
+                number(rest, 0, "BYTES", None)?,
+                number(rest, 1, "SEED", None)?,
+            );
+            say(&bytes)?;
+            say(b"\n{\"after\":\"garbage\"}\n")?;
+            echo(ECHO)?;
+        }
+        other => return Err(Failure::Usage(format!("unknown scenario {other:?}"))),
+    }
+    Ok(0)
+}
+
+/// Writes and flushes at once, so the reader sees it without waiting for more.
+fn say(bytes: &[u8]) -> io::Result<()> {
+    let mut out = io::stdout().lock();
+    out.write_all(bytes)?;
+    out.flush()
+}
+
+fn say_lines(lines: &[Vec<u8>]) -> io::Result<()> {
+    let mut out = BufWriter::new(io::stdout().lock());
+    for line in lines {
+        out.write_all(line)?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
+fn block_forever() -> ! {
+    loop {
+        thread::park();
+    }
+}
+
+/// Argument `index` parsed as a number, or `default` when it is absent.
+fn number<T: FromStr>(
+    rest: &[OsString],
+    index: usize,
+    name: &str,
+    default: Option<T>,
+) -> Result<T, Failure> {
+    match rest.get(index) {
+        None => default.ok_or_else(|| Failure::Usage(format!("missing argument {name}"))),
+        Some(arg) => arg
+            .to_str()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| Failure::Usage(format!("{name} must be a number, got {arg:?}"))),
+    }
+}
+
+/// Optional words after a scenario name, each from a known set.
+struct Flags(Vec<String>);
+
+impl Flags {
+    fn parse(rest: &[OsString], known: &[&str]) -> Result<Flags, Failure> {
+        let mut flags = Vec::new();
+        for arg in rest {
+            match arg.to_str() {
+                Some(flag) if known.contains(&flag) => flags.push(flag.to_owned()),
+                _ => {
+                    return Err(Failure::Usage(format!(
+                        "unknown flag {arg:?}, expected {known:?}"
+                    )));
+                }
+            }
+        }
+        Ok(Flags(flags))
+    }
+
+    fn has(&self, flag: &str) -> bool {
+        self.0.iter().any(|f| f == flag)
+    }
+}
+
+fn flood(lines: u64, len: usize) -> io::Result<()> {
+    let mut out = BufWriter::with_capacity(64 * 1024, io::stdout().lock());
+    for n in 0..lines {
+        out.write_all(&numbered_line(n, len))?;
+        out.write_all(b"\n")?;
+    }
+    out.flush()
+}
+
+fn long_line(len: u64) -> io::Result<()> {
+    const CHUNK: usize = 64 * 1024;
+    let chunk = [b'a'; CHUNK];
+    let mut out = io::stdout().lock();
+    let mut left = len;
+    while left > 0 {
+        let n = usize::try_from(left).map_or(CHUNK, |left| left.min(CHUNK));
+        out.write_all(&chunk[..n])?;
+        left -= n as u64;
+    }
+    out.write_all(b"\n{\"after\":\"long\"}\n")?;
+    out.flush()
+}
+
+/// Starts `misbehave sleeper` and returns its PID once it is ready (signal disposition set), so a
+/// test never races the grandchild's own startup.
+///
+/// Unless `hold_pipes`, the grandchild gets null stdin/stdout: it then cannot keep our pipes (and
+/// the transport's) open after we exit. Its stderr is a private pipe for the readiness line only.
+fn start_grandchild(ignore_term: bool, hold_pipes: bool) -> io::Result<u32> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("sleeper");
+    if ignore_term {
+        cmd.arg("ignore-term");
+    }
+    if !hold_pipes {
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    }
+    cmd.stderr(Stdio::piped());
+    let mut child = cmd.spawn()?;
+    let stderr = child
+        .stderr
+        .take()
+        .ok_or_else(|| io::Error::other("grandchild has no stderr pipe"))?;
+    let mut ready = String::new();
+    BufReader::new(stderr).read_line(&mut ready)?;
+    if ready.trim_end() != "ready" {
+        return Err(io::Error::other(format!("grandchild said {ready:?}")));
+    }
+    // Not waited for on purpose: it is meant to outlive us, as a launcher's child would.
+    Ok(child.id())
+}
+
+/// Writes `total` bytes of 1 KiB lines to stderr, then tells stdout it is done. If nobody drains
+/// stderr this blocks, and the `stderr_done` line never comes.
+fn flood_stderr(total: u64) {
+    let mut line = b"stderr flood line ".to_vec();
+    line.resize(1023, b'~');
+    line.push(b'\n');
+    let chunk = line.repeat(64);
+    let mut written = 0u64;
+    let mut err = io::stderr();
+    while written < total {
+        let n = usize::try_from(total - written).map_or(chunk.len(), |left| left.min(chunk.len()));
+        if err.write_all(&chunk[..n]).is_err() {
+            return;
+        }
+        written += n as u64;
+    }
+    let _ = say(format!("{{\"stderr_done\":{written}}}\n").as_bytes());
+}
+
+/// `KEY=VALUE`, with line breaks inside the value escaped so one variable stays one line.
+fn env_line(key: &std::ffi::OsStr, value: &std::ffi::OsStr) -> Vec<u8> {
+    let mut line = unix::os_bytes(key);
+    line.push(b'=');
+    for &b in &unix::os_bytes(value) {
+        match b {
+            b'\n' => line.extend_from_slice(b"\\n"),
+            b'\r' => line.extend_from_slice(b"\\r"),
+            _ => line.push(b),
+        }
+    }
+    line
+}
+
+/// Deterministic bytes for a seed, dense in what trips framers: `\n`, `\r`, `\r\n`, empty lines,
+/// invalid UTF-8.
+fn garbage(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed | 1;
+    let mut next = move || {
+        // xorshift64: good enough to scatter bytes, and reproducible from the seed.
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    (0..len)
+        .map(|_| {
+            let r = next();
+            match r % 16 {
+                0 | 1 => b'\n',
+                2 => b'\r',
+                3 => 0xff,
+                _ => (r >> 8) as u8,
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn os(args: &[&str]) -> Vec<OsString> {
+        args.iter().map(OsString::from).collect()
+    }
+
+    #[test]
+    fn numbers_parse_with_defaults_and_reject_junk() {
+        let rest = os(&["12", "x"]);
+        assert_eq!(number::<u64>(&rest, 0, "N", None).ok(), Some(12));
+        assert!(number::<u64>(&rest, 1, "LEN", Some(5)).is_err());
+        assert_eq!(number::<usize>(&rest, 2, "LEN", Some(5)).ok(), Some(5));
+        assert!(number::<u64>(&rest, 2, "N", None).is_err());
+        assert_eq!(number::<i32>(&os(&["-3"]), 0, "CODE", None).ok(), Some(-3));
+    }
+
+    #[test]
+    fn flags_accept_known_words_in_any_order() {
+        let flags = Flags::parse(
+            &os(&["hold-pipes", "ignore-term"]),
+            &["ignore-term", "hold-pipes"],
+        )
+        .ok()
+        .expect("known flags");
+        assert!(flags.has("ignore-term") && flags.has("hold-pipes"));
+        assert!(Flags::parse(&os(&["bogus"]), &["ignore-term"]).is_err());
+        assert!(
+            !Flags::parse(&[], &["ignore-term"])
+                .ok()
+                .expect("empty")
+                .has("ignore-term")
+        );
+    }
+
+    #[test]
+    fn env_lines_stay_single_lines() {
+        let line = env_line("K".as_ref(), "a\nb\rc=d".as_ref());
+        assert_eq!(line, b"K=a\\nb\\rc=d");
+    }
+
+    #[test]
+    fn garbage_is_reproducible_and_dense_in_framing_bytes() {
+        let a = garbage(100_000, 7);
+        assert_eq!(a, garbage(100_000, 7));
+        assert_ne!(a, garbage(100_000, 8));
+        let newlines = a.iter().filter(|&&b| b == b'\n').count();
+        let crs = a.iter().filter(|&&b| b == b'\r').count();
+        assert!(
+            newlines > 10_000 && crs > 5_000,
+            "{newlines} newlines, {crs} CRs"
+        );
+        assert!(std::str::from_utf8(&a).is_err());
+    }
+}

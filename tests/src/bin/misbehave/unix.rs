@@ -1,0 +1,50 @@
+//! The few process-level calls std does not offer.
+
+use std::io;
+
+/// Ignores SIGTERM from now on, so only SIGKILL can end this process.
+#[cfg(unix)]
+pub(crate) fn ignore_sigterm() -> io::Result<()> {
+    // SAFETY: installing SIG_IGN runs no code of ours in signal context; it only changes the
+    // disposition, and no other thread of this program touches SIGTERM.
+    let previous = unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    if previous == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// Without SIGTERM there is nothing to ignore.
+#[cfg(not(unix))]
+pub(crate) fn ignore_sigterm() -> io::Result<()> {
+    Ok(())
+}
+
+/// This process's process group ID.
+#[cfg(unix)]
+pub(crate) fn pgid() -> io::Result<u32> {
+    // SAFETY: getpgid takes a plain integer and touches no memory of ours; 0 means "this process".
+    let pgid = unsafe { libc::getpgid(0) };
+    u32::try_from(pgid).map_err(|_| io::Error::last_os_error())
+}
+
+/// Process groups are a Unix notion.
+#[cfg(not(unix))]
+pub(crate) fn pgid() -> io::Result<u32> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "no process groups",
+    ))
+}
+
+/// The raw bytes of an OS string (lossy where the platform has no byte view).
+pub(crate) fn os_bytes(s: &std::ffi::OsStr) -> Vec<u8> {
+    #[cfg(unix)]
+    {
+        std::os::unix::ffi::OsStrExt::as_bytes(s).to_vec()
+    }
+    #[cfg(not(unix))]
+    {
+        s.to_string_lossy().into_owned().into_bytes()
+    }
+}
