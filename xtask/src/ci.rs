@@ -140,12 +140,11 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
 
     banner("summary");
     for (name, status, elapsed) in &summary {
-        eprintln!("  {name:<24} {status:<40} {:>7.1} s", elapsed.as_secs_f64());
+        eprintln!("  {name:<24} {:>7.1} s  {status}", elapsed.as_secs_f64());
     }
     eprintln!(
-        "  {:<24} {:<40} {:>7.1} s",
+        "  {:<24} {:>7.1} s",
         "total",
-        "",
         started.elapsed().as_secs_f64()
     );
     match failure {
