@@ -113,11 +113,11 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
 
     let total = steps.len();
     let started = Instant::now();
-    let mut summary: Vec<(&str, String, Duration)> = Vec::new();
+    let mut summary: Vec<(&str, String, Option<Duration>)> = Vec::new();
     let mut failure = None;
     for (index, Step { name, action }) in steps.into_iter().enumerate() {
         if failure.is_some() {
-            summary.push((name, "not run".into(), Duration::ZERO));
+            summary.push((name, "not run".into(), None));
             continue;
         }
         banner(&format!("[{}/{total}] {name}", index + 1));
@@ -135,12 +135,13 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
                 "FAILED".to_string()
             }
         };
-        summary.push((name, status, elapsed));
+        summary.push((name, status, Some(elapsed)));
     }
 
     banner("summary");
     for (name, status, elapsed) in &summary {
-        eprintln!("  {name:<24} {:>7.1} s  {status}", elapsed.as_secs_f64());
+        let time = elapsed.map_or(String::new(), |t| format!("{:.1} s", t.as_secs_f64()));
+        eprintln!("  {name:<24} {time:>9}  {status}");
     }
     eprintln!(
         "  {:<24} {:>7.1} s",
