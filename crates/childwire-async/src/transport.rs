@@ -1,0 +1,423 @@
+//! The user's handles: [`Transport`], and its halves [`Sender`] and
+//! [`Receiver`].
+
+use std::fmt;
+use std::future::poll_fn;
+use std::marker::PhantomData;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use childwire_core::{
+    Closed, Command, Config, Counters, ExitReport, Received, SendError, SendErrorKind, Session,
+    SpawnError,
+};
+use futures_core::Stream;
+use futures_sink::Sink;
+
+use crate::driver::Driver;
+use crate::runtime::{ChildProcess, Runtime};
+use crate::shared::{Shared, SharedRef, State};
+
+/// A child process and the newline-delimited message channel to it.
+///
+/// Created by [`Transport::spawn`]. [`send`](Self::send) writes a message to
+/// the child's stdin, [`recv`](Self::recv) yields what it writes to stdout,
+/// [`shutdown`](Self::shutdown) ends it the MCP way. A background task owns
+/// the child and always drains its pipes, so a child is never blocked by a
+/// caller that is busy elsewhere.
+///
+/// Dropping the transport (every half, after [`split`](Self::split))
+/// without a shutdown kills the child and its process group with SIGKILL:
+/// the non-graceful path (C14). The child is reaped in the background.
+pub struct Transport<R: Runtime> {
+    sender: Sender<R>,
+    receiver: Receiver<R>,
+}
+
+impl<R: Runtime> Transport<R> {
+    /// Spawns `command` and starts the task that drives it.
+    ///
+    /// Fails with a [`SpawnError`] that names the program and the OS reason
+    /// (C11); nothing is left behind then.
+    pub fn spawn(command: &Command, config: Config) -> Result<Self, SpawnError> {
+        let child =
+            R::spawn_child(command.to_std()).map_err(|err| SpawnError::new(command, err))?;
+        let pid = child.id();
+        let shared = Shared::new(Session::new(&config, command, Instant::now()));
+        let driver = Driver::<R>::new(shared.clone(), child, command, config.on_stderr_line);
+        R::spawn_task(Box::pin(driver));
+        Ok(Self {
+            sender: Sender::new(shared.clone(), pid),
+            receiver: Receiver::new(shared, pid),
+        })
+    }
+
+    /// Sends one message: `payload` followed by `\n` (C06–C08).
+    ///
+    /// Waits while the outbound queue is full (backpressure). Fails, handing
+    /// the payload back, if it contains `\n` or `\r`, is over the size limit,
+    /// or sending is over (shutdown, exit, write timeout).
+    ///
+    /// Cancel-safe: if the future is dropped before it completes, the
+    /// message was not queued, and nothing of it reaches the child.
+    pub async fn send(&self, payload: impl Into<Bytes>) -> Result<(), SendError<Bytes>> {
+        self.sender.send(payload).await
+    }
+
+    /// The next message, notice or, last, the exit report; `None` after the
+    /// report (C04).
+    ///
+    /// Cancel-safe: dropping the future (e.g. when another branch of a
+    /// `select!` wins) loses no message and no partial line (C05).
+    pub async fn recv(&mut self) -> Option<Received> {
+        self.receiver.recv().await
+    }
+
+    /// Shuts the child down the MCP way and returns how it ended (C12, C15):
+    /// flush what is queued, close stdin, wait `stdin_grace`, SIGTERM (to the
+    /// group), wait `term_grace`, SIGKILL, reap. A child that exits on EOF is
+    /// done as soon as it exits.
+    ///
+    /// Messages the child wrote before it exited stay receivable with
+    /// [`recv`](Self::recv).
+    pub async fn shutdown(&self) -> Result<ExitReport, DriverStopped> {
+        self.sender.shutdown().await
+    }
+
+    /// The child's process ID (its process group's too, by default).
+    pub fn id(&self) -> Option<u32> {
+        self.sender.pid
+    }
+
+    /// Traffic counters so far.
+    pub fn counters(&self) -> Counters {
+        self.sender.shared.lock().session.counters()
+    }
+
+    /// Splits into a [`Sender`], which can be cloned, and a [`Receiver`], to
+    /// use from different tasks (C17).
+    pub fn split(self) -> (Sender<R>, Receiver<R>) {
+        (self.sender, self.receiver)
+    }
+}
+
+impl<R: Runtime> fmt::Debug for Transport<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Transport")
+            .field("pid", &self.sender.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The sending half of a [`Transport`]. Clone it to send from several tasks.
+pub struct Sender<R: Runtime> {
+    shared: SharedRef,
+    pid: Option<u32>,
+    /// An item the [`Sink`] accepted while the queue had filled up again
+    /// (another clone got there first); it goes out before anything else.
+    sink_item: Option<Bytes>,
+    _runtime: PhantomData<fn() -> R>,
+}
+
+impl<R: Runtime> Sender<R> {
+    fn new(shared: SharedRef, pid: Option<u32>) -> Self {
+        shared.lock().handles += 1;
+        Self {
+            shared,
+            pid,
+            sink_item: None,
+            _runtime: PhantomData,
+        }
+    }
+
+    /// Sends one message. See [`Transport::send`].
+    pub async fn send(&self, payload: impl Into<Bytes>) -> Result<(), SendError<Bytes>> {
+        let mut payload = Some(payload.into());
+        poll_fn(|cx| {
+            let item = payload.take().expect("polled after completion");
+            match self.try_queue(cx, item) {
+                Queued::Done(result) => Poll::Ready(result),
+                Queued::Wait(item) => {
+                    payload = Some(item);
+                    Poll::Pending
+                }
+            }
+        })
+        .await
+    }
+
+    /// Queues `item`, or hands it back to wait for room.
+    fn try_queue(&self, cx: &mut Context<'_>, item: Bytes) -> Queued {
+        let mut state = self.shared.lock();
+        if state.driver_stopped {
+            return Queued::Done(Err(SendError::new(
+                SendErrorKind::Closed(Closed::Exited),
+                item,
+            )));
+        }
+        match state.session.send(item, Instant::now()) {
+            Ok(()) => {
+                state.wake_driver();
+                Queued::Done(Ok(()))
+            }
+            Err(err) if err.kind() == SendErrorKind::Full => {
+                State::register(&mut state.send_wakers, cx.waker());
+                Queued::Wait(err.into_payload())
+            }
+            Err(err) => Queued::Done(Err(err)),
+        }
+    }
+
+    /// Shuts the child down. See [`Transport::shutdown`].
+    pub async fn shutdown(&self) -> Result<ExitReport, DriverStopped> {
+        {
+            let mut state = self.shared.lock();
+            state.session.shutdown(Instant::now());
+            state.wake_driver();
+        }
+        poll_fn(|cx| {
+            let mut state = self.shared.lock();
+            if let Some(report) = state.session.report() {
+                return Poll::Ready(Ok(report.clone()));
+            }
+            if state.driver_stopped {
+                return Poll::Ready(Err(DriverStopped));
+            }
+            State::register(&mut state.done_wakers, cx.waker());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// The child's process ID.
+    pub fn id(&self) -> Option<u32> {
+        self.pid
+    }
+
+    fn poll_sink_item(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), SendError<Bytes>>> {
+        let Some(item) = self.sink_item.take() else {
+            return Poll::Ready(Ok(()));
+        };
+        match self.try_queue(cx, item) {
+            Queued::Done(result) => Poll::Ready(result),
+            Queued::Wait(item) => {
+                self.sink_item = Some(item);
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// The outcome of one attempt to queue a message.
+enum Queued {
+    /// Queued, or refused for good.
+    Done(Result<(), SendError<Bytes>>),
+    /// The queue is full: the payload, to try again when woken.
+    Wait(Bytes),
+}
+
+impl<R: Runtime> Clone for Sender<R> {
+    fn clone(&self) -> Self {
+        Self::new(self.shared.clone(), self.pid)
+    }
+}
+
+impl<R: Runtime> Drop for Sender<R> {
+    fn drop(&mut self) {
+        release(&self.shared);
+    }
+}
+
+impl<R: Runtime> fmt::Debug for Sender<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Sender")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Queues messages for the child (C17). `poll_flush` waits until the child
+/// has been handed every queued byte; `poll_close` flushes, then begins the
+/// graceful shutdown (it does not wait for the exit: use
+/// [`Sender::shutdown`] for the report).
+impl<R: Runtime, B: Into<Bytes>> Sink<B> for Sender<R> {
+    type Error = SendError<Bytes>;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        let this = self.get_mut();
+        if this.poll_sink_item(cx)?.is_pending() {
+            return Poll::Pending;
+        }
+        let mut state = this.shared.lock();
+        if state.session.send_ready() || state.driver_stopped {
+            return Poll::Ready(Ok(()));
+        }
+        State::register(&mut state.send_wakers, cx.waker());
+        Poll::Pending
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: B) -> Result<(), Self::Error> {
+        let this = self.get_mut();
+        let mut state = this.shared.lock();
+        match state.session.send(item.into(), Instant::now()) {
+            Ok(()) => {
+                state.wake_driver();
+                Ok(())
+            }
+            Err(err) if err.kind() == SendErrorKind::Full => {
+                this.sink_item = Some(err.into_payload());
+                Ok(())
+            }
+            Err(err) => Err(err),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        let this = self.get_mut();
+        if this.poll_sink_item(cx)?.is_pending() {
+            return Poll::Pending;
+        }
+        let mut state = this.shared.lock();
+        if state.session.poll_transmit().is_none() || state.driver_stopped {
+            return Poll::Ready(Ok(()));
+        }
+        State::register(&mut state.send_wakers, cx.waker());
+        Poll::Pending
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        let this = self.get_mut();
+        if Sink::<B>::poll_flush(Pin::new(this), cx)?.is_pending() {
+            return Poll::Pending;
+        }
+        let mut state = this.shared.lock();
+        state.session.shutdown(Instant::now());
+        state.wake_driver();
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The receiving half of a [`Transport`].
+pub struct Receiver<R: Runtime> {
+    shared: SharedRef,
+    pid: Option<u32>,
+    _runtime: PhantomData<fn() -> R>,
+}
+
+impl<R: Runtime> Receiver<R> {
+    fn new(shared: SharedRef, pid: Option<u32>) -> Self {
+        shared.lock().handles += 1;
+        Self {
+            shared,
+            pid,
+            _runtime: PhantomData,
+        }
+    }
+
+    /// The next item. See [`Transport::recv`]; cancel-safe (C05).
+    pub async fn recv(&mut self) -> Option<Received> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Polls for the next item: messages and notices in the order the child
+    /// wrote them, then the exit report, then `None`.
+    ///
+    /// An item is taken out of the shared queue only in the call that
+    /// returns it, which is what makes receiving cancel-safe.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        let mut state = self.shared.lock();
+        let was_paused = !state.session.wants_stdout();
+        if let Some(item) = state.session.poll_received() {
+            if was_paused && state.session.wants_stdout() {
+                state.wake_driver();
+            }
+            return Poll::Ready(Some(item));
+        }
+        if state.session.is_finished() || state.driver_stopped {
+            return Poll::Ready(None);
+        }
+        state.recv_waker = Some(cx.waker().clone());
+        Poll::Pending
+    }
+
+    /// The child's process ID.
+    pub fn id(&self) -> Option<u32> {
+        self.pid
+    }
+}
+
+impl<R: Runtime> Drop for Receiver<R> {
+    fn drop(&mut self) {
+        release(&self.shared);
+    }
+}
+
+impl<R: Runtime> fmt::Debug for Receiver<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Runtime> Stream for Receiver<R> {
+    type Item = Received;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        self.get_mut().poll_recv(cx)
+    }
+}
+
+impl<R: Runtime> Stream for Transport<R> {
+    type Item = Received;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        self.get_mut().receiver.poll_recv(cx)
+    }
+}
+
+impl<R: Runtime, B: Into<Bytes>> Sink<B> for Transport<R> {
+    type Error = SendError<Bytes>;
+
+    fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Sink::<B>::poll_ready(Pin::new(&mut self.get_mut().sender), cx)
+    }
+
+    fn start_send(self: Pin<&mut Self>, item: B) -> Result<(), Self::Error> {
+        Pin::new(&mut self.get_mut().sender).start_send(item)
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Sink::<B>::poll_flush(Pin::new(&mut self.get_mut().sender), cx)
+    }
+
+    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Sink::<B>::poll_close(Pin::new(&mut self.get_mut().sender), cx)
+    }
+}
+
+/// A handle is gone; the last one to go abandons a child that was never
+/// asked to shut down, which the driver then kills (C14).
+fn release(shared: &Shared) {
+    let mut state = shared.lock();
+    state.handles -= 1;
+    if state.handles == 0 && !state.session.lifecycle().shutdown_requested() {
+        state.abandoned = true;
+        state.wake_driver();
+    }
+}
+
+/// The task driving the child ended before the child's end was known: its
+/// runtime shut down. The child was killed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverStopped;
+
+impl fmt::Display for DriverStopped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("the task driving the child stopped before the child's end (its runtime shut down); the child was killed")
+    }
+}
+
+impl std::error::Error for DriverStopped {}
