@@ -11,6 +11,8 @@
 //!
 //! Use it through the `childwire` crate, which picks the runtime by feature.
 
+#[cfg(feature = "async-process")]
+pub mod async_process;
 mod driver;
 mod os;
 mod runtime;

@@ -1,0 +1,133 @@
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+//! Run a child process and exchange newline-delimited messages (NDJSON,
+//! JSON-RPC, MCP's stdio transport) with it: bounded framing, batched and
+//! backpressured writes, a drained stderr with a tail for the exit report,
+//! and the MCP shutdown sequence (close stdin, SIGTERM, SIGKILL) on the
+//! child's whole process group.
+//!
+//! The runtime is picked by feature. Each one adds a module with the same
+//! API (`Transport`, `Sender`, `Receiver`, and the types below again), so
+//! switching runtime is a one-line change of the `use`
+//! (`use childwire::tokio::{Command, Config, Transport}` →
+//! `use childwire::smol::{Command, Config, Transport}`):
+//!
+//! | Feature             | Module                | Adapter crate         | Pulls in                                  |
+//! |---------------------|-----------------------|-----------------------|-------------------------------------------|
+//! | `tokio` (default)   | [`childwire::tokio`]  | `childwire-tokio`     | `tokio` (`process`, `rt`, `time`, `io-util`) |
+//! | `smol`              | [`childwire::smol`]   | `childwire-smol`      | `smol` (`async-process`, `async-io`, its executor) |
+//! | `async-std`         | [`childwire::async_std`] | `childwire-async-std` | `async-std` (discontinued upstream), `async-process`, `async-io` |
+//! | none                | —                     | —                     | `childwire-core` and `childwire-async` only: the types below and the [`core`] framer |
+//!
+//! The features are additive: any combination builds, and enabling one
+//! never changes another (two crates in one dependency graph may pick
+//! different runtimes). To use smol or async-std only, turn the default
+//! off:
+//!
+//! ```toml
+//! [dependencies]
+//! childwire = { version = "0.1", default-features = false, features = ["smol"] }
+//! ```
+//!
+//! # Tokio
+//!
+//! [`Transport::spawn`](crate::tokio::Transport::spawn) must be called from
+//! within a Tokio runtime.
+//!
+//! ```no_run
+//! use childwire::{Command, Config, Received};
+//!
+//! # #[cfg(feature = "tokio")]
+//! async fn ping() -> Result<(), Box<dyn std::error::Error>> {
+//!     let mut server = childwire::tokio::Transport::spawn(
+//!         &Command::new("uvx").arg("mcp-server-time"),
+//!         Config::default(),
+//!     )?;
+//!     server.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await?;
+//!     if let Some(Received::Message(reply)) = server.recv().await {
+//!         println!("{}", String::from_utf8_lossy(&reply));
+//!     }
+//!     println!("{}", server.shutdown().await?);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # smol
+//!
+//! The child is driven on smol's global executor; run the future with
+//! `smol::block_on` or any executor.
+//!
+//! ```no_run
+//! use childwire::{Command, Config, Received};
+//!
+//! # #[cfg(feature = "smol")]
+//! async fn ping() -> Result<(), Box<dyn std::error::Error>> {
+//!     let mut server = childwire::smol::Transport::spawn(
+//!         &Command::new("uvx").arg("mcp-server-time"),
+//!         Config::default(),
+//!     )?;
+//!     server.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await?;
+//!     if let Some(Received::Message(reply)) = server.recv().await {
+//!         println!("{}", String::from_utf8_lossy(&reply));
+//!     }
+//!     println!("{}", server.shutdown().await?);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! # async-std
+//!
+//! For codebases still on async-std (discontinued upstream; smol is its
+//! successor). It shares smol's implementation.
+//!
+//! ```no_run
+//! use childwire::{Command, Config, Received};
+//!
+//! # #[cfg(feature = "async-std")]
+//! async fn ping() -> Result<(), Box<dyn std::error::Error>> {
+//!     let mut server = childwire::async_std::Transport::spawn(
+//!         &Command::new("uvx").arg("mcp-server-time"),
+//!         Config::default(),
+//!     )?;
+//!     server.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await?;
+//!     if let Some(Received::Message(reply)) = server.recv().await {
+//!         println!("{}", String::from_utf8_lossy(&reply));
+//!     }
+//!     println!("{}", server.shutdown().await?);
+//!     Ok(())
+//! }
+//! ```
+//!
+//! [`childwire::tokio`]: crate::tokio
+//! [`childwire::smol`]: crate::smol
+//! [`childwire::async_std`]: crate::async_std
+
+pub use childwire_async::{
+    Closed, Command, Config, Counters, DriverStopped, EndedBy, EnvPolicy, Exit, ExitReport,
+    Message, Oversized, Received, SendError, SendErrorKind, SpawnError, StderrMode,
+};
+/// The sans-IO core: the framer on its own (usable over any byte stream),
+/// the encoder, the lifecycle and session state machines.
+pub use childwire_core as core;
+
+/// childwire on Tokio (feature `tokio`, on by default).
+#[cfg(feature = "tokio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio")))]
+pub mod tokio {
+    pub use childwire_tokio::*;
+}
+
+/// childwire on smol (feature `smol`).
+#[cfg(feature = "smol")]
+#[cfg_attr(docsrs, doc(cfg(feature = "smol")))]
+pub mod smol {
+    pub use childwire_smol::*;
+}
+
+/// childwire on async-std (feature `async-std`). async-std is discontinued
+/// upstream; prefer [`smol`](crate::smol) in new code.
+#[cfg(feature = "async-std")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async-std")))]
+pub mod async_std {
+    pub use childwire_async_std::*;
+}
