@@ -1,0 +1,147 @@
+//! The child's stderr: always drained, tail kept for the report, lines to the caller (C09, C10).
+
+use std::sync::{Arc, Mutex};
+
+use super::rt::{EndedBy, Exit, Received, StderrMode};
+use super::support::*;
+
+/// `stderr-flood MIB` in `mode`: traffic on stdout keeps flowing while the child floods stderr,
+/// and the child gets to write all of it (it says so on stdout). Returns the report.
+async fn flood_stderr_while_talking(mode: StderrMode, mib: u64) -> super::rt::ExitReport {
+    let mut cmd = misbehave(&["stderr-flood", &mib.to_string()]);
+    cmd.stderr(mode);
+    let mut t = start(&cmd, config());
+    let mut echoed = 0u64;
+    let mut done = None;
+    send(&mut t, "m0").await;
+    // Ping-pong until both the echoes and the flood are through; a stderr nobody drains
+    // blocks the flooding thread and the "stderr_done" line never comes.
+    while done.is_none() || echoed < 200 {
+        let line = text(&mut t).await;
+        if let Some(bytes) = line.strip_prefix("{\"stderr_done\":") {
+            done = bytes.strip_suffix('}').and_then(|b| b.parse::<u64>().ok());
+            assert!(done.is_some(), "bad line {line:?}");
+        } else {
+            assert_eq!(line, format!("m{echoed}"));
+            echoed += 1;
+            if echoed < 200 {
+                send(&mut t, &format!("m{echoed}")).await;
+            }
+        }
+    }
+    assert_eq!(done, Some(mib * 1024 * 1024));
+    let report = finish(t).await;
+    assert_eq!(report.ended_by, EndedBy::StdinClose);
+    report
+}
+
+#[test]
+fn c09_stderr_flood_never_blocks_stdout_traffic() {
+    run(async {
+        const MIB: u64 = 64;
+        let report = flood_stderr_while_talking(StderrMode::Capture, MIB).await;
+        assert_eq!(report.counters.stderr_bytes, MIB * 1024 * 1024);
+        // The tail is bounded (default 64 KiB of lines), whatever the child wrote.
+        assert!(
+            report.stderr_tail.len() <= 80 * 1024,
+            "stderr tail of {} bytes",
+            report.stderr_tail.len()
+        );
+        assert!(report.stderr_tail.contains("stderr flood line"));
+    });
+}
+
+#[test]
+fn c09_discarded_stderr_never_blocks_either() {
+    run(async {
+        let report = flood_stderr_while_talking(StderrMode::Discard, 16).await;
+        assert!(report.stderr_tail.is_empty());
+    });
+}
+
+#[test]
+fn c09_captured_stderr_lines_reach_the_callback() {
+    run(async {
+        let lines = Arc::new(Mutex::new(Vec::new()));
+        let mut config = config();
+        let sink = Arc::clone(&lines);
+        config.on_stderr_line = Some(Arc::new(move |line: &[u8]| {
+            sink.lock().expect("lock").push(line.to_vec());
+        }));
+        let mut t = start(&misbehave(&["stderr-then-exit", "0"]), config);
+        let pid = pid_of(&t);
+        let (_, report) = drain_to_exit(&mut t).await;
+        assert_reaped(pid).await;
+        assert_eq!(report.exit, Exit::Code(0));
+        let lines = lines.lock().expect("lock").clone();
+        let expected: Vec<Vec<u8>> = (1..=3)
+            .map(|i| format!("stderr line {i} of 3").into_bytes())
+            .collect();
+        assert_eq!(
+            lines, expected,
+            "each line once, in order, without its newline"
+        );
+    });
+}
+
+#[test]
+fn c10_a_server_that_fails_at_start_reports_its_stderr() {
+    run(async {
+        let mut t = start_misbehave(&["fail-start"]);
+        let pid = pid_of(&t);
+        let report = match recv(&mut t).await {
+            Received::Exited(report) => report,
+            other => panic!("expected the exit report, got {other:?}"),
+        };
+        assert!(within(STEP, "end", t.recv()).await.is_none());
+        assert_reaped(pid).await;
+        assert_eq!(report.exit, Exit::Code(1));
+        assert_eq!(report.ended_by, EndedBy::OnItsOwn);
+        assert!(report.unexpected());
+        assert!(!report.success());
+        assert!(report.stderr_tail.contains("Error: Cannot find module 'x'"));
+        let shown = report.to_string();
+        assert!(
+            shown.contains("Cannot find module 'x'") && shown.contains("code 1"),
+            "the report's one line says why: {shown}"
+        );
+    });
+}
+
+#[test]
+fn c10_an_early_exit_reports_its_code_and_stderr_tail() {
+    run(async {
+        let mut t = start_misbehave(&["stderr-then-exit", "3"]);
+        let pid = pid_of(&t);
+        let (messages, report) = drain_to_exit(&mut t).await;
+        assert_reaped(pid).await;
+        assert!(messages.is_empty());
+        assert_eq!(report.exit, Exit::Code(3));
+        assert!(report.unexpected());
+        let tail: Vec<&str> = report.stderr_tail.lines().collect();
+        assert_eq!(
+            tail,
+            [
+                "stderr line 1 of 3",
+                "stderr line 2 of 3",
+                "stderr line 3 of 3"
+            ]
+        );
+    });
+}
+
+#[test]
+fn c09_inherited_stderr_is_not_captured() {
+    run(async {
+        // The three lines go to the test process's own stderr.
+        let mut cmd = misbehave(&["stderr-then-exit", "0"]);
+        cmd.stderr(StderrMode::Inherit);
+        let mut t = start(&cmd, config());
+        let pid = pid_of(&t);
+        let (_, report) = drain_to_exit(&mut t).await;
+        assert_reaped(pid).await;
+        assert_eq!(report.exit, Exit::Code(0));
+        assert!(report.stderr_tail.is_empty());
+        assert_eq!(report.counters.stderr_bytes, 0);
+    });
+}

@@ -1,0 +1,197 @@
+//! What every area of the suite needs: spawning the child, receiving with deadlines, and proving
+//! that no zombie and no orphan is left behind.
+
+use std::future::Future;
+use std::time::{Duration, Instant};
+
+use childwire_conformance::{live_group_members, pid_exists};
+
+use super::rt::{self, Command, Config, ExitReport, Received, Receiver, Sender, Transport};
+
+/// The child program, built by Cargo for this test target.
+pub(super) const MISBEHAVE: &str = env!("CARGO_BIN_EXE_misbehave");
+
+/// Bound for one step that takes milliseconds when things work; only a failure waits this long.
+pub(super) const STEP: Duration = Duration::from_secs(20);
+
+/// Bound for a whole ordinary test.
+const TEST: Duration = Duration::from_secs(120);
+
+/// How often [`eventually`] re-checks a condition nothing can notify us of.
+const POLL: Duration = Duration::from_millis(5);
+
+/// Runs one test on the runtime under test, bounded by a deadline so a hang fails instead of
+/// stalling the whole suite.
+pub(super) fn run(test: impl Future<Output = ()>) {
+    run_for(TEST, test);
+}
+
+/// [`run`] with a longer bound, for tests that move hundreds of megabytes through a debug build.
+pub(super) fn run_for(limit: Duration, test: impl Future<Output = ()>) {
+    rt::block_on(within(limit, "the whole test", test));
+}
+
+/// `fut`'s output, or a panic naming `what` if it takes longer than `limit`.
+pub(super) async fn within<F: Future>(limit: Duration, what: &str, fut: F) -> F::Output {
+    match rt::timeout(limit, fut).await {
+        Some(output) => output,
+        None => panic!("timed out after {limit:?}: {what}"),
+    }
+}
+
+/// Waits for a condition that has no event to await (a process leaving `/proc`), checking every
+/// few milliseconds; panics naming `what` if it does not hold within `limit`.
+pub(super) async fn eventually(limit: Duration, what: &str, mut cond: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !cond() {
+        assert!(start.elapsed() < limit, "not within {limit:?}: {what}");
+        // A runtime-neutral sleep: a timeout around a future that never completes.
+        let _ = rt::timeout(POLL, std::future::pending::<()>()).await;
+    }
+}
+
+/// `misbehave ARGS...` as a childwire command.
+pub(super) fn misbehave(args: &[&str]) -> Command {
+    let mut cmd = Command::new(MISBEHAVE);
+    cmd.args(args);
+    cmd
+}
+
+/// The default config with graces short enough that a test which fails by hanging in shutdown
+/// fails fast. Tests of the graces set their own.
+pub(super) fn config() -> Config {
+    let mut config = Config::default();
+    config.stdin_grace = Duration::from_secs(1);
+    config.term_grace = Duration::from_secs(1);
+    config
+}
+
+/// Spawns or panics with the spawn error's message.
+pub(super) fn start(cmd: &Command, config: Config) -> Transport {
+    Transport::spawn(cmd, config).unwrap_or_else(|err| panic!("spawn failed: {err}"))
+}
+
+/// `misbehave ARGS...` with [`config`].
+pub(super) fn start_misbehave(args: &[&str]) -> Transport {
+    start(&misbehave(args), config())
+}
+
+/// The next item; panics if the stream ended (the exit report must come first) or stalls.
+pub(super) async fn recv(t: &mut Transport) -> Received {
+    within(STEP, "recv", t.recv())
+        .await
+        .expect("the stream ended without an exit report")
+}
+
+/// The next item, which must be a message; its bytes.
+pub(super) async fn message(t: &mut Transport) -> Vec<u8> {
+    match recv(t).await {
+        Received::Message(m) => m.bytes().to_vec(),
+        other => panic!("expected a message, got {other:?}"),
+    }
+}
+
+/// The next item, which must be a UTF-8 message.
+pub(super) async fn text(t: &mut Transport) -> String {
+    String::from_utf8(message(t).await).expect("a UTF-8 message")
+}
+
+/// Sends `msg`, which must succeed.
+pub(super) async fn send(t: &mut Transport, msg: &str) {
+    within(STEP, "send", t.send(msg.as_bytes().to_vec()))
+        .await
+        .unwrap_or_else(|err| panic!("send {msg:?} failed: {err}"));
+}
+
+/// Sends `msg` and expects the echo child to answer with it.
+pub(super) async fn roundtrip(t: &mut Transport, msg: &str) {
+    send(t, msg).await;
+    assert_eq!(text(t).await, msg);
+}
+
+/// Every message up to the exit report, the report, and the end of the stream after it.
+pub(super) async fn drain_to_exit(t: &mut Transport) -> (Vec<Vec<u8>>, ExitReport) {
+    let mut messages = Vec::new();
+    loop {
+        match recv(t).await {
+            Received::Message(m) => messages.push(m.bytes().to_vec()),
+            Received::Oversized(o) => panic!("unexpected oversized notice of {} bytes", o.len),
+            Received::Exited(report) => {
+                let after = within(STEP, "recv after the report", t.recv()).await;
+                assert!(
+                    after.is_none(),
+                    "the report must be last, then got {after:?}"
+                );
+                return (messages, report);
+            }
+        }
+    }
+}
+
+/// The child's PID, which (with the default process group) is also its group's ID.
+pub(super) fn pid_of(t: &Transport) -> u32 {
+    t.id().expect("a running child has a pid")
+}
+
+/// Graceful shutdown, then the no-zombie/no-orphan check; the report.
+pub(super) async fn finish(t: Transport) -> ExitReport {
+    let pid = pid_of(&t);
+    let report = within(STEP, "shutdown", t.shutdown())
+        .await
+        .expect("shutdown");
+    assert_reaped(pid).await;
+    report
+}
+
+/// Shutdown through a split transport: the receiver is drained on a task of its own while the
+/// sender asks for shutdown (a child answering until the end must not be stuck on a full pipe);
+/// then the no-zombie/no-orphan check. The messages received and the report.
+pub(super) async fn finish_split(
+    pid: u32,
+    tx: Sender,
+    mut rx: Receiver,
+) -> (Vec<Vec<u8>>, ExitReport) {
+    let drained = rt::spawn(async move {
+        let mut messages = Vec::new();
+        loop {
+            match within(STEP, "recv while shutting down", rx.recv()).await {
+                Some(Received::Message(m)) => messages.push(m.bytes().to_vec()),
+                Some(Received::Oversized(o)) => panic!("unexpected oversized line ({} B)", o.len),
+                Some(Received::Exited(report)) => {
+                    let after = within(STEP, "recv after the report", rx.recv()).await;
+                    assert!(
+                        after.is_none(),
+                        "the report must be last, then got {after:?}"
+                    );
+                    return (messages, report);
+                }
+                None => panic!("the stream ended without an exit report"),
+            }
+        }
+    });
+    // Whatever shutdown returns, the report is checked from the receiver's side.
+    let _ = within(STEP, "shutdown through the sender", tx.shutdown()).await;
+    let out = within(STEP, "the receiver drains", drained).await;
+    assert_reaped(pid).await;
+    out
+}
+
+/// The child `pid` was reaped (no zombie) and nothing in its process group is still running
+/// (no orphan: a grandchild left behind by a launcher would show here).
+pub(super) async fn assert_reaped(pid: u32) {
+    // Reaping comes before the report, so this holds at once, not eventually.
+    assert!(!pid_exists(pid), "child {pid} has not been reaped");
+    eventually(STEP, "the child's process group is empty", || {
+        live_group_members(pid).is_empty()
+    })
+    .await;
+}
+
+/// Reads the first line of `misbehave grandchild ...`, `{"grandchild":PID}`: the PID.
+pub(super) async fn grandchild_pid(t: &mut Transport) -> u32 {
+    let line = text(t).await;
+    line.strip_prefix("{\"grandchild\":")
+        .and_then(|rest| rest.strip_suffix('}'))
+        .and_then(|pid| pid.parse().ok())
+        .unwrap_or_else(|| panic!("expected the grandchild's pid, got {line:?}"))
+}
