@@ -92,9 +92,16 @@ const INITIAL_CAPACITY: usize = 64 * 1024;
 /// ```
 #[derive(Debug)]
 pub struct LineDecoder {
-    /// Input not yet framed.
-    buf: BytesMut,
-    /// The stream ended: the rest of `buf` is a final, unterminated line.
+    /// Input not yet framed. Lines that lie wholly inside it are sliced out
+    /// of it without copying.
+    input: Bytes,
+    /// Where [`handle_data`](Self::handle_data) copies chunks to. Its memory
+    /// is reused once the frames sliced from it are dropped.
+    staging: BytesMut,
+    /// The start of a line that began in an earlier chunk (or the line being
+    /// discarded): the [`Framer`] completes it.
+    carry: BytesMut,
+    /// The stream ended: the rest is a final, unterminated line.
     eof: bool,
     framer: Framer,
 }
@@ -111,7 +118,9 @@ impl LineDecoder {
     /// turns longer lines into [`Frame::Oversized`] notices.
     pub fn new(max_message_size: usize) -> Self {
         Self {
-            buf: BytesMut::with_capacity(INITIAL_CAPACITY.min(max_message_size.saturating_add(2))),
+            input: Bytes::new(),
+            staging: BytesMut::with_capacity(INITIAL_CAPACITY),
+            carry: BytesMut::new(),
             eof: false,
             framer: Framer::new(max_message_size),
         }
@@ -122,13 +131,35 @@ impl LineDecoder {
         self.framer.max_message_size
     }
 
-    /// Takes the next bytes of the stream.
+    /// Takes the next bytes of the stream, copying them once.
     ///
     /// Bytes given after [`handle_eof`](Self::handle_eof) start a new stream;
     /// poll the old one's final line first.
     pub fn handle_data(&mut self, data: &[u8]) {
+        let rest = std::mem::take(&mut self.input);
+        if rest.is_empty() {
+            // Even empty, it holds a reference to the staging memory: let go
+            // of it so that memory can be reused instead of reallocated.
+            drop(rest);
+            self.staging.reserve(data.len());
+        } else {
+            self.staging.reserve(rest.len() + data.len());
+            self.staging.extend_from_slice(&rest);
+        }
+        self.staging.extend_from_slice(data);
+        self.input = self.staging.split().freeze();
         self.eof = false;
-        self.buf.extend_from_slice(data);
+    }
+
+    /// Takes the next bytes of the stream without copying them: messages
+    /// that lie wholly inside `data` are slices of it.
+    pub fn handle_bytes(&mut self, data: Bytes) {
+        if self.input.is_empty() {
+            self.input = data;
+            self.eof = false;
+        } else {
+            self.handle_data(&data);
+        }
     }
 
     /// Takes the end of the stream: the next [`poll_frame`](Self::poll_frame)
@@ -140,7 +171,7 @@ impl LineDecoder {
     /// Bytes the decoder holds now: the incomplete line, input not yet framed,
     /// and an oversized line's head. See the memory bound on the type.
     pub fn buffered(&self) -> usize {
-        self.buf.len() + self.framer.held()
+        self.input.len() + self.carry.len() + self.framer.held()
     }
 
     /// Counters of what has been decoded so far.
@@ -152,7 +183,43 @@ impl LineDecoder {
     /// after [`handle_eof`](Self::handle_eof), when the stream is exhausted).
     #[must_use = "frames are lost unless polled until `None`"]
     pub fn poll_frame(&mut self) -> Option<Frame> {
-        self.framer.next_frame(&mut self.buf, self.eof)
+        loop {
+            if !self.carry.is_empty() || self.framer.is_discarding() {
+                // Complete the carried line with input up to its `\n`.
+                let end = memchr::memchr(b'\n', &self.input).map_or(self.input.len(), |i| i + 1);
+                self.carry.extend_from_slice(&self.input.split_to(end));
+                let eof = self.eof && self.input.is_empty();
+                if let Some(frame) = self.framer.next_frame(&mut self.carry, eof) {
+                    return Some(frame);
+                }
+                if self.input.is_empty() {
+                    return None;
+                }
+                continue;
+            }
+            match memchr::memchr(b'\n', &self.input) {
+                Some(newline) => {
+                    // `truncate` rather than `slice`: one reference count
+                    // update per message, not two.
+                    let mut line = self.input.split_to(newline + 1);
+                    line.truncate(newline);
+                    if let Some(frame) = self.framer.frame_line(line, true) {
+                        return Some(frame);
+                    }
+                }
+                None if self.input.is_empty() => {
+                    return self.framer.next_frame(&mut self.carry, self.eof);
+                }
+                None => {
+                    // A line that goes on in the next chunk: carry it, and
+                    // let the framer know its bytes hold no `\n`.
+                    self.carry
+                        .extend_from_slice(&std::mem::take(&mut self.input));
+                    self.framer.next_index = self.carry.len();
+                    return self.framer.next_frame(&mut self.carry, self.eof);
+                }
+            }
+        }
     }
 }
 
@@ -164,7 +231,7 @@ impl LineDecoder {
 pub(crate) struct Framer {
     /// How far `buf` has been scanned without finding `\n`, so each byte is
     /// scanned once.
-    next_index: usize,
+    pub(crate) next_index: usize,
     /// Set while dropping the rest of an oversized line.
     discarding: Option<Discard>,
     max_message_size: usize,
@@ -218,6 +285,11 @@ impl Framer {
         }
     }
 
+    /// Whether the rest of an oversized line is being dropped.
+    pub(crate) fn is_discarding(&self) -> bool {
+        self.discarding.is_some()
+    }
+
     /// Bytes held outside the caller's buffer: an oversized line's head.
     pub(crate) fn held(&self) -> usize {
         self.discarding.as_ref().map_or(0, |d| d.head.capacity())
@@ -252,19 +324,34 @@ impl Framer {
     /// Splits off the line ending at `buf[newline]` and frames it; `None` for
     /// a blank line.
     fn take_line(&mut self, buf: &mut BytesMut, newline: usize) -> Option<Frame> {
-        let mut line = buf.split_to(newline + 1);
+        let mut line = buf.split_to(newline + 1).freeze();
         line.truncate(newline);
+        self.frame_line(line, true)
+    }
+
+    /// Frames one line (its `\n` removed): strips one `\r`, skips it if
+    /// blank, turns it into a notice if over the limit.
+    pub(crate) fn frame_line(&mut self, mut line: Bytes, terminated: bool) -> Option<Frame> {
         if line.last() == Some(&b'\r') {
-            line.truncate(newline - 1);
+            line.truncate(line.len() - 1);
+        }
+        if line.is_empty() {
+            self.stats.blank_lines += 1;
+            return None;
         }
         if line.len() > self.max_message_size {
-            // The whole line arrived in one chunk: it is over the limit all
+            // The whole line arrived in one piece: it is over the limit all
             // the same, and gets the same notice as a line dropped piecewise.
             let len = line.len() as u64;
-            let head = line.split_to(OVERSIZED_HEAD_LEN.min(line.len())).freeze();
-            return Some(self.oversized(Oversized { len, head }));
+            line.truncate(OVERSIZED_HEAD_LEN);
+            return Some(self.oversized(Oversized { len, head: line }));
         }
-        self.message(line, true)
+        self.stats.messages += 1;
+        self.stats.bytes += line.len() as u64;
+        Some(Frame::Message(Message {
+            bytes: line,
+            terminated,
+        }))
     }
 
     /// At EOF, the rest of the buffer is the final line.
@@ -273,24 +360,7 @@ impl Framer {
         if buf.is_empty() {
             return None;
         }
-        let mut line = buf.split();
-        if line.last() == Some(&b'\r') {
-            line.truncate(line.len() - 1);
-        }
-        self.message(line, false)
-    }
-
-    fn message(&mut self, line: BytesMut, terminated: bool) -> Option<Frame> {
-        if line.is_empty() {
-            self.stats.blank_lines += 1;
-            return None;
-        }
-        self.stats.messages += 1;
-        self.stats.bytes += line.len() as u64;
-        Some(Frame::Message(Message {
-            bytes: line.freeze(),
-            terminated,
-        }))
+        self.frame_line(buf.split().freeze(), false)
     }
 
     /// Whether `buf`, an incomplete line (no `\n` yet), is already known to
