@@ -7,6 +7,32 @@
 //!   the bundled server and the client example.
 //! - [`mcp_server`]: the bundled example MCP server (`cargo run --example
 //!   example_server`), a line-in/line-out state machine plus a stdio loop.
+//! - [`mcp_client`]: the MCP client (`cargo run --example mcp_client`).
+//! - [`relay`]: the stdio proxy (`cargo run --example relay -- CMD`).
+//! - [`rt`]: running a program on the runtime picked with `--runtime`.
+//! - [`cli`]: options first, then the child's command, unchanged.
 
+// Defined before the modules so every one of them can use them.
+/// Prints one line to stdout. A closed stdout (`mcp_client | head`) is not
+/// a panic: the session still ends properly.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// Prints one line to stderr, ignoring a closed stderr.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+pub mod cli;
+pub mod mcp_client;
 pub mod mcp_server;
 pub mod protocol;
+pub mod relay;
+pub mod rt;

@@ -1,0 +1,203 @@
+//! `mcp_client`'s command line.
+
+use std::ffi::OsString;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use crate::cli::{ArgWalker, ChildCommand, UsageError, parse_env, parse_seconds};
+use crate::rt::RuntimeChoice;
+
+/// How long to wait for each answer by default: long enough for `npx -y` or
+/// `uvx` to download a server on its first run.
+pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// The help text.
+pub const USAGE: &str = "\
+Usage: mcp_client [OPTIONS] [--] [CMD [ARGS...]]
+
+Runs an MCP server over stdio, performs the handshake, lists its tools,
+optionally calls one, shuts it down the way the MCP spec asks, and prints
+what it saw and how the server ended.
+
+Without CMD it runs the bundled example server (building it on first use)
+and calls its `add` tool. With CMD it runs that server: options end where
+CMD begins, and every argument from CMD on goes to the server unchanged.
+
+Options:
+  --call NAME        call the tool NAME after listing the tools
+  --args JSON        the tool's arguments, a JSON object (default {})
+  --env KEY=VALUE    set a variable for the server (repeatable); the server
+                     otherwise sees only HOME, LOGNAME, PATH, SHELL, TERM, USER
+  --inherit-env      pass the whole environment instead
+  --timeout SECS     how long to wait for each answer (default 60)
+  --runtime NAME     tokio (default), smol or async-std
+  --show-stderr      print the server's stderr lines as they come
+  -h, --help         print this help
+
+Examples:
+  mcp_client
+  mcp_client -- npx -y @modelcontextprotocol/server-everything
+  mcp_client --call get_current_time --args '{\"timezone\":\"UTC\"}' uvx mcp-server-time
+";
+
+/// A tool to call.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolCall {
+    /// The tool's name.
+    pub name: String,
+    /// Its arguments: a JSON object.
+    pub arguments: Value,
+}
+
+/// What the user asked for.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ClientOptions {
+    /// The server to run; `None` for the bundled example server.
+    pub server: Option<ChildCommand>,
+    /// The tool to call, if any.
+    pub call: Option<ToolCall>,
+    /// Variables set for the server.
+    pub env: Vec<(OsString, OsString)>,
+    /// Pass the whole environment rather than the minimal one.
+    pub inherit_env: bool,
+    /// How long to wait for each answer.
+    pub timeout: Duration,
+    /// The async runtime to run on.
+    pub runtime: RuntimeChoice,
+    /// Print the server's stderr lines as they come.
+    pub show_stderr: bool,
+}
+
+/// The outcome of parsing the command line.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Parsed {
+    /// Run with these options.
+    Run(ClientOptions),
+    /// Print [`USAGE`] and exit.
+    Help,
+}
+
+/// Parses the arguments (without the program name).
+pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageError> {
+    let mut args = ArgWalker::new(args);
+    let mut call = None;
+    let mut arguments = None;
+    let mut options = ClientOptions {
+        server: None,
+        call: None,
+        env: Vec::new(),
+        inherit_env: false,
+        timeout: DEFAULT_TIMEOUT,
+        runtime: RuntimeChoice::default(),
+        show_stderr: false,
+    };
+    while let Some(option) = args.next_option()? {
+        match option.as_str() {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "--call" => call = Some(args.value(&option)?),
+            "--args" => arguments = Some(parse_arguments(&args.value(&option)?)?),
+            "--env" => options.env.push(parse_env(&args.os_value(&option)?)?),
+            "--inherit-env" => options.inherit_env = true,
+            "--timeout" => options.timeout = parse_seconds(&option, &args.value(&option)?)?,
+            "--runtime" => options.runtime = args.value(&option)?.parse().map_err(UsageError)?,
+            "--show-stderr" => options.show_stderr = true,
+            other => return Err(UsageError(format!("unknown option `{other}`"))),
+        }
+    }
+    options.call = match (call, arguments) {
+        (Some(name), arguments) => Some(ToolCall {
+            name,
+            arguments: arguments.unwrap_or_else(|| Value::Object(Default::default())),
+        }),
+        (None, Some(_)) => return Err(UsageError("--args needs --call NAME".to_owned())),
+        (None, None) => None,
+    };
+    options.server = args.into_command();
+    Ok(Parsed::Run(options))
+}
+
+fn parse_arguments(text: &str) -> Result<Value, UsageError> {
+    match serde_json::from_str::<Value>(text) {
+        Ok(value @ Value::Object(_)) => Ok(value),
+        Ok(_) => Err(UsageError(format!(
+            "--args must be a JSON object, got `{text}`"
+        ))),
+        Err(err) => Err(UsageError(format!(
+            "--args is not valid JSON ({err}): `{text}`"
+        ))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse_strs(args: &[&str]) -> Result<Parsed, UsageError> {
+        parse(args.iter().map(OsString::from))
+    }
+
+    fn run(args: &[&str]) -> ClientOptions {
+        match parse_strs(args).unwrap() {
+            Parsed::Run(options) => options,
+            Parsed::Help => panic!("expected options"),
+        }
+    }
+
+    #[test]
+    fn no_arguments_means_the_bundled_server_with_defaults() {
+        let options = run(&[]);
+        assert_eq!(options.server, None);
+        assert_eq!(options.call, None);
+        assert_eq!(options.timeout, DEFAULT_TIMEOUT);
+        assert_eq!(options.runtime, RuntimeChoice::Tokio);
+        assert!(!options.inherit_env);
+    }
+
+    #[test]
+    fn server_arguments_that_look_like_options_go_to_the_server() {
+        let options = run(&[
+            "--call",
+            "echo",
+            "--args",
+            r#"{"text":"hi"}"#,
+            "--env",
+            "K=V",
+            "--timeout",
+            "2",
+            "npx",
+            "-y",
+            "pkg",
+            "--call",
+            "x",
+        ]);
+        let server = options.server.unwrap();
+        assert_eq!(server.program, "npx");
+        assert_eq!(server.args, ["-y", "pkg", "--call", "x"]);
+        let call = options.call.unwrap();
+        assert_eq!(call.name, "echo");
+        assert_eq!(call.arguments["text"], "hi");
+        assert_eq!(options.env, [("K".into(), "V".into())]);
+        assert_eq!(options.timeout, Duration::from_secs(2));
+    }
+
+    #[test]
+    fn bad_input_is_a_usage_error_that_says_what_is_wrong() {
+        let cases: [(&[&str], &str); 5] = [
+            (&["--args", "{}"], "--call"),
+            (&["--call", "x", "--args", "[1]"], "JSON object"),
+            (&["--call", "x", "--args", "{"], "not valid JSON"),
+            (&["--runtime", "glommio"], "unknown runtime"),
+            (&["--frobnicate"], "unknown option"),
+        ];
+        for (args, expected) in cases {
+            let err = parse_strs(args).unwrap_err();
+            assert!(err.0.contains(expected), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn help_wins() {
+        assert_eq!(parse_strs(&["--timeout", "3", "-h"]).unwrap(), Parsed::Help);
+    }
+}
