@@ -51,6 +51,10 @@ pub struct LineEncoder {
     queue: BytesMut,
     max_message_size: usize,
     high_water: usize,
+    /// Messages whose last byte (`\n`) was written.
+    messages_written: u64,
+    /// Payload bytes written, line endings excluded.
+    bytes_written: u64,
 }
 
 impl Default for LineEncoder {
@@ -70,6 +74,8 @@ impl LineEncoder {
             queue: BytesMut::new(),
             max_message_size,
             high_water,
+            messages_written: 0,
+            bytes_written: 0,
         }
     }
 
@@ -120,7 +126,23 @@ impl LineEncoder {
     ///
     /// `n` larger than what is queued is treated as everything.
     pub fn handle_written(&mut self, n: usize) {
-        self.queue.advance(n.min(self.queue.len()));
+        let n = n.min(self.queue.len());
+        // Counting the line ends written is what makes the counters exact
+        // under partial writes; it is one fast scan of bytes just copied.
+        let ends = memchr::memchr_iter(b'\n', &self.queue[..n]).count();
+        self.messages_written += ends as u64;
+        self.bytes_written += (n - ends) as u64;
+        self.queue.advance(n);
+    }
+
+    /// Messages written whole so far (their `\n` included).
+    pub fn messages_written(&self) -> u64 {
+        self.messages_written
+    }
+
+    /// Payload bytes written so far, line endings excluded.
+    pub fn bytes_written(&self) -> u64 {
+        self.bytes_written
     }
 
     /// Bytes queued and not yet written.

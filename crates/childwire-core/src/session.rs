@@ -191,8 +191,6 @@ pub struct Session {
     /// When the child last took bytes from a non-empty queue (or the queue
     /// became non-empty): the write timeout counts from here.
     write_progress_at: Instant,
-    messages_out: u64,
-    bytes_out: u64,
     report: Option<ExitReport>,
     finished: bool,
 }
@@ -218,8 +216,6 @@ impl Session {
             close_stdin: false,
             write_timeout: config.write_timeout,
             write_progress_at: now,
-            messages_out: 0,
-            bytes_out: 0,
             report: None,
             finished: false,
         };
@@ -265,7 +261,6 @@ impl Session {
     /// written to the child's stdin.
     pub fn handle_written(&mut self, n: usize, now: Instant) {
         self.encoder.handle_written(n);
-        self.bytes_out += n as u64;
         if n > 0 {
             self.write_progress_at = now;
         }
@@ -337,7 +332,6 @@ impl Session {
                 payload,
             }
         })?;
-        self.messages_out += 1;
         if was_empty {
             self.write_progress_at = now;
             self.lifecycle.handle_outbound_pending(now);
@@ -463,8 +457,8 @@ impl Session {
         Counters {
             messages_in: stats.messages,
             bytes_in: stats.bytes,
-            messages_out: self.messages_out,
-            bytes_out: self.bytes_out,
+            messages_out: self.encoder.messages_written(),
+            bytes_out: self.encoder.bytes_written(),
             oversized: stats.oversized,
             blank_lines: stats.blank_lines,
             stderr_bytes: self.stderr.bytes_seen(),
