@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use bytes::Bytes;
 use childwire_core::session::StderrCallback;
 use childwire_core::{Action, Command, StderrMode};
 
@@ -39,6 +40,8 @@ pub(crate) struct Driver<R: Runtime> {
     killed_on_abandon: bool,
     sleep: Option<(Instant, Pin<Box<R::Sleep>>)>,
     buf: Box<[u8]>,
+    /// Stderr lines read under the lock, delivered after it is released.
+    stderr_lines: Vec<Bytes>,
 }
 
 impl<R: Runtime> Driver<R> {
@@ -63,6 +66,7 @@ impl<R: Runtime> Driver<R> {
             killed_on_abandon: false,
             sleep: None,
             buf: vec![0; READ_CHUNK].into_boxed_slice(),
+            stderr_lines: Vec::new(),
         }
     }
 
@@ -201,13 +205,20 @@ impl<R: Runtime> Driver<R> {
             }
             Poll::Pending => return false,
         }
-        while let Some(line) = state.session.poll_stderr_line() {
+        self.stderr_lines
+            .extend(std::iter::from_fn(|| state.session.poll_stderr_line()));
+        true
+    }
+
+    /// Hands stderr lines to `tracing` and the callback, outside the lock: a
+    /// callback may well call back into the transport.
+    fn deliver_stderr_lines(&mut self) {
+        for line in self.stderr_lines.drain(..) {
             tracing::debug!(target: "childwire::stderr", program = %self.program, "{}", String::from_utf8_lossy(&line));
             if let Some(callback) = &self.on_stderr_line {
                 callback(&line);
             }
         }
-        true
     }
 
     /// Arms the timer for the session's next deadline; `true` if it already
@@ -230,7 +241,15 @@ impl<R: Runtime> Future for Driver<R> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        let shared = this.shared.clone();
+        let poll = this.poll_locked(cx);
+        this.deliver_stderr_lines();
+        poll
+    }
+}
+
+impl<R: Runtime> Driver<R> {
+    fn poll_locked(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        let shared = self.shared.clone();
         let mut state = shared.lock();
         if !state
             .driver_waker
@@ -240,7 +259,7 @@ impl<R: Runtime> Future for Driver<R> {
             state.driver_waker = Some(cx.waker().clone());
         }
         for _ in 0..ROUNDS_PER_POLL {
-            let progress = this.round(&mut state, cx);
+            let progress = self.round(&mut state, cx);
             state.wake_users();
             if state.session.report().is_some() {
                 // The end is known and every action carried out: what is
@@ -248,7 +267,7 @@ impl<R: Runtime> Future for Driver<R> {
                 return Poll::Ready(());
             }
             if !progress {
-                if this.poll_timer(&state, cx) {
+                if self.poll_timer(&state, cx) {
                     continue;
                 }
                 return Poll::Pending;
