@@ -5,7 +5,9 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use childwire_async::{DriverStopped, ExitReport, Received, Runtime, SendError, Transport};
+use childwire_async::{
+    Closed, DriverStopped, ExitReport, Received, Runtime, SendError, SendErrorKind, Transport,
+};
 use serde_json::{Map, Value, json};
 
 use super::describe;
@@ -32,6 +34,13 @@ pub enum Failure {
     Oversized(u64),
     /// The task driving the server stopped (its runtime is shutting down).
     Gone,
+}
+
+impl Failure {
+    /// Sending failed because the server has exited.
+    fn is_exit(&self) -> bool {
+        matches!(self, Failure::Send(err) if err.kind() == SendErrorKind::Closed(Closed::Exited))
+    }
 }
 
 impl fmt::Display for Failure {
@@ -85,8 +94,14 @@ impl<R: Runtime> Session<R> {
     pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, Failure> {
         let id = self.next_id;
         self.next_id += 1;
-        self.send(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
-            .await?;
+        let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        match self.send(&request).await {
+            Ok(()) => {}
+            // It may have written something before it went: read on to the
+            // exit report, which says why it ended.
+            Err(failure) if failure.is_exit() => {}
+            Err(failure) => return Err(failure),
+        }
         let deadline = Instant::now() + self.timeout;
         loop {
             let item = match timeout_at::<R, _>(deadline, self.transport.recv()).await {

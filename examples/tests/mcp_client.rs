@@ -1,0 +1,176 @@
+//! `mcp_client` end to end: against the bundled server, a scripted server,
+//! and servers that fail in the ways users meet.
+
+mod support;
+
+use std::time::{Duration, Instant};
+
+use support::{Output, example, run};
+
+const DEADLINE: Duration = Duration::from_secs(30);
+
+fn mcp_client(args: &[&str]) -> Output {
+    run(&example("mcp_client"), args, Vec::new(), DEADLINE)
+}
+
+#[test]
+fn c12_bundled_server_handshake_tools_call_and_clean_exit() {
+    let out = mcp_client(&[]);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    for expected in [
+        "-> initialize (protocol 2025-06-18)",
+        "<- initialize: protocol 2025-06-18",
+        "server: childwire-example-server",
+        "-> notifications/initialized",
+        "<- 2 tools",
+        "echo(text: string)",
+        "add(a: number, b: number)",
+        "-> tools/call add {\"a\":2,\"b\":40}",
+        "<- result: 42",
+        "server exited with code 0 after stdin was closed",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn any_server_command_with_a_tool_call_and_arguments() {
+    let server = example("example_server");
+    let out = mcp_client(&[
+        "--call",
+        "echo",
+        "--args",
+        r#"{"text":"hello, -- world"}"#,
+        server.to_str().unwrap(),
+    ]);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    assert!(stdout.contains("<- result: hello, -- world"), "{stdout}");
+}
+
+#[test]
+fn c20_a_json_rpc_error_from_the_server_is_explained_with_a_failure_code() {
+    let server = example("example_server");
+    let out = mcp_client(&["--call", "nope", server.to_str().unwrap()]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        out.stderr.contains("tools/call nope failed")
+            && out.stderr.contains("error -32602")
+            && out.stderr.contains("Unknown tool: nope"),
+        "{}",
+        out.stderr
+    );
+    // It still shut the server down properly.
+    assert!(
+        out.stdout_text()
+            .contains("exited with code 0 after stdin was closed"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn server_requests_notifications_and_an_unknown_protocol_are_handled() {
+    // Logs, asks the client for its roots, echoes the client's answer to its
+    // stderr, then answers initialize with a revision nobody knows and no
+    // tools; reads until stdin closes.
+    let script = r#"
+        read -r init
+        echo '{"jsonrpc":"2.0","method":"notifications/message","params":{"level":"info","data":"hello"}}'
+        echo '{"jsonrpc":"2.0","id":"s1","method":"roots/list"}'
+        read -r answer
+        echo "client answered: $answer" >&2
+        echo '{"jsonrpc":"2.0","id":99,"result":{}}'
+        echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"1999-01-01","capabilities":{},"serverInfo":{"name":"scripted","version":"0"}}}'
+        cat >/dev/null
+    "#;
+    let out = mcp_client(&["--show-stderr", "sh", "-c", script]);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    for expected in [
+        "<- notification notifications/message [info] hello",
+        "<- server request roots/list (id \"s1\"): answered -32601",
+        "a response to id 99, which is not pending",
+        "protocol 1999-01-01, which this client does not know",
+        "server: scripted 0",
+        "no tools capability",
+        "exited with code 0 after stdin was closed",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    assert!(
+        out.stderr.contains(r#"client answered: {"#)
+            && out.stderr.contains(r#""id":"s1""#)
+            && out.stderr.contains("-32601"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn c11_a_missing_server_is_explained_with_a_failure_code() {
+    let out = mcp_client(&["/definitely/not/an/mcp/server", "--flag"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("could not start `/definitely/not/an/mcp/server`"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn c10_a_server_that_dies_during_the_handshake_shows_its_stderr_tail() {
+    let out = mcp_client(&[
+        "sh",
+        "-c",
+        "echo 'starting up' >&2; echo \"Error: Cannot find module 'left-pad'\" >&2; exit 3",
+    ]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    for expected in [
+        "the server ended during initialize",
+        "exited with code 3",
+        "Error: Cannot find module 'left-pad'",
+        "| starting up",
+    ] {
+        assert!(
+            out.stderr.contains(expected),
+            "missing {expected:?} in:\n{}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn c12_a_silent_server_times_out_and_is_shut_down() {
+    let started = Instant::now();
+    let out = mcp_client(&["--timeout", "0.3", "sleep", "30"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("did not answer initialize within 0.3 s")
+            && out.stderr.contains("after SIGTERM"),
+        "{}",
+        out.stderr
+    );
+    // `sleep` ignores its stdin closing, so SIGTERM ends it after the
+    // default 2 s grace: well before its 30 s.
+    assert!(
+        started.elapsed() < Duration::from_secs(15),
+        "{:?}",
+        started.elapsed()
+    );
+}
+
+#[test]
+fn usage_errors_exit_with_code_2() {
+    let out = mcp_client(&["--args", "{}"]);
+    assert_eq!(out.status.code(), Some(2), "{out:?}");
+    assert!(out.stderr.contains("--args needs --call"), "{}", out.stderr);
+}
