@@ -14,9 +14,9 @@
 //!
 //! | Feature             | Module                | Adapter crate         | Pulls in                                  |
 //! |---------------------|-----------------------|-----------------------|-------------------------------------------|
-//! | `tokio` (default)   | [`childwire::tokio`]  | `childwire-tokio`     | `tokio` (`process`, `rt`, `time`, `io-util`) |
-//! | `smol`              | [`childwire::smol`]   | `childwire-smol`      | `smol` (`async-process`, `async-io`, its executor) |
-//! | `async-std`         | [`childwire::async_std`] | `childwire-async-std` | `async-std` (discontinued upstream), `async-process`, `async-io` |
+//! | `tokio` (default)   | `childwire::tokio`    | `childwire-tokio`     | `tokio` (`process`, `rt`, `time`, `io-util`) |
+//! | `smol`              | `childwire::smol`     | `childwire-smol`      | `smol` (`async-process`, `async-io`, its executor) |
+//! | `async-std`         | `childwire::async_std` | `childwire-async-std` | `async-std` (discontinued upstream), `async-process`, `async-io` |
 //! | none                | —                     | —                     | `childwire-core` and `childwire-async` only: the types below and the [`core`] framer |
 //!
 //! The features are additive: any combination builds, and enabling one
@@ -31,8 +31,7 @@
 //!
 //! # Tokio
 //!
-//! [`Transport::spawn`](crate::tokio::Transport::spawn) must be called from
-//! within a Tokio runtime.
+//! `Transport::spawn` must be called from within a Tokio runtime.
 //!
 //! ```no_run
 //! use childwire::{Command, Config, Received};
@@ -97,10 +96,6 @@
 //!     Ok(())
 //! }
 //! ```
-//!
-//! [`childwire::tokio`]: crate::tokio
-//! [`childwire::smol`]: crate::smol
-//! [`childwire::async_std`]: crate::async_std
 
 pub use childwire_async::{
     Closed, Command, Config, Counters, DriverStopped, EndedBy, EnvPolicy, Exit, ExitReport,
@@ -125,7 +120,7 @@ pub mod smol {
 }
 
 /// childwire on async-std (feature `async-std`). async-std is discontinued
-/// upstream; prefer [`smol`](crate::smol) in new code.
+/// upstream; prefer `childwire::smol` (feature `smol`) in new code.
 #[cfg(feature = "async-std")]
 #[cfg_attr(docsrs, doc(cfg(feature = "async-std")))]
 pub mod async_std {
