@@ -1,0 +1,29 @@
+//! The conformance suite on async-std: the driver and the suite's tasks run
+//! on async-std's global executor, the test itself in `task::block_on`.
+
+mod rt {
+    pub(crate) use childwire_async_std::*;
+
+    use std::future::Future;
+    use std::time::Duration;
+
+    pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
+        async_std::task::block_on(future)
+    }
+
+    pub(crate) async fn timeout<F: Future>(limit: Duration, future: F) -> Option<F::Output> {
+        async_std::future::timeout(limit, future).await.ok()
+    }
+
+    pub(crate) fn spawn<F>(future: F) -> impl Future<Output = F::Output> + Send + 'static
+    where
+        F: Future + Send + 'static,
+        F::Output: Send + 'static,
+    {
+        // async-std's tasks hand a panic on to whoever awaits them.
+        async_std::task::spawn(future)
+    }
+}
+
+#[path = "../suite/mod.rs"]
+mod suite;
