@@ -68,7 +68,7 @@ pub trait Program {
     fn run<R: Runtime>(self) -> impl Future<Output = Self::Output>;
 }
 
-/// The runtime could not be started or is not built into this example.
+/// The runtime could not be started.
 #[derive(Debug)]
 pub struct Unavailable(String);
 
@@ -88,11 +88,12 @@ pub fn run_on<P: Program>(choice: RuntimeChoice, program: P) -> Result<P::Output
             // while `main` blocks on stdout.
             let runtime = tokio::runtime::Runtime::new()
                 .map_err(|err| Unavailable(format!("could not start Tokio: {err}")))?;
-            Ok(runtime.block_on(program.run::<childwire_tokio::Tokio>()))
+            Ok(runtime.block_on(program.run::<childwire::tokio::Tokio>()))
         }
-        other => Err(Unavailable(format!(
-            "the {other} adapter is not available yet; use --runtime tokio"
-        ))),
+        RuntimeChoice::Smol => Ok(smol::block_on(program.run::<childwire::smol::Smol>())),
+        RuntimeChoice::AsyncStd => Ok(async_std::task::block_on(
+            program.run::<childwire::async_std::AsyncStd>(),
+        )),
     }
 }
 

@@ -16,6 +16,26 @@ fn mcp_client(args: &[&str]) -> Output {
 #[test]
 fn c12_bundled_server_handshake_tools_call_and_clean_exit() {
     let out = mcp_client(&[]);
+    assert_bundled_transcript(&out);
+    assert!(
+        out.stdout_text().contains(" on tokio, minimal environment"),
+        "{out:?}"
+    );
+}
+
+#[test]
+fn c18_the_bundled_session_runs_the_same_on_every_runtime() {
+    for runtime in ["smol", "async-std"] {
+        let out = mcp_client(&["--runtime", runtime]);
+        assert_bundled_transcript(&out);
+        assert!(
+            out.stdout_text().contains(&format!(" on {runtime}, ")),
+            "{out:?}"
+        );
+    }
+}
+
+fn assert_bundled_transcript(out: &Output) {
     let stdout = out.stdout_text();
     assert!(out.status.success(), "{out:?}");
     for expected in [

@@ -24,12 +24,23 @@ fn lines(count: usize) -> Vec<u8> {
 #[test]
 fn c04_100k_lines_through_cat_come_back_byte_identical() {
     let input = lines(100_000);
-    let out = run(&example("relay"), &["cat"], input.clone(), DEADLINE);
-    assert!(out.status.success(), "{}", out.stderr);
-    assert_eq!(out.stdout.len(), input.len());
+    for runtime in ["tokio", "smol", "async-std"] {
+        let out = run(
+            &example("relay"),
+            &["--runtime", runtime, "cat"],
+            input.clone(),
+            DEADLINE,
+        );
+        assert_identical(&out, &input, runtime);
+    }
+}
+
+fn assert_identical(out: &support::Output, input: &[u8], runtime: &str) {
+    assert!(out.status.success(), "{runtime}: {}", out.stderr);
+    assert_eq!(out.stdout.len(), input.len(), "{runtime}");
     // Not assert_eq on megabytes: say where they differ.
-    if let Some(at) = out.stdout.iter().zip(&input).position(|(a, b)| a != b) {
-        panic!("output differs from input at byte {at}");
+    if let Some(at) = out.stdout.iter().zip(input).position(|(a, b)| a != b) {
+        panic!("{runtime}: output differs from input at byte {at}");
     }
     assert!(
         out.stderr

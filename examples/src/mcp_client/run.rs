@@ -75,10 +75,11 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
         }
     };
     say!(
-        "spawned {shown} (pid {}), {} environment",
+        "spawned {shown} (pid {}) on {}, {} environment",
         transport
             .id()
             .map_or_else(|| "?".to_owned(), |pid| pid.to_string()),
+        options.runtime,
         if options.inherit_env {
             "inherited"
         } else {

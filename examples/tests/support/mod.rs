@@ -47,11 +47,23 @@ fn build_examples() -> PathBuf {
 }
 
 /// What a finished program left behind.
-#[derive(Debug)]
 pub(crate) struct Output {
     pub(crate) status: ExitStatus,
     pub(crate) stdout: Vec<u8>,
     pub(crate) stderr: String,
+}
+
+impl std::fmt::Debug for Output {
+    // Text, not a list of byte values, when an assertion shows it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}\n--- stdout ---\n{}\n--- stderr ---\n{}",
+            self.status,
+            self.stdout_text(),
+            self.stderr
+        )
+    }
 }
 
 impl Output {
