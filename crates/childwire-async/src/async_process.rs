@@ -14,32 +14,23 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use async_process::{ChildStderr, ChildStdin, ChildStdout, Stdio};
-use childwire_core::StderrMode;
+use childwire_core::Command;
 use futures_io::{AsyncRead, AsyncWrite};
 
 use crate::ChildProcess;
 
-/// Spawns `command` (already set up by
-/// [`Command::to_std`](childwire_core::Command::to_std), process group
-/// included) with `async-process`; `stderr` is the mode `to_std` set up.
+/// Spawns `command` with `async-process`.
 ///
 /// `async-process` has no `process_group` on its own command type, so the
-/// std command is built first and converted. The conversion forgets the std
-/// command's stdio (`async_process::Command::spawn` resets any stream not set
-/// on the async command to inherit), so all three are set again here; a std
-/// command does not tell which stderr it was given, hence `stderr`.
-pub fn spawn_child(
-    command: std::process::Command,
-    stderr: StderrMode,
-) -> io::Result<AsyncProcessChild> {
-    let mut child = async_process::Command::from(command)
+/// std command is built first (process group included) and converted. The
+/// conversion forgets the std command's stdio (`async_process::Command::spawn`
+/// resets any stream not set on the async command to inherit), so all three
+/// are set again here.
+pub fn spawn_child(command: &Command) -> io::Result<AsyncProcessChild> {
+    let mut child = async_process::Command::from(command.to_std())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(match stderr {
-            StderrMode::Capture => Stdio::piped(),
-            StderrMode::Inherit => Stdio::inherit(),
-            StderrMode::Discard => Stdio::null(),
-        })
+        .stderr(command.stderr_stdio())
         .spawn()?;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
     let pid = child.id();

@@ -8,6 +8,8 @@ use std::process::ExitStatus;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use childwire_core::Command;
+
 /// An async runtime as childwire needs it.
 ///
 /// Implemented by `childwire-tokio`, `childwire-smol` and
@@ -18,10 +20,10 @@ pub trait Runtime: Send + Sync + 'static {
     /// The runtime's timer.
     type Sleep: Future<Output = ()> + Send + 'static;
 
-    /// Spawns `command` (already set up by
-    /// [`Command::to_std`](childwire_core::Command::to_std), with stdin and
-    /// stdout piped).
-    fn spawn_child(command: std::process::Command) -> io::Result<Self::Child>;
+    /// Spawns `command`, with stdin and stdout piped and stderr as its mode
+    /// says: build it with [`Command::to_std`] and convert it to the
+    /// runtime's own type.
+    fn spawn_child(command: &Command) -> io::Result<Self::Child>;
 
     /// Runs `task` in the background until it completes.
     fn spawn_task(task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>);

@@ -42,8 +42,7 @@ impl<R: Runtime> Transport<R> {
     /// Fails with a [`SpawnError`] that names the program and the OS reason
     /// (C11); nothing is left behind then.
     pub fn spawn(command: &Command, config: Config) -> Result<Self, SpawnError> {
-        let child =
-            R::spawn_child(command.to_std()).map_err(|err| SpawnError::new(command, err))?;
+        let child = R::spawn_child(command).map_err(|err| SpawnError::new(command, err))?;
         let pid = child.id();
         let shared = Shared::new(Session::new(&config, command, Instant::now()));
         let driver = Driver::<R>::new(shared.clone(), child, command, config.on_stderr_line);

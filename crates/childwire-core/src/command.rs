@@ -182,6 +182,15 @@ impl Command {
         cfg!(unix) && self.process_group
     }
 
+    /// The child's stderr as the stderr mode asks: piped, inherited or null.
+    pub fn stderr_stdio(&self) -> Stdio {
+        match self.stderr {
+            StderrMode::Capture => Stdio::piped(),
+            StderrMode::Inherit => Stdio::inherit(),
+            StderrMode::Discard => Stdio::null(),
+        }
+    }
+
     /// The `std::process::Command` that carries all of this out, with stdin
     /// and stdout piped. Adapters convert it to their runtime's type.
     pub fn to_std(&self) -> std::process::Command {
@@ -195,12 +204,10 @@ impl Command {
         if let Some(dir) = &self.current_dir {
             command.current_dir(dir);
         }
-        command.stdin(Stdio::piped()).stdout(Stdio::piped());
-        command.stderr(match self.stderr {
-            StderrMode::Capture => Stdio::piped(),
-            StderrMode::Inherit => Stdio::inherit(),
-            StderrMode::Discard => Stdio::null(),
-        });
+        command
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(self.stderr_stdio());
         #[cfg(unix)]
         if self.process_group {
             use std::os::unix::process::CommandExt;

@@ -47,10 +47,8 @@ impl childwire_async::Runtime for Smol {
     type Child = AsyncProcessChild;
     type Sleep = async_process::Sleep;
 
-    fn spawn_child(command: std::process::Command) -> std::io::Result<AsyncProcessChild> {
-        // Interim: `Runtime::spawn_child` is not told the stderr mode yet
-        // (see `async_process::spawn_child`), so the default one is assumed.
-        async_process::spawn_child(command, StderrMode::Capture)
+    fn spawn_child(command: &Command) -> std::io::Result<AsyncProcessChild> {
+        async_process::spawn_child(command)
     }
 
     fn spawn_task(task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {

@@ -7,7 +7,7 @@ use std::process::ExitStatus;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use childwire_async::{ChildProcess, Runtime};
+use childwire_async::{ChildProcess, Command, Runtime};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::process::{ChildStderr, ChildStdin, ChildStdout};
 
@@ -17,8 +17,8 @@ impl Runtime for Tokio {
     type Child = TokioChild;
     type Sleep = tokio::time::Sleep;
 
-    fn spawn_child(command: std::process::Command) -> io::Result<TokioChild> {
-        let mut child = tokio::process::Command::from(command).spawn()?;
+    fn spawn_child(command: &Command) -> io::Result<TokioChild> {
+        let mut child = tokio::process::Command::from(command.to_std()).spawn()?;
         let (stdin, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
         let pid = child.id();
