@@ -36,3 +36,9 @@ pub mod mcp_server;
 pub mod protocol;
 pub mod relay;
 pub mod rt;
+
+/// The README's Rust snippets, compiled by `cargo test --doc` so they keep
+/// up with the API.
+#[cfg(doctest)]
+#[doc = include_str!("../../README.md")]
+struct ReadmeSnippets;
