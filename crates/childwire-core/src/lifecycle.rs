@@ -1,1 +1,609 @@
-//! (in progress)
+//! The child's life from spawn to reap as a sans-IO state machine (C12–C15).
+//!
+//! [`Lifecycle`] decides when to close the child's stdin, when to send SIGTERM
+//! and SIGKILL, and when the child's end can be reported. It never reads the
+//! clock and performs no I/O: the adapter passes every event in together with
+//! `now`, and carries out the [`Action`]s it hands back.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+/// Timings and process-group policy for a [`Lifecycle`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LifecycleConfig {
+    /// Time from the shutdown request until SIGTERM. It covers flushing the
+    /// queued output, closing stdin and waiting for the child to exit on EOF.
+    /// Default 2 s (the MCP stdio recommendation). Zero skips the wait.
+    pub stdin_grace: Duration,
+    /// Time from SIGTERM until SIGKILL. Default 2 s. Zero skips the wait.
+    pub term_grace: Duration,
+    /// The child leads its own process group (default `true`, C13): signals
+    /// go to the whole group, and after the leader exits the group is swept
+    /// once ([`Action::SweepGroup`]) so launchers such as `sh -c` or `npx`
+    /// leave no orphaned grandchildren.
+    pub process_group: bool,
+    /// After the exit was observed, how long to wait for stdout and stderr to
+    /// reach EOF before reporting the end anyway (a grandchild may hold the
+    /// pipes open). Default 1 s.
+    pub drain_grace: Duration,
+}
+
+impl Default for LifecycleConfig {
+    fn default() -> Self {
+        Self {
+            stdin_grace: Duration::from_secs(2),
+            term_grace: Duration::from_secs(2),
+            process_group: true,
+            drain_grace: Duration::from_secs(1),
+        }
+    }
+}
+
+/// A signal the adapter delivers: to the process group (`killpg`) when
+/// [`LifecycleConfig::process_group`] is on, else to the child's PID.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Signal {
+    /// SIGTERM: asks the child to exit.
+    Term,
+    /// SIGKILL: ends the child; it cannot be caught.
+    Kill,
+}
+
+impl Signal {
+    /// The POSIX signal number (15 or 9; the same on every Unix).
+    #[must_use]
+    pub fn number(self) -> i32 {
+        match self {
+            Signal::Term => 15,
+            Signal::Kill => 9,
+        }
+    }
+}
+
+impl fmt::Display for Signal {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Signal::Term => "SIGTERM",
+            Signal::Kill => "SIGKILL",
+        })
+    }
+}
+
+/// What the adapter must do now, from [`Lifecycle::poll_action`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Action {
+    /// Close (drop) the child's stdin, so it sees EOF. Then report it with
+    /// [`Lifecycle::handle_stdin_closed`].
+    CloseStdin,
+    /// Deliver this signal to the child's group (or to its PID without a
+    /// group). Report a failure with [`Lifecycle::handle_signal_failed`].
+    Signal(Signal),
+    /// Send SIGKILL to the child's process group. Asked once, after the
+    /// leader was reaped: the group ID cannot be reused while any member
+    /// lives, so this only hits what the child left behind. ESRCH ("no such
+    /// process") is the normal answer and needs no report.
+    SweepGroup,
+}
+
+/// Where the child is in its life. Phases only move forward, in the order
+/// listed (some may be skipped).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Phase {
+    /// No shutdown asked yet.
+    Running,
+    /// Shutdown asked; waiting for the queued output to be written.
+    Flushing,
+    /// Stdin is closed; waiting for the child to exit until the stdin deadline.
+    StdinClosed,
+    /// SIGTERM sent; waiting for the child to exit until the term deadline.
+    Terminating,
+    /// SIGKILL sent; waiting for the reap.
+    Killing,
+    /// The exit was observed; waiting for stdout and stderr to reach EOF.
+    Exited,
+    /// The [`Ending`] was handed out; nothing more happens.
+    Done,
+}
+
+/// How the process ended, as the OS reported it.
+///
+/// Adapters convert `std::process::ExitStatus` with `code()` and, on Unix,
+/// `ExitStatusExt::signal()`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Exit {
+    /// Exited normally with this code.
+    Code(i32),
+    /// Terminated by this signal number.
+    Signal(i32),
+}
+
+impl Exit {
+    /// `true` for exit code 0.
+    #[must_use]
+    pub fn success(self) -> bool {
+        self == Exit::Code(0)
+    }
+}
+
+impl fmt::Display for Exit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Exit::Code(code) => write!(f, "exited with code {code}"),
+            Exit::Signal(signo) => match signal_name(signo) {
+                Some(name) => write!(f, "killed by {name}"),
+                None => write!(f, "killed by signal {signo}"),
+            },
+        }
+    }
+}
+
+/// The name of a common signal number (`9` → `"SIGKILL"`), or `None`.
+///
+/// Only numbers that are the same on every Unix are named.
+#[must_use]
+pub fn signal_name(signo: i32) -> Option<&'static str> {
+    Some(match signo {
+        1 => "SIGHUP",
+        2 => "SIGINT",
+        3 => "SIGQUIT",
+        6 => "SIGABRT",
+        9 => "SIGKILL",
+        11 => "SIGSEGV",
+        13 => "SIGPIPE",
+        14 => "SIGALRM",
+        15 => "SIGTERM",
+        _ => return None,
+    })
+}
+
+/// Which shutdown step ended the child (C15).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum EndedBy {
+    /// No shutdown was asked, or the child exited before its stdin was closed.
+    OnItsOwn,
+    /// The child exited after its stdin was closed, before SIGTERM.
+    StdinClose,
+    /// The child exited after SIGTERM, before SIGKILL.
+    Sigterm,
+    /// The child exited after SIGKILL.
+    Sigkill,
+}
+
+impl fmt::Display for EndedBy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            EndedBy::OnItsOwn => "on its own",
+            EndedBy::StdinClose => "after stdin was closed",
+            EndedBy::Sigterm => "after SIGTERM",
+            EndedBy::Sigkill => "after SIGKILL",
+        })
+    }
+}
+
+/// Why delivering a [`Signal`] failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum SignalError {
+    /// ESRCH: no such process (or group). The child already exited and
+    /// awaits its reap, so escalation stops.
+    NoSuchProcess,
+    /// EPERM: not allowed to signal the process. Escalation continues.
+    PermissionDenied,
+    /// Any other failure. Escalation continues.
+    Other {
+        /// The OS error number, if there was one.
+        errno: Option<i32>,
+    },
+}
+
+impl SignalError {
+    /// Classifies the error of a failed `kill`/`killpg`.
+    #[cfg(unix)]
+    #[must_use]
+    pub fn from_io(err: &std::io::Error) -> Self {
+        // ESRCH and EPERM have these numbers on every Unix; std maps neither
+        // to a distinct `ErrorKind` we could match instead.
+        const EPERM: i32 = 1;
+        const ESRCH: i32 = 3;
+        match err.raw_os_error() {
+            Some(ESRCH) => SignalError::NoSuchProcess,
+            Some(EPERM) => SignalError::PermissionDenied,
+            errno => SignalError::Other { errno },
+        }
+    }
+}
+
+impl fmt::Display for SignalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SignalError::NoSuchProcess => f.write_str("no such process"),
+            SignalError::PermissionDenied => f.write_str("permission denied"),
+            SignalError::Other { errno: Some(errno) } => {
+                write!(f, "signal delivery failed (os error {errno})")
+            }
+            SignalError::Other { errno: None } => f.write_str("signal delivery failed"),
+        }
+    }
+}
+
+impl std::error::Error for SignalError {}
+
+/// How the child's life ended, from [`Lifecycle::poll_end`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ending {
+    /// Exit code or signal.
+    pub exit: Exit,
+    /// Which step ended the child.
+    pub ended_by: EndedBy,
+    /// Whether shutdown was asked before the exit was observed. `false`
+    /// means the child died unexpectedly.
+    pub shutdown_requested: bool,
+    /// From the shutdown request (or, without one, from spawn) until the exit
+    /// was observed.
+    pub elapsed: Duration,
+    /// `false` if `drain_grace` expired before both stdout and stderr reached
+    /// EOF (something the child left behind still holds them open).
+    pub pipes_drained: bool,
+}
+
+/// The child's life from spawn to reap, as a pure state machine.
+///
+/// # How to drive it
+///
+/// Create it at spawn with [`Lifecycle::new`]. Then, after **every** input
+/// call (`handle_*`), drain the outputs in this order:
+///
+/// 1. [`poll_action`](Self::poll_action) until `None`, carrying out each
+///    [`Action`] (and reporting the outcome with `handle_stdin_closed` or
+///    `handle_signal_failed`, which are inputs again);
+/// 2. [`poll_end`](Self::poll_end): `Some` once, when the child's end is
+///    known; build the exit report from it;
+/// 3. [`poll_timeout`](Self::poll_timeout): arm a timer for this instant (or
+///    none for `None`); when it fires, call
+///    [`handle_timeout`](Self::handle_timeout) with the current time.
+///
+/// Inputs, each taking `now`:
+/// - [`handle_shutdown`](Self::handle_shutdown): the user asked for a
+///   graceful shutdown (C12);
+/// - [`handle_outbound_drained`](Self::handle_outbound_drained) /
+///   [`handle_outbound_pending`](Self::handle_outbound_pending): the write
+///   queue became empty / non-empty;
+/// - [`handle_stdin_closed`](Self::handle_stdin_closed): stdin was closed
+///   (by us, or broken by the child: EPIPE);
+/// - [`handle_exit`](Self::handle_exit): the child was reaped;
+/// - [`handle_stdout_eof`](Self::handle_stdout_eof) and
+///   [`handle_stderr_eof`](Self::handle_stderr_eof);
+/// - [`handle_signal_failed`](Self::handle_signal_failed);
+/// - [`handle_timeout`](Self::handle_timeout): safe to call early, late or
+///   repeatedly (spurious calls are no-ops).
+///
+/// `now` should be monotonic (`Instant`); an earlier `now` than before never
+/// panics, it just does not move anything forward. Every input also fires any
+/// deadline that `now` has reached, so a zero grace acts within the same
+/// drain. No input order can make it panic.
+///
+/// # Guarantees
+///
+/// - SIGTERM is never asked before `stdin_grace` has passed since the
+///   shutdown request, and SIGKILL never before `stdin_grace + term_grace`.
+/// - Once the exit was observed, no [`Action::Signal`] is ever asked again
+///   (the PID may be reused); only one [`Action::SweepGroup`], if the child
+///   leads its own group.
+/// - [`poll_timeout`](Self::poll_timeout) never moves backwards within one
+///   [`Phase`].
+#[derive(Debug, Clone)]
+pub struct Lifecycle {
+    config: LifecycleConfig,
+    spawned_at: Instant,
+    phase: Phase,
+    shutdown_at: Option<Instant>,
+    /// The write queue is known to be empty. Unknown counts as not empty, so
+    /// a session that never reports it loses nothing: stdin then closes at
+    /// the stdin deadline.
+    outbound_drained: bool,
+    /// Stdin is closed or a close was decided.
+    stdin_closed: bool,
+    stdin_deadline: Option<Instant>,
+    term_deadline: Option<Instant>,
+    /// ESRCH came back: the child is gone and awaits its reap.
+    process_gone: bool,
+    // Decided but not yet handed out, in this order.
+    pending_close: bool,
+    pending_term: bool,
+    pending_kill: bool,
+    pending_sweep: bool,
+    // Handed out: what the adapter was actually told to do.
+    close_sent: bool,
+    term_sent: bool,
+    kill_sent: bool,
+    exited: Option<ExitSeen>,
+    stdout_eof: bool,
+    stderr_eof: bool,
+    drain_deadline: Option<Instant>,
+    ending: Option<Ending>,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct ExitSeen {
+    exit: Exit,
+    ended_by: EndedBy,
+    elapsed: Duration,
+    shutdown_requested: bool,
+}
+
+impl Lifecycle {
+    /// Starts the machine for a child spawned at `now`.
+    #[must_use]
+    pub fn new(config: LifecycleConfig, now: Instant) -> Self {
+        Self {
+            config,
+            spawned_at: now,
+            phase: Phase::Running,
+            shutdown_at: None,
+            outbound_drained: false,
+            stdin_closed: false,
+            stdin_deadline: None,
+            term_deadline: None,
+            process_gone: false,
+            pending_close: false,
+            pending_term: false,
+            pending_kill: false,
+            pending_sweep: false,
+            close_sent: false,
+            term_sent: false,
+            kill_sent: false,
+            exited: None,
+            stdout_eof: false,
+            stderr_eof: false,
+            drain_deadline: None,
+            ending: None,
+        }
+    }
+
+    // ---- getters ----
+
+    /// The current phase.
+    #[must_use]
+    pub fn phase(&self) -> Phase {
+        self.phase
+    }
+
+    /// The configuration it was created with.
+    #[must_use]
+    pub fn config(&self) -> &LifecycleConfig {
+        &self.config
+    }
+
+    /// Whether shutdown was asked.
+    #[must_use]
+    pub fn shutdown_requested(&self) -> bool {
+        self.shutdown_at.is_some()
+    }
+
+    /// The exit, once observed. While this is `None` the child has not been
+    /// reaped, so its PID is still its own (a drop path may signal it).
+    #[must_use]
+    pub fn exit(&self) -> Option<Exit> {
+        self.exited.map(|seen| seen.exit)
+    }
+
+    // ---- inputs ----
+
+    /// The user asked for a graceful shutdown (C12). Asking again changes
+    /// nothing; asking after the exit was observed changes nothing.
+    ///
+    /// With the write queue already known empty (or stdin already closed) it
+    /// goes straight to closing stdin; otherwise it waits for
+    /// [`handle_outbound_drained`](Self::handle_outbound_drained) until the
+    /// stdin deadline (`now + stdin_grace`).
+    pub fn handle_shutdown(&mut self, now: Instant) {
+        if self.phase != Phase::Running || self.exited.is_some() {
+            self.advance(now);
+            return;
+        }
+        self.shutdown_at = Some(now);
+        self.stdin_deadline = now.checked_add(self.config.stdin_grace);
+        self.phase = Phase::Flushing;
+        if self.stdin_closed {
+            self.phase = Phase::StdinClosed;
+        } else if self.outbound_drained {
+            self.close_stdin();
+        }
+        self.advance(now);
+    }
+
+    /// The session's write queue is empty. Call it whenever that becomes true
+    /// (calling it more often is harmless), also before any shutdown.
+    pub fn handle_outbound_drained(&mut self, now: Instant) {
+        self.outbound_drained = true;
+        if self.phase == Phase::Flushing {
+            self.close_stdin();
+        }
+        self.advance(now);
+    }
+
+    /// The session queued bytes, so its write queue is not empty any more.
+    pub fn handle_outbound_pending(&mut self, now: Instant) {
+        self.outbound_drained = false;
+        self.advance(now);
+    }
+
+    /// Stdin was closed: by us after [`Action::CloseStdin`], or broken by the
+    /// child (EPIPE). Nothing more will be flushed.
+    pub fn handle_stdin_closed(&mut self, now: Instant) {
+        self.stdin_closed = true;
+        if self.phase == Phase::Flushing {
+            self.phase = Phase::StdinClosed;
+        }
+        self.advance(now);
+    }
+
+    /// The child was reaped. Ends the escalation at once, whatever the phase
+    /// (C12): no signal is asked after this. Only the first exit counts.
+    pub fn handle_exit(&mut self, exit: Exit, now: Instant) {
+        if self.exited.is_none() {
+            let ended_by = if self.kill_sent {
+                EndedBy::Sigkill
+            } else if self.term_sent {
+                EndedBy::Sigterm
+            } else if self.close_sent {
+                EndedBy::StdinClose
+            } else {
+                EndedBy::OnItsOwn
+            };
+            let since = self.shutdown_at.unwrap_or(self.spawned_at);
+            self.exited = Some(ExitSeen {
+                exit,
+                ended_by,
+                elapsed: now.saturating_duration_since(since),
+                shutdown_requested: self.shutdown_at.is_some(),
+            });
+            // Undelivered steps are moot now, and a signal could hit a reused PID.
+            self.pending_close = false;
+            self.pending_term = false;
+            self.pending_kill = false;
+            self.pending_sweep = self.config.process_group;
+            self.stdin_deadline = None;
+            self.term_deadline = None;
+            self.drain_deadline = now.checked_add(self.config.drain_grace);
+            self.phase = Phase::Exited;
+        }
+        self.advance(now);
+    }
+
+    /// The child's stdout reached EOF (it may come before the exit).
+    pub fn handle_stdout_eof(&mut self, now: Instant) {
+        self.stdout_eof = true;
+        self.advance(now);
+    }
+
+    /// The child's stderr reached EOF (it may come before the exit). Without
+    /// a stderr pipe (inherit or discard mode) call it right after spawn.
+    pub fn handle_stderr_eof(&mut self, now: Instant) {
+        self.stderr_eof = true;
+        self.advance(now);
+    }
+
+    /// Delivering `signal` failed. [`SignalError::NoSuchProcess`] means the
+    /// child is gone but not yet reaped: escalation stops and the machine
+    /// waits for [`handle_exit`](Self::handle_exit). Other errors keep the
+    /// schedule. Either way the signal does not count as the step that
+    /// ended the child.
+    pub fn handle_signal_failed(&mut self, signal: Signal, err: SignalError, now: Instant) {
+        // An undelivered signal did not end the child, so it must not be
+        // named in the ending (kill/killpg fail only when nothing got it).
+        match signal {
+            Signal::Term => self.term_sent = false,
+            Signal::Kill => self.kill_sent = false,
+        }
+        if err == SignalError::NoSuchProcess {
+            self.process_gone = true;
+            self.pending_term = false;
+            self.pending_kill = false;
+        }
+        self.advance(now);
+    }
+
+    /// A deadline from [`poll_timeout`](Self::poll_timeout) may have passed.
+    /// Early, late and repeated calls are fine: only deadlines `now` has
+    /// reached fire.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.advance(now);
+    }
+
+    // ---- outputs ----
+
+    /// The next thing the adapter must do, if any. Drain until `None` after
+    /// every input.
+    #[must_use]
+    pub fn poll_action(&mut self) -> Option<Action> {
+        if std::mem::take(&mut self.pending_close) {
+            self.close_sent = true;
+            return Some(Action::CloseStdin);
+        }
+        if std::mem::take(&mut self.pending_term) {
+            self.term_sent = true;
+            return Some(Action::Signal(Signal::Term));
+        }
+        if std::mem::take(&mut self.pending_kill) {
+            self.kill_sent = true;
+            return Some(Action::Signal(Signal::Kill));
+        }
+        if std::mem::take(&mut self.pending_sweep) {
+            return Some(Action::SweepGroup);
+        }
+        None
+    }
+
+    /// The child's end, exactly once: after the exit was observed and both
+    /// pipes reached EOF, or `drain_grace` passed since the exit. Moves the
+    /// phase to [`Phase::Done`].
+    #[must_use]
+    pub fn poll_end(&mut self) -> Option<Ending> {
+        let ending = self.ending.take()?;
+        self.phase = Phase::Done;
+        Some(ending)
+    }
+
+    /// When to call [`handle_timeout`](Self::handle_timeout) next; `None`
+    /// when nothing is scheduled.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Flushing | Phase::StdinClosed if !self.process_gone => self.stdin_deadline,
+            Phase::Terminating if !self.process_gone => self.term_deadline,
+            Phase::Exited if self.ending.is_none() => self.drain_deadline,
+            _ => None,
+        }
+    }
+
+    // ---- internals ----
+
+    fn close_stdin(&mut self) {
+        if !self.stdin_closed {
+            self.stdin_closed = true;
+            self.pending_close = true;
+        }
+        self.phase = Phase::StdinClosed;
+    }
+
+    /// Fires every deadline `now` has reached. A deadline of `None` (an
+    /// overflowing grace) never fires.
+    fn advance(&mut self, now: Instant) {
+        let reached = |deadline: Option<Instant>| deadline.is_some_and(|d| now >= d);
+        loop {
+            match self.phase {
+                Phase::Flushing | Phase::StdinClosed
+                    if !self.process_gone && reached(self.stdin_deadline) =>
+                {
+                    // The flush ran out of time: close stdin anyway, with the signal.
+                    self.close_stdin();
+                    self.pending_term = true;
+                    self.phase = Phase::Terminating;
+                    // From `now`, not the deadline: a late timer still gives
+                    // the child its whole term_grace after the signal.
+                    self.term_deadline = now.checked_add(self.config.term_grace);
+                }
+                Phase::Terminating if !self.process_gone && reached(self.term_deadline) => {
+                    self.pending_kill = true;
+                    self.phase = Phase::Killing;
+                }
+                Phase::Exited if self.ending.is_none() => {
+                    let drained = self.stdout_eof && self.stderr_eof;
+                    if drained || reached(self.drain_deadline) {
+                        if let Some(seen) = self.exited {
+                            self.ending = Some(Ending {
+                                exit: seen.exit,
+                                ended_by: seen.ended_by,
+                                shutdown_requested: seen.shutdown_requested,
+                                elapsed: seen.elapsed,
+                                pipes_drained: drained,
+                            });
+                        }
+                    }
+                    return;
+                }
+                _ => return,
+            }
+        }
+    }
+}

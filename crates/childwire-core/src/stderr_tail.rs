@@ -1,1 +1,254 @@
-//! (in progress)
+//! A bounded tail of the child's stderr, and its lines as events (C09, C10).
+//!
+//! # What a line is
+//!
+//! The bytes between two `\n`, without the `\n` and without one trailing
+//! `\r`. After EOF the bytes after the last `\n`, if any, are a line too; while
+//! the stream is open they are the *held partial line*, shown by
+//! [`StderrTail::tail`] but not yet handed out by [`StderrTail::poll_line`].
+//!
+//! A line longer than `max_bytes` is cut: only its first `max_bytes` bytes
+//! are kept (even if that splits a UTF-8 character, which then shows as
+//! U+FFFD), the rest up to its `\n` is counted in
+//! [`bytes_seen`](StderrTail::bytes_seen) and dropped. Blank lines are kept:
+//! they are part of what the child wrote.
+
+use std::collections::VecDeque;
+
+use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+/// Bounds of a [`StderrTail`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StderrTailConfig {
+    /// Most bytes of line content the tail holds (the held partial line
+    /// included, `\n` separators not counted), and the longest line kept
+    /// whole. Default 64 KiB.
+    pub max_bytes: usize,
+    /// Most lines the tail holds, the held partial line included. Default 200.
+    pub max_lines: usize,
+    /// Most bytes waiting for [`StderrTail::poll_line`] (each line counts its
+    /// length + 1). When full, the oldest waiting lines are dropped and
+    /// counted in [`StderrTail::dropped_lines`]. A caller that polls after
+    /// every `handle_data` never loses a line as long as each chunk is at most
+    /// `max_pending_bytes - max_bytes`. Default 1 MiB.
+    pub max_pending_bytes: usize,
+}
+
+impl Default for StderrTailConfig {
+    fn default() -> Self {
+        Self {
+            max_bytes: 64 * 1024,
+            max_lines: 200,
+            max_pending_bytes: 1024 * 1024,
+        }
+    }
+}
+
+/// The child's last stderr lines, within fixed bounds, fed raw bytes.
+///
+/// Drain order: after every [`handle_data`](Self::handle_data) or
+/// [`handle_eof`](Self::handle_eof), call [`poll_line`](Self::poll_line)
+/// until `None` (each line for a callback or `tracing`). Read
+/// [`tail`](Self::tail) whenever a report needs it (C10).
+///
+/// Memory never exceeds about `max_bytes` for the partial line, `max_bytes`
+/// plus `max_lines` small headers for the tail, and `max_pending_bytes` for
+/// waiting lines, whatever the child writes.
+#[derive(Debug, Clone)]
+pub struct StderrTail {
+    config: StderrTailConfig,
+    /// Complete lines, oldest first.
+    lines: VecDeque<Bytes>,
+    lines_bytes: usize,
+    /// The held partial line: its first `max_bytes` raw bytes.
+    partial: Vec<u8>,
+    /// The held partial line is longer than `max_bytes`.
+    partial_cut: bool,
+    /// Complete lines waiting for `poll_line`, each followed by `\n` (a line
+    /// never contains one).
+    pending: BytesMut,
+    dropped: u64,
+    cut: u64,
+    bytes_seen: u64,
+}
+
+impl StderrTail {
+    /// An empty tail with these bounds.
+    #[must_use]
+    pub fn new(config: StderrTailConfig) -> Self {
+        Self {
+            config,
+            lines: VecDeque::new(),
+            lines_bytes: 0,
+            partial: Vec::new(),
+            partial_cut: false,
+            pending: BytesMut::new(),
+            dropped: 0,
+            cut: 0,
+            bytes_seen: 0,
+        }
+    }
+
+    /// Feeds stderr bytes, in chunks of any size and split anywhere.
+    pub fn handle_data(&mut self, data: &[u8]) {
+        self.bytes_seen = self.bytes_seen.saturating_add(data.len() as u64);
+        let mut rest = data;
+        while !rest.is_empty() {
+            match memchr::memchr(b'\n', rest) {
+                Some(i) => {
+                    self.extend_partial(&rest[..i]);
+                    self.finish_line();
+                    rest = &rest[i + 1..];
+                }
+                None => {
+                    self.extend_partial(rest);
+                    rest = &[];
+                }
+            }
+        }
+        self.evict();
+    }
+
+    /// Stderr reached EOF: a held partial line becomes a line.
+    pub fn handle_eof(&mut self) {
+        if !self.partial.is_empty() || self.partial_cut {
+            self.finish_line();
+        }
+    }
+
+    /// The next complete line, each once, oldest first.
+    #[must_use]
+    pub fn poll_line(&mut self) -> Option<Bytes> {
+        let end = memchr::memchr(b'\n', &self.pending)?;
+        let line = self.pending.split_to(end).freeze();
+        self.pending.advance(1);
+        Some(line)
+    }
+
+    /// The last lines, oldest first, joined with `\n`, including the held
+    /// partial line; invalid UTF-8 shows as U+FFFD.
+    #[must_use]
+    pub fn tail(&self) -> String {
+        let mut raw = Vec::with_capacity(self.lines_bytes + self.lines.len() + self.partial.len());
+        let mut first = true;
+        // Eviction made room for the partial line, unless no line fits at all.
+        let partial = self.partial_view().filter(|_| self.config.max_lines > 0);
+        for line in self.lines.iter().map(|l| &l[..]).chain(partial) {
+            if !first {
+                raw.push(b'\n');
+            }
+            first = false;
+            raw.extend_from_slice(line);
+        }
+        match String::from_utf8(raw) {
+            Ok(text) => text,
+            Err(err) => String::from_utf8_lossy(err.as_bytes()).into_owned(),
+        }
+    }
+
+    /// All stderr bytes fed so far.
+    #[must_use]
+    pub fn bytes_seen(&self) -> u64 {
+        self.bytes_seen
+    }
+
+    /// Lines dropped from the `poll_line` queue because nobody polled.
+    #[must_use]
+    pub fn dropped_lines(&self) -> u64 {
+        self.dropped
+    }
+
+    /// Lines cut to `max_bytes`.
+    #[must_use]
+    pub fn cut_lines(&self) -> u64 {
+        self.cut
+    }
+
+    /// The bounds it was created with.
+    #[must_use]
+    pub fn config(&self) -> &StderrTailConfig {
+        &self.config
+    }
+
+    fn extend_partial(&mut self, bytes: &[u8]) {
+        let room = self.config.max_bytes - self.partial.len();
+        if bytes.len() > room {
+            self.partial_cut = true;
+        }
+        self.partial
+            .extend_from_slice(&bytes[..bytes.len().min(room)]);
+    }
+
+    /// The held partial line as the tail shows it, `None` if there is none.
+    fn partial_view(&self) -> Option<&[u8]> {
+        if self.partial.is_empty() && !self.partial_cut {
+            return None;
+        }
+        Some(line_content(&self.partial, self.partial_cut))
+    }
+
+    fn finish_line(&mut self) {
+        let line = Bytes::copy_from_slice(line_content(&self.partial, self.partial_cut));
+        if self.partial_cut {
+            self.cut += 1;
+        }
+        self.partial.clear();
+        self.partial_cut = false;
+        self.queue_pending(&line);
+        self.lines_bytes += line.len();
+        self.lines.push_back(line);
+        self.evict();
+    }
+
+    fn queue_pending(&mut self, line: &[u8]) {
+        let cap = self.config.max_pending_bytes;
+        if line.len() + 1 > cap {
+            self.dropped += 1;
+            return;
+        }
+        while self.pending.len() + line.len() + 1 > cap {
+            match memchr::memchr(b'\n', &self.pending) {
+                Some(end) => {
+                    self.pending.advance(end + 1);
+                    self.dropped += 1;
+                }
+                None => break,
+            }
+        }
+        self.pending.reserve(line.len() + 1);
+        self.pending.put_slice(line);
+        self.pending.put_u8(b'\n');
+    }
+
+    /// Drops the oldest complete lines until the tail, partial line included,
+    /// fits both bounds.
+    fn evict(&mut self) {
+        let (partial_lines, partial_bytes) = match self.partial_view() {
+            Some(view) => (1, view.len()),
+            None => (0, 0),
+        };
+        while self.lines.len() + partial_lines > self.config.max_lines
+            || self.lines_bytes + partial_bytes > self.config.max_bytes
+        {
+            match self.lines.pop_front() {
+                Some(line) => self.lines_bytes -= line.len(),
+                None => break,
+            }
+        }
+    }
+}
+
+impl Default for StderrTail {
+    fn default() -> Self {
+        Self::new(StderrTailConfig::default())
+    }
+}
+
+/// A line's content: without one trailing `\r`, unless it was cut (then the
+/// `\r` cannot be the line's last byte).
+fn line_content(raw: &[u8], cut: bool) -> &[u8] {
+    match raw {
+        [head @ .., b'\r'] if !cut => head,
+        _ => raw,
+    }
+}

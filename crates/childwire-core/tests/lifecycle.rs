@@ -1,0 +1,1086 @@
+//! The lifecycle state machine on a simulated clock (C12–C15).
+//!
+//! `Sim` is a discrete-event driver: it always jumps to the earliest of the
+//! machine's deadline and the scripted child's next event, so a test of a
+//! 4 s escalation runs in microseconds and is deterministic.
+
+use std::time::{Duration, Instant};
+
+use childwire_core::lifecycle::{
+    Action, EndedBy, Ending, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
+};
+use childwire_core::report::{Counters, ExitReport};
+use proptest::prelude::*;
+
+const fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// How the scripted child reacts to the adapter's actions.
+#[derive(Debug, Clone, Copy)]
+enum Child {
+    /// Exits with code 0 `after` its stdin is closed.
+    ExitsOnEof { after: Duration },
+    /// Ignores EOF; dies by SIGTERM `after` it arrives.
+    ExitsOnTerm { after: Duration },
+    /// Ignores EOF and SIGTERM; SIGKILL ends it 1 ms later.
+    IgnoresAll,
+    /// Exits on its own at this time after spawn.
+    ExitsAt { at: Duration, exit: Exit },
+    /// Ignores EOF, exits on its own before SIGTERM arrives (the signal gets
+    /// ESRCH) and is reaped only `reaped_after` the failed signal.
+    GoneBeforeTerm { reaped_after: Duration },
+    /// Ignores EOF; SIGTERM fails with EPERM; SIGKILL works.
+    TermDenied,
+}
+
+struct Sim {
+    lc: Lifecycle,
+    start: Instant,
+    now: Instant,
+    child: Child,
+    exit_at: Option<(Instant, Exit)>,
+    /// Stdout and stderr reach EOF when the child exits (no grandchild
+    /// holds them).
+    pipes_close_on_exit: bool,
+    actions: Vec<(Duration, Action)>,
+    endings: Vec<(Duration, Ending)>,
+}
+
+impl Sim {
+    fn new(config: LifecycleConfig, child: Child) -> Self {
+        let start = Instant::now();
+        let mut lc = Lifecycle::new(config, start);
+        // The session's write queue is empty at spawn.
+        lc.handle_outbound_drained(start);
+        let exit_at = match child {
+            Child::ExitsAt { at, exit } => Some((start + at, exit)),
+            _ => None,
+        };
+        let mut sim = Sim {
+            lc,
+            start,
+            now: start,
+            child,
+            exit_at,
+            pipes_close_on_exit: true,
+            actions: Vec::new(),
+            endings: Vec::new(),
+        };
+        sim.drain();
+        sim
+    }
+
+    fn t(&self) -> Duration {
+        self.now - self.start
+    }
+
+    /// Drains the outputs the way an adapter must, and plays the child.
+    fn drain(&mut self) {
+        while let Some(action) = self.lc.poll_action() {
+            self.actions.push((self.t(), action));
+            let exited = self.lc.exit().is_some();
+            match (action, self.child) {
+                (Action::CloseStdin, Child::ExitsOnEof { after }) if !exited => {
+                    self.exit_at = Some((self.now + after, Exit::Code(0)));
+                }
+                (Action::Signal(Signal::Term), Child::ExitsOnTerm { after }) => {
+                    self.exit_at = Some((self.now + after, Exit::Signal(15)));
+                }
+                (Action::Signal(Signal::Term), Child::GoneBeforeTerm { reaped_after }) => {
+                    self.lc.handle_signal_failed(
+                        Signal::Term,
+                        SignalError::NoSuchProcess,
+                        self.now,
+                    );
+                    self.exit_at = Some((self.now + reaped_after, Exit::Code(0)));
+                }
+                (Action::Signal(Signal::Term), Child::TermDenied) => {
+                    self.lc.handle_signal_failed(
+                        Signal::Term,
+                        SignalError::PermissionDenied,
+                        self.now,
+                    );
+                }
+                (Action::Signal(Signal::Kill), _) => {
+                    self.exit_at = Some((self.now + ms(1), Exit::Signal(9)));
+                }
+                _ => {}
+            }
+            if action == Action::CloseStdin {
+                self.lc.handle_stdin_closed(self.now);
+            }
+        }
+        if let Some(ending) = self.lc.poll_end() {
+            self.endings.push((self.t(), ending));
+        }
+    }
+
+    /// Moves the clock to `to`, firing every child event and deadline on
+    /// the way, in time order.
+    fn run_until(&mut self, to: Instant) {
+        while self.step(Some(to)) {}
+        self.now = self.now.max(to);
+    }
+
+    /// Runs until nothing more is scheduled; returns the one ending.
+    fn run(&mut self) -> Ending {
+        for _ in 0..100 {
+            if !self.step(None) {
+                break;
+            }
+        }
+        assert_eq!(
+            self.endings.len(),
+            1,
+            "exactly one ending: {:?}",
+            self.endings
+        );
+        self.endings[0].1.clone()
+    }
+
+    /// Fires the earliest event not after `limit`; false if there is none.
+    fn step(&mut self, limit: Option<Instant>) -> bool {
+        let deadline = self.lc.poll_timeout();
+        let child = self.exit_at.map(|(at, _)| at);
+        let next = match (deadline, child) {
+            (Some(a), Some(b)) => a.min(b),
+            (a, b) => match a.or(b) {
+                Some(t) => t,
+                None => return false,
+            },
+        };
+        if limit.is_some_and(|limit| next > limit) {
+            return false;
+        }
+        self.now = self.now.max(next);
+        if let Some((at, exit)) = self.exit_at
+            && at <= self.now
+        {
+            self.exit_at = None;
+            self.lc.handle_exit(exit, self.now);
+            self.drain();
+            if self.pipes_close_on_exit {
+                self.lc.handle_stdout_eof(self.now);
+                self.drain();
+                self.lc.handle_stderr_eof(self.now);
+                self.drain();
+            }
+        } else {
+            self.lc.handle_timeout(self.now);
+            self.drain();
+        }
+        true
+    }
+
+    fn shutdown(&mut self) {
+        self.lc.handle_shutdown(self.now);
+        self.drain();
+    }
+
+    fn actions(&self) -> Vec<(Duration, Action)> {
+        self.actions.clone()
+    }
+}
+
+const CLOSE: Action = Action::CloseStdin;
+const TERM: Action = Action::Signal(Signal::Term);
+const KILL: Action = Action::Signal(Signal::Kill);
+const SWEEP: Action = Action::SweepGroup;
+
+fn secs(s: u64) -> Duration {
+    Duration::from_secs(s)
+}
+
+#[test]
+fn c12_child_exiting_on_stdin_eof_is_done_without_waiting_for_a_deadline() {
+    let mut sim = Sim::new(
+        LifecycleConfig::default(),
+        Child::ExitsOnEof { after: ms(50) },
+    );
+    sim.run_until(sim.start + secs(1));
+    sim.shutdown();
+    assert_eq!(sim.lc.phase(), Phase::StdinClosed);
+    let ending = sim.run();
+    assert_eq!(
+        ending,
+        Ending {
+            exit: Exit::Code(0),
+            ended_by: EndedBy::StdinClose,
+            shutdown_requested: true,
+            elapsed: ms(50),
+            pipes_drained: true,
+        }
+    );
+    assert_eq!(sim.actions(), [(secs(1), CLOSE), (ms(1050), SWEEP)]);
+    assert_eq!(sim.endings[0].0, ms(1050), "reported as soon as it exited");
+    assert_eq!(sim.lc.phase(), Phase::Done);
+    assert_eq!(sim.lc.poll_timeout(), None);
+}
+
+#[test]
+fn c12_child_ignoring_eof_exits_on_sigterm_after_stdin_grace() {
+    let mut sim = Sim::new(
+        LifecycleConfig::default(),
+        Child::ExitsOnTerm { after: ms(10) },
+    );
+    sim.shutdown();
+    let ending = sim.run();
+    assert_eq!(ending.exit, Exit::Signal(15));
+    assert_eq!(ending.ended_by, EndedBy::Sigterm);
+    assert_eq!(ending.elapsed, ms(2010));
+    assert_eq!(
+        sim.actions(),
+        [(ms(0), CLOSE), (secs(2), TERM), (ms(2010), SWEEP)]
+    );
+}
+
+#[test]
+fn c12_child_ignoring_eof_and_sigterm_dies_by_sigkill_after_both_graces() {
+    let mut sim = Sim::new(LifecycleConfig::default(), Child::IgnoresAll);
+    sim.run_until(sim.start + ms(300));
+    sim.shutdown();
+    let ending = sim.run();
+    assert_eq!(ending.exit, Exit::Signal(9));
+    assert_eq!(ending.ended_by, EndedBy::Sigkill);
+    assert!(ending.shutdown_requested);
+    assert_eq!(ending.elapsed, ms(4001));
+    assert_eq!(
+        sim.actions(),
+        [
+            (ms(300), CLOSE),
+            (ms(2300), TERM),
+            (ms(4300), KILL),
+            (ms(4301), SWEEP)
+        ]
+    );
+}
+
+#[test]
+fn c12_graces_are_configurable() {
+    let config = LifecycleConfig {
+        stdin_grace: ms(100),
+        term_grace: ms(250),
+        ..LifecycleConfig::default()
+    };
+    let mut sim = Sim::new(config, Child::IgnoresAll);
+    sim.shutdown();
+    sim.run();
+    assert_eq!(
+        sim.actions(),
+        [
+            (ms(0), CLOSE),
+            (ms(100), TERM),
+            (ms(350), KILL),
+            (ms(351), SWEEP)
+        ]
+    );
+}
+
+#[test]
+fn c15_child_exiting_before_shutdown_is_reported_as_unexpected() {
+    let exit = Exit::Code(1);
+    let mut sim = Sim::new(
+        LifecycleConfig::default(),
+        Child::ExitsAt { at: ms(800), exit },
+    );
+    let ending = sim.run();
+    assert_eq!(
+        ending,
+        Ending {
+            exit,
+            ended_by: EndedBy::OnItsOwn,
+            shutdown_requested: false,
+            elapsed: ms(800),
+            pipes_drained: true,
+        }
+    );
+    assert_eq!(sim.actions(), [(ms(800), SWEEP)]);
+
+    // A shutdown asked afterwards does nothing at all.
+    sim.shutdown();
+    sim.lc.handle_timeout(sim.now + secs(60));
+    sim.drain();
+    assert_eq!(sim.actions(), [(ms(800), SWEEP)]);
+    assert_eq!(sim.endings.len(), 1);
+    assert_eq!(sim.lc.phase(), Phase::Done);
+}
+
+#[test]
+fn c12_child_exiting_between_sigterm_and_its_deadline_stops_escalation() {
+    let mut sim = Sim::new(
+        LifecycleConfig::default(),
+        Child::ExitsOnTerm { after: ms(1500) },
+    );
+    sim.shutdown();
+    let ending = sim.run();
+    assert_eq!(ending.ended_by, EndedBy::Sigterm);
+    assert_eq!(ending.elapsed, ms(3500));
+    assert_eq!(
+        sim.endings[0].0,
+        ms(3500),
+        "no wait for the SIGKILL deadline"
+    );
+    assert_eq!(
+        sim.actions(),
+        [(ms(0), CLOSE), (secs(2), TERM), (ms(3500), SWEEP)]
+    );
+
+    // The old SIGKILL deadline passing changes nothing.
+    sim.lc.handle_timeout(sim.start + secs(10));
+    sim.drain();
+    assert_eq!(sim.actions().len(), 3);
+}
+
+#[test]
+fn c14_esrch_on_sigterm_stops_escalation_and_waits_for_the_reap() {
+    let mut sim = Sim::new(
+        LifecycleConfig::default(),
+        Child::GoneBeforeTerm {
+            reaped_after: secs(3),
+        },
+    );
+    sim.shutdown();
+    sim.run_until(sim.start + ms(2001));
+    assert_eq!(sim.lc.phase(), Phase::Terminating);
+    assert_eq!(
+        sim.lc.poll_timeout(),
+        None,
+        "no SIGKILL deadline after ESRCH"
+    );
+    let ending = sim.run();
+    assert_eq!(
+        sim.actions(),
+        [(ms(0), CLOSE), (secs(2), TERM), (secs(5), SWEEP)]
+    );
+    assert_eq!(ending.exit, Exit::Code(0));
+    // The failed SIGTERM did not end it; it went after its stdin closed.
+    assert_eq!(ending.ended_by, EndedBy::StdinClose);
+    assert_eq!(ending.elapsed, secs(5));
+}
+
+#[test]
+fn c12_failed_sigterm_other_than_esrch_keeps_the_schedule() {
+    let mut sim = Sim::new(LifecycleConfig::default(), Child::TermDenied);
+    sim.shutdown();
+    let ending = sim.run();
+    assert_eq!(
+        sim.actions(),
+        [
+            (ms(0), CLOSE),
+            (secs(2), TERM),
+            (secs(4), KILL),
+            (ms(4001), SWEEP)
+        ]
+    );
+    assert_eq!(ending.ended_by, EndedBy::Sigkill);
+}
+
+#[test]
+fn c12_shutdown_asked_twice_acts_once() {
+    let mut sim = Sim::new(LifecycleConfig::default(), Child::IgnoresAll);
+    sim.shutdown();
+    sim.run_until(sim.start + secs(1));
+    sim.shutdown();
+    sim.shutdown();
+    let ending = sim.run();
+    assert_eq!(
+        sim.actions(),
+        [
+            (ms(0), CLOSE),
+            (secs(2), TERM),
+            (secs(4), KILL),
+            (ms(4001), SWEEP)
+        ],
+        "the deadlines run from the first request"
+    );
+    assert_eq!(ending.elapsed, ms(4001));
+}
+
+#[test]
+fn c12_zero_graces_escalate_in_the_same_drain() {
+    let config = LifecycleConfig {
+        stdin_grace: Duration::ZERO,
+        term_grace: Duration::ZERO,
+        ..LifecycleConfig::default()
+    };
+    let mut sim = Sim::new(config, Child::IgnoresAll);
+    sim.shutdown();
+    assert_eq!(
+        sim.actions(),
+        [(ms(0), CLOSE), (ms(0), TERM), (ms(0), KILL)]
+    );
+    assert_eq!(sim.lc.phase(), Phase::Killing);
+    assert_eq!(sim.lc.poll_timeout(), None, "only the reap is left");
+    assert_eq!(sim.run().ended_by, EndedBy::Sigkill);
+}
+
+#[test]
+fn c12_zero_stdin_grace_sends_sigterm_with_the_close() {
+    let config = LifecycleConfig {
+        stdin_grace: Duration::ZERO,
+        ..LifecycleConfig::default()
+    };
+    let mut sim = Sim::new(config, Child::IgnoresAll);
+    sim.shutdown();
+    assert_eq!(sim.actions(), [(ms(0), CLOSE), (ms(0), TERM)]);
+    assert_eq!(sim.lc.poll_timeout(), Some(sim.start + secs(2)));
+    sim.run();
+    assert_eq!(sim.actions()[2], (secs(2), KILL));
+}
+
+#[test]
+fn c12_shutdown_flushes_queued_output_before_closing_stdin() {
+    let mut sim = Sim::new(
+        LifecycleConfig::default(),
+        Child::ExitsOnEof { after: ms(50) },
+    );
+    sim.lc.handle_outbound_pending(sim.now);
+    sim.drain();
+    sim.shutdown();
+    assert_eq!(sim.lc.phase(), Phase::Flushing);
+    assert_eq!(sim.actions(), []);
+    assert_eq!(sim.lc.poll_timeout(), Some(sim.start + secs(2)));
+
+    sim.run_until(sim.start + ms(300));
+    sim.lc.handle_outbound_drained(sim.now);
+    sim.drain();
+    assert_eq!(sim.actions(), [(ms(300), CLOSE)]);
+    assert_eq!(
+        sim.lc.poll_timeout(),
+        Some(sim.start + secs(2)),
+        "the stdin deadline covers the flush"
+    );
+    let ending = sim.run();
+    assert_eq!(ending.ended_by, EndedBy::StdinClose);
+    assert_eq!(ending.elapsed, ms(350));
+}
+
+#[test]
+fn c12_a_flush_that_never_finishes_closes_stdin_with_sigterm_at_the_stdin_deadline() {
+    let mut sim = Sim::new(LifecycleConfig::default(), Child::IgnoresAll);
+    sim.lc.handle_outbound_pending(sim.now);
+    sim.shutdown();
+    sim.run();
+    assert_eq!(
+        sim.actions(),
+        [
+            (secs(2), CLOSE),
+            (secs(2), TERM),
+            (secs(4), KILL),
+            (ms(4001), SWEEP)
+        ]
+    );
+}
+
+#[test]
+fn c12_stdin_broken_during_the_flush_is_not_closed_again() {
+    let mut sim = Sim::new(
+        LifecycleConfig::default(),
+        Child::ExitsOnTerm { after: ms(5) },
+    );
+    sim.lc.handle_outbound_pending(sim.now);
+    sim.shutdown();
+    sim.run_until(sim.start + ms(100));
+    // EPIPE: the child closed its end.
+    sim.lc.handle_stdin_closed(sim.now);
+    sim.drain();
+    assert_eq!(sim.lc.phase(), Phase::StdinClosed);
+    let ending = sim.run();
+    assert_eq!(sim.actions(), [(secs(2), TERM), (ms(2005), SWEEP)]);
+    assert_eq!(ending.ended_by, EndedBy::Sigterm);
+}
+
+#[test]
+fn c13_the_group_is_swept_once_after_exit_and_only_with_a_group() {
+    for process_group in [true, false] {
+        let config = LifecycleConfig {
+            process_group,
+            ..LifecycleConfig::default()
+        };
+        let mut sim = Sim::new(config, Child::IgnoresAll);
+        sim.shutdown();
+        sim.run();
+        sim.lc.handle_exit(Exit::Code(0), sim.now);
+        sim.lc.handle_timeout(sim.now + secs(9));
+        sim.drain();
+        let sweeps = sim.actions().iter().filter(|(_, a)| *a == SWEEP).count();
+        assert_eq!(
+            sweeps,
+            usize::from(process_group),
+            "process_group = {process_group}"
+        );
+    }
+}
+
+#[test]
+fn c14_no_signal_is_asked_after_the_exit_was_observed() {
+    let mut sim = Sim::new(LifecycleConfig::default(), Child::IgnoresAll);
+    sim.shutdown();
+    // SIGTERM is decided at the deadline, but the exit lands before the
+    // adapter drains it: it must never come out.
+    sim.lc.handle_timeout(sim.start + secs(2));
+    sim.lc.handle_exit(Exit::Code(0), sim.start + secs(2));
+    sim.now = sim.start + secs(2);
+    sim.drain();
+    sim.lc.handle_timeout(sim.start + secs(60));
+    sim.drain();
+    assert_eq!(sim.actions(), [(ms(0), CLOSE), (secs(2), SWEEP)]);
+
+    // The same for SIGKILL.
+    let mut sim = Sim::new(LifecycleConfig::default(), Child::IgnoresAll);
+    sim.shutdown();
+    sim.run_until(sim.start + secs(3));
+    sim.lc.handle_timeout(sim.start + secs(4));
+    sim.lc.handle_exit(Exit::Signal(15), sim.start + secs(4));
+    sim.now = sim.start + secs(4);
+    sim.drain();
+    assert_eq!(
+        sim.actions(),
+        [(ms(0), CLOSE), (secs(2), TERM), (secs(4), SWEEP)]
+    );
+    assert_eq!(
+        sim.lc.poll_end().map(|e| e.ended_by),
+        None,
+        "pipes still open"
+    );
+}
+
+#[test]
+fn c15_the_end_waits_for_both_pipes_at_most_drain_grace() {
+    let mut sim = Sim::new(
+        LifecycleConfig::default(),
+        Child::ExitsAt {
+            at: ms(10),
+            exit: Exit::Code(3),
+        },
+    );
+    sim.pipes_close_on_exit = false;
+    sim.run_until(sim.start + ms(10));
+    assert_eq!(sim.lc.phase(), Phase::Exited);
+    assert_eq!(sim.lc.poll_timeout(), Some(sim.start + ms(1010)));
+    sim.lc.handle_stdout_eof(sim.now);
+    sim.drain();
+    assert!(sim.endings.is_empty(), "stderr is still open");
+    let ending = sim.run();
+    assert_eq!(sim.endings[0].0, ms(1010));
+    assert!(!ending.pipes_drained);
+    assert_eq!(
+        ending.elapsed,
+        ms(10),
+        "elapsed runs to the exit, not to the end"
+    );
+}
+
+#[test]
+fn c15_pipes_at_eof_before_the_exit_end_it_at_once() {
+    let mut sim = Sim::new(
+        LifecycleConfig::default(),
+        Child::ExitsAt {
+            at: ms(10),
+            exit: Exit::Code(0),
+        },
+    );
+    sim.pipes_close_on_exit = false;
+    sim.lc.handle_stderr_eof(sim.now);
+    sim.lc.handle_stdout_eof(sim.now);
+    sim.lc.handle_stdout_eof(sim.now);
+    sim.drain();
+    let ending = sim.run();
+    assert_eq!(sim.endings[0].0, ms(10));
+    assert!(ending.pipes_drained);
+}
+
+#[test]
+fn c14_stale_or_early_time_never_panics_nor_fires() {
+    let start = Instant::now() + secs(100);
+    let mut lc = Lifecycle::new(LifecycleConfig::default(), start);
+    lc.handle_shutdown(start + secs(10));
+    lc.handle_timeout(start + secs(5));
+    lc.handle_timeout(start);
+    assert_eq!(
+        lc.poll_action(),
+        None,
+        "nothing pending: stdin state unknown"
+    );
+    assert_eq!(lc.poll_timeout(), Some(start + secs(12)));
+    lc.handle_timeout(start + secs(11));
+    assert_eq!(lc.poll_action(), None, "early call is a no-op");
+    lc.handle_timeout(start + secs(12));
+    lc.handle_timeout(start + secs(12));
+    assert_eq!(lc.poll_action(), Some(CLOSE));
+    assert_eq!(lc.poll_action(), Some(TERM));
+    assert_eq!(lc.poll_action(), None, "repeated call is a no-op");
+    lc.handle_exit(Exit::Signal(15), start);
+    assert_eq!(lc.poll_action(), Some(SWEEP));
+    lc.handle_stdout_eof(start);
+    lc.handle_stderr_eof(start);
+    let ending = lc.poll_end().expect("ended");
+    assert_eq!(ending.elapsed, Duration::ZERO);
+    assert_eq!(ending.ended_by, EndedBy::Sigterm);
+    assert_eq!(lc.poll_end(), None);
+}
+
+#[test]
+fn c12_huge_graces_do_not_overflow() {
+    let start = Instant::now();
+    let config = LifecycleConfig {
+        stdin_grace: Duration::MAX,
+        term_grace: Duration::MAX,
+        drain_grace: Duration::MAX,
+        process_group: false,
+    };
+    let mut lc = Lifecycle::new(config, start);
+    lc.handle_shutdown(start);
+    assert_eq!(
+        lc.poll_timeout(),
+        None,
+        "a deadline past the end of time never fires"
+    );
+    lc.handle_exit(Exit::Code(0), start + secs(1));
+    lc.handle_timeout(start + secs(1_000_000));
+    assert_eq!(lc.poll_action(), None);
+    assert_eq!(lc.poll_end(), None);
+    lc.handle_stdout_eof(start);
+    lc.handle_stderr_eof(start);
+    assert!(lc.poll_end().is_some());
+}
+
+// ---- exit report (C15) ----
+
+fn report(
+    exit: Exit,
+    ended_by: EndedBy,
+    shutdown: bool,
+    elapsed: Duration,
+    tail: &str,
+) -> ExitReport {
+    let ending = Ending {
+        exit,
+        ended_by,
+        shutdown_requested: shutdown,
+        elapsed,
+        pipes_drained: true,
+    };
+    ExitReport::new(&ending, tail.to_owned(), Counters::default())
+}
+
+#[test]
+fn c15_report_display_reads_at_a_glance() {
+    let crash = report(
+        Exit::Code(1),
+        EndedBy::OnItsOwn,
+        false,
+        ms(800),
+        "Error: Cannot find module 'x'\n",
+    );
+    assert_eq!(
+        crash.to_string(),
+        "exited with code 1 on its own after 0.8 s; last stderr: Error: Cannot find module 'x'"
+    );
+    assert!(crash.unexpected());
+    assert!(!crash.success());
+
+    let killed = report(Exit::Signal(9), EndedBy::Sigkill, true, ms(4001), "");
+    assert_eq!(
+        killed.to_string(),
+        "killed by SIGKILL after SIGKILL, 4.0 s after shutdown"
+    );
+    assert!(!killed.unexpected());
+
+    let clean = report(Exit::Code(0), EndedBy::StdinClose, true, ms(12), "bye\n");
+    assert_eq!(
+        clean.to_string(),
+        "exited with code 0 after stdin was closed, 12 ms after shutdown"
+    );
+    assert!(clean.success());
+
+    let odd = report(Exit::Signal(42), EndedBy::Sigterm, true, secs(2), "");
+    assert_eq!(
+        odd.to_string(),
+        "killed by signal 42 after SIGTERM, 2.0 s after shutdown"
+    );
+}
+
+#[test]
+fn c10_report_display_picks_the_error_line_out_of_a_trailer() {
+    let node = "node:internal/modules/cjs/loader:1080\n  throw err;\n  ^\n\n\
+                Error: Cannot find module 'x'\nRequire stack:\n- /srv/index.js\n    at Module._load (node:internal)\n\n\
+                Node.js v18.19.0";
+    let r = report(Exit::Code(1), EndedBy::OnItsOwn, false, ms(90), node);
+    assert_eq!(r.stderr_summary(), Some("Error: Cannot find module 'x'"));
+    assert!(
+        r.to_string()
+            .ends_with("; last stderr: Error: Cannot find module 'x'"),
+        "{r}"
+    );
+    assert_eq!(r.stderr_tail, node, "the whole tail stays in the field");
+
+    let plain = report(
+        Exit::Code(2),
+        EndedBy::OnItsOwn,
+        false,
+        ms(90),
+        "usage: x [-h]\n  \n",
+    );
+    assert_eq!(plain.stderr_summary(), Some("usage: x [-h]"));
+
+    let long = "e".repeat(1000);
+    let r = report(Exit::Code(2), EndedBy::OnItsOwn, false, ms(90), &long);
+    assert!(r.to_string().chars().count() < 300, "one line, cut");
+}
+
+#[test]
+fn c15_exit_and_steps_display() {
+    assert_eq!(Exit::Code(0).to_string(), "exited with code 0");
+    for (signo, name) in [
+        (1, "SIGHUP"),
+        (2, "SIGINT"),
+        (6, "SIGABRT"),
+        (9, "SIGKILL"),
+        (11, "SIGSEGV"),
+        (13, "SIGPIPE"),
+        (15, "SIGTERM"),
+    ] {
+        assert_eq!(Exit::Signal(signo).to_string(), format!("killed by {name}"));
+    }
+    assert_eq!(EndedBy::OnItsOwn.to_string(), "on its own");
+    assert_eq!(Signal::Term.number(), 15);
+    assert_eq!(Signal::Kill.number(), 9);
+    assert_eq!(SignalError::NoSuchProcess.to_string(), "no such process");
+}
+
+#[cfg(unix)]
+#[test]
+fn c20_signal_errors_classify_os_errors() {
+    use std::io::Error;
+    assert_eq!(
+        SignalError::from_io(&Error::from_raw_os_error(3)),
+        SignalError::NoSuchProcess
+    );
+    assert_eq!(
+        SignalError::from_io(&Error::from_raw_os_error(1)),
+        SignalError::PermissionDenied
+    );
+    assert_eq!(
+        SignalError::from_io(&Error::from_raw_os_error(22)),
+        SignalError::Other { errno: Some(22) }
+    );
+}
+
+// ---- property test: random inputs and clock steps ----
+
+#[derive(Debug, Clone)]
+enum Op {
+    Shutdown,
+    OutboundDrained,
+    OutboundPending,
+    StdinClosed,
+    Exit(Exit),
+    StdoutEof,
+    StderrEof,
+    SignalFailed(Signal, SignalError),
+    Timeout,
+    /// `handle_timeout` with a `now` this far in the past.
+    StaleTimeout(Duration),
+    Advance(Duration),
+    AdvanceToDeadline,
+}
+
+fn op() -> impl Strategy<Value = Op> {
+    let exit = prop_oneof![
+        (-1..3i32).prop_map(Exit::Code),
+        prop::sample::select(vec![9, 15, 6]).prop_map(Exit::Signal),
+    ];
+    let signal = prop_oneof![Just(Signal::Term), Just(Signal::Kill)];
+    let error = prop_oneof![
+        Just(SignalError::NoSuchProcess),
+        Just(SignalError::PermissionDenied),
+        Just(SignalError::Other { errno: None }),
+    ];
+    prop_oneof![
+        2 => Just(Op::Shutdown),
+        2 => Just(Op::OutboundDrained),
+        1 => Just(Op::OutboundPending),
+        1 => Just(Op::StdinClosed),
+        1 => exit.prop_map(Op::Exit),
+        1 => Just(Op::StdoutEof),
+        1 => Just(Op::StderrEof),
+        1 => (signal, error).prop_map(|(s, e)| Op::SignalFailed(s, e)),
+        2 => Just(Op::Timeout),
+        1 => (0..3000u64).prop_map(|n| Op::StaleTimeout(ms(n))),
+        3 => (0..3000u64).prop_map(|n| Op::Advance(ms(n))),
+        3 => Just(Op::AdvanceToDeadline),
+    ]
+}
+
+fn config() -> impl Strategy<Value = LifecycleConfig> {
+    let grace = prop_oneof![Just(0u64), 0..3000u64].prop_map(ms);
+    (grace.clone(), grace.clone(), any::<bool>(), grace).prop_map(
+        |(stdin_grace, term_grace, process_group, drain_grace)| LifecycleConfig {
+            stdin_grace,
+            term_grace,
+            process_group,
+            drain_grace,
+        },
+    )
+}
+
+/// Plays ops against a `Lifecycle` and checks the contract after each one.
+/// The expectations are derived from what the machine was told and what it
+/// asked for, never from its internals.
+struct Checker {
+    lc: Lifecycle,
+    config: LifecycleConfig,
+    start: Instant,
+    now: Instant,
+    shutdown_at: Option<Instant>,
+    /// First exit passed in, with the `now` of that call.
+    exit: Option<(Exit, Instant)>,
+    expected_ended_by: Option<EndedBy>,
+    close_sent: bool,
+    stdin_reported_closed: bool,
+    term_delivered: bool,
+    kill_delivered: bool,
+    term_asked: u32,
+    kill_asked: u32,
+    close_asked: u32,
+    sweeps: u32,
+    gone: bool,
+    stdout_eof: bool,
+    stderr_eof: bool,
+    endings: Vec<Ending>,
+    phase: Phase,
+    timeout: Option<Instant>,
+}
+
+impl Checker {
+    fn new(config: LifecycleConfig) -> Self {
+        let start = Instant::now();
+        Checker {
+            lc: Lifecycle::new(config.clone(), start),
+            config,
+            start,
+            now: start,
+            shutdown_at: None,
+            exit: None,
+            expected_ended_by: None,
+            close_sent: false,
+            stdin_reported_closed: false,
+            term_delivered: false,
+            kill_delivered: false,
+            term_asked: 0,
+            kill_asked: 0,
+            close_asked: 0,
+            sweeps: 0,
+            gone: false,
+            stdout_eof: false,
+            stderr_eof: false,
+            endings: Vec::new(),
+            phase: Phase::Running,
+            timeout: None,
+        }
+    }
+
+    fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
+        let mut call_now = self.now;
+        match *op {
+            Op::Shutdown => {
+                if self.shutdown_at.is_none() && self.exit.is_none() {
+                    self.shutdown_at = Some(self.now);
+                }
+                self.lc.handle_shutdown(self.now);
+            }
+            Op::OutboundDrained => self.lc.handle_outbound_drained(self.now),
+            Op::OutboundPending => self.lc.handle_outbound_pending(self.now),
+            Op::StdinClosed => {
+                self.stdin_reported_closed = true;
+                self.lc.handle_stdin_closed(self.now);
+            }
+            Op::Exit(exit) => {
+                if self.exit.is_none() {
+                    self.exit = Some((exit, self.now));
+                    self.expected_ended_by = Some(if self.kill_delivered {
+                        EndedBy::Sigkill
+                    } else if self.term_delivered {
+                        EndedBy::Sigterm
+                    } else if self.close_sent {
+                        EndedBy::StdinClose
+                    } else {
+                        EndedBy::OnItsOwn
+                    });
+                }
+                self.lc.handle_exit(exit, self.now);
+            }
+            Op::StdoutEof => {
+                self.stdout_eof = true;
+                self.lc.handle_stdout_eof(self.now);
+            }
+            Op::StderrEof => {
+                self.stderr_eof = true;
+                self.lc.handle_stderr_eof(self.now);
+            }
+            Op::SignalFailed(signal, error) => {
+                match signal {
+                    Signal::Term => self.term_delivered = false,
+                    Signal::Kill => self.kill_delivered = false,
+                }
+                self.gone |= error == SignalError::NoSuchProcess;
+                self.lc.handle_signal_failed(signal, error, self.now);
+            }
+            Op::Timeout => self.lc.handle_timeout(self.now),
+            Op::StaleTimeout(back) => {
+                call_now = self.now.checked_sub(back).unwrap_or(self.now);
+                self.lc.handle_timeout(call_now);
+            }
+            Op::Advance(by) => {
+                self.now += by;
+                call_now = self.now;
+                self.lc.handle_timeout(self.now);
+            }
+            Op::AdvanceToDeadline => {
+                if let Some(t) = self.lc.poll_timeout() {
+                    self.now = self.now.max(t);
+                }
+                call_now = self.now;
+                self.lc.handle_timeout(self.now);
+            }
+        }
+        self.drain(call_now)
+    }
+
+    fn drain(&mut self, call_now: Instant) -> Result<(), TestCaseError> {
+        while let Some(action) = self.lc.poll_action() {
+            let exited = self.exit.is_some();
+            match action {
+                Action::CloseStdin => {
+                    prop_assert!(!exited, "CloseStdin after exit");
+                    prop_assert!(self.shutdown_at.is_some(), "CloseStdin without shutdown");
+                    self.close_asked += 1;
+                    self.close_sent = true;
+                }
+                Action::Signal(signal) => {
+                    prop_assert!(!exited, "{signal} after the exit was observed");
+                    prop_assert!(!self.gone, "{signal} after ESRCH");
+                    let shutdown_at = self.shutdown_at.expect("signal without shutdown");
+                    let since = call_now.saturating_duration_since(shutdown_at);
+                    prop_assert!(
+                        since >= self.config.stdin_grace,
+                        "{signal} {since:?} after shutdown"
+                    );
+                    prop_assert!(
+                        self.close_asked == 1 || self.stdin_reported_closed,
+                        "{signal} before stdin was closed"
+                    );
+                    match signal {
+                        Signal::Term => {
+                            self.term_asked += 1;
+                            self.term_delivered = true;
+                        }
+                        Signal::Kill => {
+                            prop_assert_eq!(self.term_asked, 1, "SIGKILL without SIGTERM first");
+                            prop_assert!(
+                                since >= self.config.stdin_grace + self.config.term_grace,
+                                "SIGKILL {:?} after shutdown",
+                                since
+                            );
+                            self.kill_asked += 1;
+                            self.kill_delivered = true;
+                        }
+                    }
+                }
+                Action::SweepGroup => {
+                    prop_assert!(exited, "sweep before the exit");
+                    prop_assert!(self.config.process_group, "sweep without a group");
+                    self.sweeps += 1;
+                }
+            }
+        }
+        prop_assert!(self.close_asked <= 1 && self.term_asked <= 1 && self.kill_asked <= 1);
+        prop_assert!(self.sweeps <= 1);
+
+        if let Some(ending) = self.lc.poll_end() {
+            let (exit, exit_now) = self.exit.expect("an ending without an exit");
+            let since = self.shutdown_at.unwrap_or(self.start);
+            let expected = Ending {
+                exit,
+                ended_by: self.expected_ended_by.expect("set with the exit"),
+                shutdown_requested: self.shutdown_at.is_some(),
+                elapsed: exit_now.saturating_duration_since(since),
+                pipes_drained: self.stdout_eof && self.stderr_eof,
+            };
+            prop_assert_eq!(&ending, &expected);
+            self.endings.push(ending);
+        }
+        prop_assert!(self.endings.len() <= 1, "more than one ending");
+
+        let phase = self.lc.phase();
+        prop_assert!(
+            phase >= self.phase,
+            "phase went back from {:?} to {:?}",
+            self.phase,
+            phase
+        );
+        let timeout = self.lc.poll_timeout();
+        if phase == self.phase
+            && let (Some(before), Some(after)) = (self.timeout, timeout)
+        {
+            prop_assert!(
+                after >= before,
+                "poll_timeout went backwards in {:?}",
+                phase
+            );
+        }
+        if self.exit.is_some() {
+            prop_assert!(phase >= Phase::Exited);
+        }
+        self.phase = phase;
+        self.timeout = timeout;
+        Ok(())
+    }
+
+    /// Runs the clock out: a reaped child always ends exactly once, and a
+    /// live one is always killed in the end unless ESRCH said it is gone.
+    fn finish(&mut self) -> Result<(), TestCaseError> {
+        for _ in 0..10 {
+            self.apply(&Op::AdvanceToDeadline)?;
+        }
+        prop_assert_eq!(
+            self.lc.poll_timeout(),
+            None,
+            "deadlines left after running the clock out"
+        );
+        if self.exit.is_some() {
+            prop_assert_eq!(self.endings.len(), 1);
+            prop_assert_eq!(self.lc.phase(), Phase::Done);
+            prop_assert_eq!(self.sweeps, u32::from(self.config.process_group));
+        } else {
+            prop_assert!(self.endings.is_empty());
+            if self.shutdown_at.is_some() && !self.gone {
+                prop_assert_eq!(self.kill_asked, 1, "a live child is killed in the end");
+            }
+            // Reaping it now still ends the machine.
+            self.apply(&Op::Exit(Exit::Signal(9)))?;
+            self.apply(&Op::StdoutEof)?;
+            self.apply(&Op::StderrEof)?;
+            prop_assert_eq!(self.endings.len(), 1);
+        }
+        Ok(())
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(2048))]
+
+    #[test]
+    fn c12_c14_c15_random_inputs_keep_the_lifecycle_contract(
+        config in config(),
+        ops in prop::collection::vec(op(), 0..40),
+    ) {
+        let mut checker = Checker::new(config);
+        for op in &ops {
+            checker.apply(op)?;
+        }
+        checker.finish()?;
+    }
+}
