@@ -40,6 +40,9 @@ pub mod codec;
 pub use command::{Command, EnvPolicy, SpawnError, StderrMode};
 pub use decoder::{Frame, LineDecoder, Message, Oversized};
 pub use encoder::LineEncoder;
-pub use lifecycle::{Action, EndedBy, Exit, Signal, SignalError};
+pub use lifecycle::{
+    Action, EndedBy, Ending, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
+};
 pub use report::{Counters, ExitReport};
 pub use session::{Closed, Config, Received, SendError, SendErrorKind, Session};
+pub use stderr_tail::{StderrTail, StderrTailConfig};

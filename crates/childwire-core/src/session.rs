@@ -50,7 +50,7 @@ pub struct Config {
     /// child instead of growing memory. Default 4 MiB.
     pub recv_high_water: usize,
     /// How long queued output may wait without the child reading any of it
-    /// before sending fails with [`SendErrorKind::Stalled`] and stdin is
+    /// before sending fails with [`Closed::Stalled`] and stdin is
     /// closed (C07). Default: no limit.
     pub write_timeout: Option<Duration>,
     /// From the shutdown request until SIGTERM (C12). Default 2 s.
