@@ -18,6 +18,10 @@ async fn flood_stderr_while_talking(mode: StderrMode, mib: u64) -> super::rt::Ex
     // blocks the flooding thread and the "stderr_done" line never comes.
     while done.is_none() || echoed < 200 {
         let line = text(&mut t).await;
+        assert!(
+            !line.starts_with("{\"stderr_failed\""),
+            "the child could not write stderr: {line}"
+        );
         if let Some(bytes) = line.strip_prefix("{\"stderr_done\":") {
             done = bytes.strip_suffix('}').and_then(|b| b.parse::<u64>().ok());
             assert!(done.is_some(), "bad line {line:?}");
@@ -79,7 +83,7 @@ fn c09_captured_stderr_lines_reach_the_callback() {
             .collect();
         assert_eq!(
             lines, expected,
-            "each line once, in order, without its newline"
+            "each line once, in order, without its newline; report: {report:?}"
         );
     });
 }
@@ -130,18 +134,38 @@ fn c10_an_early_exit_reports_its_code_and_stderr_tail() {
     });
 }
 
+/// What the child's fd 2 is in `mode`, as `/proc/self/fd/2` names it.
+#[cfg(target_os = "linux")]
+async fn child_stderr_target(mode: StderrMode) -> String {
+    let mut cmd = misbehave(&["print-stderr"]);
+    cmd.stderr(mode);
+    let mut t = start(&cmd, config());
+    let pid = pid_of(&t);
+    let line = text(&mut t).await;
+    let (_, report) = drain_to_exit(&mut t).await;
+    assert_reaped(pid).await;
+    assert_eq!(report.exit, Exit::Code(0));
+    assert_eq!(report.counters.stderr_bytes, 0);
+    line.strip_prefix("stderr=")
+        .unwrap_or_else(|| panic!("unexpected {line:?}"))
+        .to_owned()
+}
+
+#[cfg(target_os = "linux")]
 #[test]
-fn c09_inherited_stderr_is_not_captured() {
+fn c09_each_stderr_mode_gives_the_child_the_right_stderr() {
     run(async {
-        // The three lines go to the test process's own stderr.
-        let mut cmd = misbehave(&["stderr-then-exit", "0"]);
-        cmd.stderr(StderrMode::Inherit);
-        let mut t = start(&cmd, config());
-        let pid = pid_of(&t);
-        let (_, report) = drain_to_exit(&mut t).await;
-        assert_reaped(pid).await;
-        assert_eq!(report.exit, Exit::Code(0));
-        assert!(report.stderr_tail.is_empty());
-        assert_eq!(report.counters.stderr_bytes, 0);
+        assert_eq!(child_stderr_target(StderrMode::Discard).await, "/dev/null");
+        let ours = std::fs::read_link("/proc/self/fd/2").expect("our own stderr");
+        assert_eq!(
+            child_stderr_target(StderrMode::Inherit).await,
+            ours.display().to_string(),
+            "inherit shares our stderr"
+        );
+        let captured = child_stderr_target(StderrMode::Capture).await;
+        assert!(
+            captured.starts_with("pipe:"),
+            "capture pipes it: {captured}"
+        );
     });
 }

@@ -18,7 +18,7 @@
 //! | `ignore-term`                | ignore SIGTERM, print `{"ready":true}`, echo until EOF, block forever |
 //! | `grandchild [ignore-term] [hold-pipes]` | start `misbehave sleeper [ignore-term]`, print `{"grandchild":PID}` once it is ready, echo, exit 0 |
 //! | `sleeper [ignore-term]`      | (the grandchild) report ready on stderr, block forever |
-//! | `stderr-flood MIB`           | write MIB MiB to stderr from a thread while echoing; `{"stderr_done":BYTES}` when written |
+//! | `stderr-flood MIB`           | write MIB MiB to stderr from a thread while echoing; `{"stderr_done":BYTES}` when written, `{"stderr_failed":..}` if a write fails |
 //! | `no-read`                    | print `{"ready":true}`, block forever without reading stdin |
 //! | `fail-start`                 | `Error: Cannot find module 'x'` on stderr, exit 1 |
 //! | `stderr-then-exit CODE`      | three stderr lines, exit with CODE |
@@ -26,6 +26,7 @@
 //! | `print-cwd`                  | `cwd=PATH`, exit 0 |
 //! | `print-args ARGS...`         | one `[I]=ARG` line per argument, exit 0 |
 //! | `print-pgid`                 | `{"pid":P,"pgid":G}`, exit 0 |
+//! | `print-stderr`               | `stderr=TARGET`, what fd 2 is (`/dev/null`, `pipe:[N]`, ...; Linux), exit 0 |
 //! | `slow-reader`                | echo one line per 10 ms |
 //! | `garbage BYTES SEED`         | BYTES pseudo-random bytes (dense in `\n`, `\r`, invalid UTF-8), `\n{"after":"garbage"}`, echo |
 //!
@@ -191,6 +192,10 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             );
             say(line.as_bytes())?;
         }
+        "print-stderr" => {
+            let target = std::fs::read_link("/proc/self/fd/2")?;
+            say_lines(&[[b"stderr=".as_slice(), &unix::os_bytes(target.as_os_str())].concat()])?;
+        }
         "slow-reader" => echo(Echo::Slow {
             pause: Duration::from_millis(10),
         })?,
@@ -323,7 +328,8 @@ fn start_grandchild(ignore_term: bool, hold_pipes: bool) -> io::Result<u32> {
 }
 
 /// Writes `total` bytes of 1 KiB lines to stderr, then tells stdout it is done. If nobody drains
-/// stderr this blocks, and the `stderr_done` line never comes.
+/// stderr this blocks, and the `stderr_done` line never comes; if writing fails, a
+/// `{"stderr_failed":"REASON","after":BYTES}` line comes instead.
 fn flood_stderr(total: u64) {
     let mut line = b"stderr flood line ".to_vec();
     line.resize(1023, b'~');
@@ -333,7 +339,9 @@ fn flood_stderr(total: u64) {
     let mut err = io::stderr();
     while written < total {
         let n = usize::try_from(total - written).map_or(chunk.len(), |left| left.min(chunk.len()));
-        if err.write_all(&chunk[..n]).is_err() {
+        if let Err(e) = err.write_all(&chunk[..n]) {
+            // Say so on stdout: a test waiting for "stderr_done" then fails with the reason.
+            let _ = say(format!("{{\"stderr_failed\":\"{e}\",\"after\":{written}}}\n").as_bytes());
             return;
         }
         written += n as u64;
