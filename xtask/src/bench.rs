@@ -6,7 +6,14 @@
 use crate::cmd;
 
 /// `(package, bench target)`. Add a line here for each new benchmark binary.
-const BENCHES: &[(&str, &str)] = &[("childwire-core", "framing")];
+const BENCHES: &[(&str, &str)] = &[
+    ("childwire-core", "framing"),
+    ("childwire-bench", "throughput"),
+    ("childwire-bench", "latency"),
+    ("childwire-bench", "attack"),
+    ("childwire-bench", "scale"),
+    ("childwire-bench", "shutdown"),
+];
 
 pub(crate) struct Options {
     quick: bool,

@@ -1,0 +1,114 @@
+//! The child program of childwire's end-to-end benchmarks.
+//!
+//! `bench-child MODE [ARG]`:
+//! - `cat`: copies stdin to stdout as it arrives (64 KiB reads, no
+//!   buffering in between), exits at EOF. The echo server of the
+//!   throughput, latency and scale benches.
+//! - `flood BYTES`: writes `BYTES` bytes with no newline, then `\n`, then one
+//!   valid JSON-RPC line, and exits. The memory-under-attack bench.
+//! - `eof-exit`: writes `ready`, reads stdin to EOF, then writes
+//!   `exit-at NANOS` (CLOCK_MONOTONIC) and exits, so the bench knows when
+//!   the child's own exit began.
+//! - `ignore-term`: ignores SIGTERM, writes `ready`, and then never exits on
+//!   its own (stdin EOF included): only SIGKILL ends it.
+//!
+//! The pipes are used as raw file descriptors: `std::io::stdout()` is line
+//! buffered, which would add copies and syscalls the bench would then
+//! measure.
+
+use std::fs::File;
+use std::io::{self, Read, Write};
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use childwire_bench::{VALID_LINE, monotonic_nanos};
+
+const CHUNK: usize = 64 * 1024;
+
+fn main() -> ExitCode {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let result = match args.first().map(String::as_str) {
+        Some("cat") => cat(),
+        Some("flood") => match args.get(1).and_then(|n| n.parse().ok()) {
+            Some(bytes) => flood(bytes),
+            None => Err(io::Error::other("flood needs a byte count")),
+        },
+        Some("eof-exit") => eof_exit(),
+        Some("ignore-term") => ignore_term(),
+        _ => Err(io::Error::other(
+            "usage: bench-child cat | flood BYTES | eof-exit | ignore-term",
+        )),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        // The parent closing the pipes early is a normal end for a bench.
+        Err(err) if err.kind() == io::ErrorKind::BrokenPipe => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("bench-child: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn raw_stdin() -> io::Result<File> {
+    Ok(File::from(io::stdin().as_fd().try_clone_to_owned()?))
+}
+
+fn raw_stdout() -> io::Result<File> {
+    Ok(File::from(io::stdout().as_fd().try_clone_to_owned()?))
+}
+
+fn cat() -> io::Result<()> {
+    let (mut input, mut output) = (raw_stdin()?, raw_stdout()?);
+    let mut buf = vec![0; CHUNK];
+    loop {
+        match input.read(&mut buf) {
+            Ok(0) => return Ok(()),
+            Ok(n) => output.write_all(&buf[..n])?,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
+            Err(err) => return Err(err),
+        }
+    }
+}
+
+fn flood(bytes: u64) -> io::Result<()> {
+    let mut output = raw_stdout()?;
+    let buf = vec![b'x'; CHUNK];
+    let mut left = bytes;
+    while left > 0 {
+        let n = left.min(CHUNK as u64) as usize;
+        output.write_all(&buf[..n])?;
+        left -= n as u64;
+    }
+    output.write_all(b"\n")?;
+    output.write_all(VALID_LINE)?;
+    output.write_all(b"\n")
+}
+
+fn eof_exit() -> io::Result<()> {
+    let mut output = raw_stdout()?;
+    output.write_all(b"ready\n")?;
+    io::copy(&mut raw_stdin()?, &mut io::sink())?;
+    output.write_all(format!("exit-at {}\n", monotonic_nanos()).as_bytes())
+}
+
+fn ignore_term() -> io::Result<()> {
+    ignore_sigterm()?;
+    raw_stdout()?.write_all(b"ready\n")?;
+    io::copy(&mut raw_stdin()?, &mut io::sink())?;
+    loop {
+        std::thread::sleep(Duration::from_secs(3600));
+    }
+}
+
+#[allow(unsafe_code)]
+fn ignore_sigterm() -> io::Result<()> {
+    // SAFETY: setting a signal's disposition to SIG_IGN runs no handler code,
+    // and nothing else in this single-threaded program handles signals.
+    let previous = unsafe { libc::signal(libc::SIGTERM, libc::SIG_IGN) };
+    if previous == libc::SIG_ERR {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
