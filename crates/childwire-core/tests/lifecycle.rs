@@ -2,7 +2,12 @@
 //!
 //! `Sim` is a discrete-event driver: it always jumps to the earliest of the
 //! machine's deadline and the scripted child's next event, so a test of a
-//! 4 s escalation runs in microseconds and is deterministic.
+//! 4 s escalation runs in microseconds and is deterministic. The property
+//! test at the end holds random inputs to the shared contract model.
+
+mod support {
+    pub(crate) mod lifecycle_model;
+}
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +16,7 @@ use childwire_core::lifecycle::{
 };
 use childwire_core::report::{Counters, ExitReport};
 use proptest::prelude::*;
+use support::lifecycle_model::{Checker, Op};
 
 const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -770,23 +776,6 @@ fn c20_signal_errors_classify_os_errors() {
 
 // ---- property test: random inputs and clock steps ----
 
-#[derive(Debug, Clone)]
-enum Op {
-    Shutdown,
-    OutboundDrained,
-    OutboundPending,
-    StdinClosed,
-    Exit(Exit),
-    StdoutEof,
-    StderrEof,
-    SignalFailed(Signal, SignalError),
-    Timeout,
-    /// `handle_timeout` with a `now` this far in the past.
-    StaleTimeout(Duration),
-    Advance(Duration),
-    AdvanceToDeadline,
-}
-
 fn op() -> impl Strategy<Value = Op> {
     let exit = prop_oneof![
         (-1..3i32).prop_map(Exit::Code),
@@ -826,249 +815,6 @@ fn config() -> impl Strategy<Value = LifecycleConfig> {
     )
 }
 
-/// Plays ops against a `Lifecycle` and checks the contract after each one.
-/// The expectations are derived from what the machine was told and what it
-/// asked for, never from its internals.
-struct Checker {
-    lc: Lifecycle,
-    config: LifecycleConfig,
-    start: Instant,
-    now: Instant,
-    shutdown_at: Option<Instant>,
-    /// First exit passed in, with the `now` of that call.
-    exit: Option<(Exit, Instant)>,
-    expected_ended_by: Option<EndedBy>,
-    close_sent: bool,
-    stdin_reported_closed: bool,
-    term_delivered: bool,
-    kill_delivered: bool,
-    term_asked: u32,
-    kill_asked: u32,
-    close_asked: u32,
-    sweeps: u32,
-    gone: bool,
-    stdout_eof: bool,
-    stderr_eof: bool,
-    endings: Vec<Ending>,
-    phase: Phase,
-    timeout: Option<Instant>,
-}
-
-impl Checker {
-    fn new(config: LifecycleConfig) -> Self {
-        let start = Instant::now();
-        Checker {
-            lc: Lifecycle::new(config.clone(), start),
-            config,
-            start,
-            now: start,
-            shutdown_at: None,
-            exit: None,
-            expected_ended_by: None,
-            close_sent: false,
-            stdin_reported_closed: false,
-            term_delivered: false,
-            kill_delivered: false,
-            term_asked: 0,
-            kill_asked: 0,
-            close_asked: 0,
-            sweeps: 0,
-            gone: false,
-            stdout_eof: false,
-            stderr_eof: false,
-            endings: Vec::new(),
-            phase: Phase::Running,
-            timeout: None,
-        }
-    }
-
-    fn apply(&mut self, op: &Op) -> Result<(), TestCaseError> {
-        let mut call_now = self.now;
-        match *op {
-            Op::Shutdown => {
-                if self.shutdown_at.is_none() && self.exit.is_none() {
-                    self.shutdown_at = Some(self.now);
-                }
-                self.lc.handle_shutdown(self.now);
-            }
-            Op::OutboundDrained => self.lc.handle_outbound_drained(self.now),
-            Op::OutboundPending => self.lc.handle_outbound_pending(self.now),
-            Op::StdinClosed => {
-                self.stdin_reported_closed = true;
-                self.lc.handle_stdin_closed(self.now);
-            }
-            Op::Exit(exit) => {
-                if self.exit.is_none() {
-                    self.exit = Some((exit, self.now));
-                    self.expected_ended_by = Some(if self.kill_delivered {
-                        EndedBy::Sigkill
-                    } else if self.term_delivered {
-                        EndedBy::Sigterm
-                    } else if self.close_sent {
-                        EndedBy::StdinClose
-                    } else {
-                        EndedBy::OnItsOwn
-                    });
-                }
-                self.lc.handle_exit(exit, self.now);
-            }
-            Op::StdoutEof => {
-                self.stdout_eof = true;
-                self.lc.handle_stdout_eof(self.now);
-            }
-            Op::StderrEof => {
-                self.stderr_eof = true;
-                self.lc.handle_stderr_eof(self.now);
-            }
-            Op::SignalFailed(signal, error) => {
-                match signal {
-                    Signal::Term => self.term_delivered = false,
-                    Signal::Kill => self.kill_delivered = false,
-                }
-                self.gone |= error == SignalError::NoSuchProcess;
-                self.lc.handle_signal_failed(signal, error, self.now);
-            }
-            Op::Timeout => self.lc.handle_timeout(self.now),
-            Op::StaleTimeout(back) => {
-                call_now = self.now.checked_sub(back).unwrap_or(self.now);
-                self.lc.handle_timeout(call_now);
-            }
-            Op::Advance(by) => {
-                self.now += by;
-                call_now = self.now;
-                self.lc.handle_timeout(self.now);
-            }
-            Op::AdvanceToDeadline => {
-                if let Some(t) = self.lc.poll_timeout() {
-                    self.now = self.now.max(t);
-                }
-                call_now = self.now;
-                self.lc.handle_timeout(self.now);
-            }
-        }
-        self.drain(call_now)
-    }
-
-    fn drain(&mut self, call_now: Instant) -> Result<(), TestCaseError> {
-        while let Some(action) = self.lc.poll_action() {
-            let exited = self.exit.is_some();
-            match action {
-                Action::CloseStdin => {
-                    prop_assert!(!exited, "CloseStdin after exit");
-                    prop_assert!(self.shutdown_at.is_some(), "CloseStdin without shutdown");
-                    self.close_asked += 1;
-                    self.close_sent = true;
-                }
-                Action::Signal(signal) => {
-                    prop_assert!(!exited, "{signal} after the exit was observed");
-                    prop_assert!(!self.gone, "{signal} after ESRCH");
-                    let shutdown_at = self.shutdown_at.expect("signal without shutdown");
-                    let since = call_now.saturating_duration_since(shutdown_at);
-                    prop_assert!(
-                        since >= self.config.stdin_grace,
-                        "{signal} {since:?} after shutdown"
-                    );
-                    prop_assert!(
-                        self.close_asked == 1 || self.stdin_reported_closed,
-                        "{signal} before stdin was closed"
-                    );
-                    match signal {
-                        Signal::Term => {
-                            self.term_asked += 1;
-                            self.term_delivered = true;
-                        }
-                        Signal::Kill => {
-                            prop_assert_eq!(self.term_asked, 1, "SIGKILL without SIGTERM first");
-                            prop_assert!(
-                                since >= self.config.stdin_grace + self.config.term_grace,
-                                "SIGKILL {:?} after shutdown",
-                                since
-                            );
-                            self.kill_asked += 1;
-                            self.kill_delivered = true;
-                        }
-                    }
-                }
-                Action::SweepGroup => {
-                    prop_assert!(exited, "sweep before the exit");
-                    prop_assert!(self.config.process_group, "sweep without a group");
-                    self.sweeps += 1;
-                }
-            }
-        }
-        prop_assert!(self.close_asked <= 1 && self.term_asked <= 1 && self.kill_asked <= 1);
-        prop_assert!(self.sweeps <= 1);
-
-        if let Some(ending) = self.lc.poll_end() {
-            let (exit, exit_now) = self.exit.expect("an ending without an exit");
-            let since = self.shutdown_at.unwrap_or(self.start);
-            let expected = Ending {
-                exit,
-                ended_by: self.expected_ended_by.expect("set with the exit"),
-                shutdown_requested: self.shutdown_at.is_some(),
-                elapsed: exit_now.saturating_duration_since(since),
-                pipes_drained: self.stdout_eof && self.stderr_eof,
-            };
-            prop_assert_eq!(&ending, &expected);
-            self.endings.push(ending);
-        }
-        prop_assert!(self.endings.len() <= 1, "more than one ending");
-
-        let phase = self.lc.phase();
-        prop_assert!(
-            phase >= self.phase,
-            "phase went back from {:?} to {:?}",
-            self.phase,
-            phase
-        );
-        let timeout = self.lc.poll_timeout();
-        if phase == self.phase
-            && let (Some(before), Some(after)) = (self.timeout, timeout)
-        {
-            prop_assert!(
-                after >= before,
-                "poll_timeout went backwards in {:?}",
-                phase
-            );
-        }
-        if self.exit.is_some() {
-            prop_assert!(phase >= Phase::Exited);
-        }
-        self.phase = phase;
-        self.timeout = timeout;
-        Ok(())
-    }
-
-    /// Runs the clock out: a reaped child always ends exactly once, and a
-    /// live one is always killed in the end unless ESRCH said it is gone.
-    fn finish(&mut self) -> Result<(), TestCaseError> {
-        for _ in 0..10 {
-            self.apply(&Op::AdvanceToDeadline)?;
-        }
-        prop_assert_eq!(
-            self.lc.poll_timeout(),
-            None,
-            "deadlines left after running the clock out"
-        );
-        if self.exit.is_some() {
-            prop_assert_eq!(self.endings.len(), 1);
-            prop_assert_eq!(self.lc.phase(), Phase::Done);
-            prop_assert_eq!(self.sweeps, u32::from(self.config.process_group));
-        } else {
-            prop_assert!(self.endings.is_empty());
-            if self.shutdown_at.is_some() && !self.gone {
-                prop_assert_eq!(self.kill_asked, 1, "a live child is killed in the end");
-            }
-            // Reaping it now still ends the machine.
-            self.apply(&Op::Exit(Exit::Signal(9)))?;
-            self.apply(&Op::StdoutEof)?;
-            self.apply(&Op::StderrEof)?;
-            prop_assert_eq!(self.endings.len(), 1);
-        }
-        Ok(())
-    }
-}
-
 proptest! {
     #![proptest_config(ProptestConfig::with_cases(2048))]
 
@@ -1079,8 +825,8 @@ proptest! {
     ) {
         let mut checker = Checker::new(config);
         for op in &ops {
-            checker.apply(op)?;
+            checker.apply(op).map_err(TestCaseError::fail)?;
         }
-        checker.finish()?;
+        checker.finish().map_err(TestCaseError::fail)?;
     }
 }
