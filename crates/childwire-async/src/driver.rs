@@ -210,8 +210,7 @@ impl<R: Runtime> Driver<R> {
         true
     }
 
-    /// Hands stderr lines to `tracing` and the callback, outside the lock: a
-    /// callback may well call back into the transport.
+    /// Hands stderr lines to `tracing` and the callback.
     fn deliver_stderr_lines(&mut self) {
         for line in self.stderr_lines.drain(..) {
             tracing::debug!(target: "childwire::stderr", program = %self.program, "{}", String::from_utf8_lossy(&line));
@@ -241,9 +240,19 @@ impl<R: Runtime> Future for Driver<R> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
-        let poll = this.poll_locked(cx);
-        this.deliver_stderr_lines();
-        poll
+        loop {
+            let poll = this.poll_locked(cx);
+            if this.stderr_lines.is_empty() {
+                return poll;
+            }
+            // Outside the lock: a callback may call back into the transport.
+            this.deliver_stderr_lines();
+            let mut state = this.shared.lock();
+            state.session.handle_stderr_delivered();
+            state.wake_users();
+            // The session may have held its report back for these lines:
+            // go round again so it can be released and the driver end.
+        }
     }
 }
 

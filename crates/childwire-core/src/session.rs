@@ -165,7 +165,10 @@ impl Received {
 /// 2. [`poll_transmit`](Self::poll_transmit): bytes to write to stdin, or
 ///    `None` (then flush).
 /// 3. [`poll_stderr_line`](Self::poll_stderr_line) until `None`: stderr
-///    lines for the callback and `tracing`.
+///    lines for the callback and `tracing`. Then
+///    [`handle_stderr_delivered`](Self::handle_stderr_delivered) once they
+///    were handed on: until then the exit report is held back, so a callback
+///    sees every line before anyone sees the end.
 /// 4. [`wants_stdout`](Self::wants_stdout): whether to keep reading stdout.
 /// 5. [`poll_timeout`](Self::poll_timeout): when to call
 ///    [`handle_timeout`](Self::handle_timeout) next.
@@ -192,6 +195,8 @@ pub struct Session {
     /// became non-empty): the write timeout counts from here.
     write_progress_at: Instant,
     report: Option<ExitReport>,
+    /// Stderr lines were handed out and their delivery not yet confirmed.
+    stderr_unconfirmed: bool,
     finished: bool,
 }
 
@@ -217,6 +222,7 @@ impl Session {
             write_timeout: config.write_timeout,
             write_progress_at: now,
             report: None,
+            stderr_unconfirmed: false,
             finished: false,
         };
         session.lifecycle.handle_outbound_drained(now);
@@ -358,6 +364,9 @@ impl Session {
     /// child wrote them, then the exit report.
     #[must_use = "received items are lost unless handled"]
     pub fn poll_received(&mut self) -> Option<Received> {
+        if self.stderr_unconfirmed && matches!(self.received.front(), Some(Received::Exited(_))) {
+            return None;
+        }
         let item = self.received.pop_front()?;
         self.received_bytes -= item.weight();
         if matches!(item, Received::Exited(_)) {
@@ -392,7 +401,16 @@ impl Session {
     /// The next complete stderr line (captured stderr only).
     #[must_use = "stderr lines are dropped unless polled"]
     pub fn poll_stderr_line(&mut self) -> Option<Bytes> {
-        self.stderr.poll_line()
+        let line = self.stderr.poll_line()?;
+        self.stderr_unconfirmed = true;
+        Some(line)
+    }
+
+    /// The lines from [`poll_stderr_line`](Self::poll_stderr_line) were
+    /// handed on (an adapter may do that outside its lock, where a callback
+    /// can safely call back into the transport). Releases the exit report.
+    pub fn handle_stderr_delivered(&mut self) {
+        self.stderr_unconfirmed = false;
     }
 
     /// Whether the adapter should read stdout now. `false` while the caller
@@ -424,10 +442,10 @@ impl Session {
 
     // ---- getters ----
 
-    /// The exit report, once the child's end was decided (it may still be
-    /// waiting in the receive queue).
+    /// The exit report, once the child's end was decided and every stderr
+    /// line was delivered (it may still be waiting in the receive queue).
     pub fn report(&self) -> Option<&ExitReport> {
-        self.report.as_ref()
+        self.report.as_ref().filter(|_| !self.stderr_unconfirmed)
     }
 
     /// Whether the caller has received the exit report: nothing more will

@@ -284,3 +284,28 @@ fn c14_drop_kills_a_live_child_and_leaves_a_reaped_one_alone() {
         "a reaped PID may belong to someone else"
     );
 }
+
+#[test]
+fn c09_the_report_waits_until_stderr_lines_are_delivered() {
+    let mut sim = Sim::new(Config::default());
+    sim.session.handle_stderr(b"last words\n", sim.now);
+    sim.session.handle_stderr_eof(sim.now);
+    sim.session.handle_stdout_eof(sim.now);
+    sim.session.handle_exit(Exit::Code(1), sim.now);
+    sim.drain_actions();
+    assert_eq!(
+        sim.session.poll_stderr_line().as_deref(),
+        Some(&b"last words"[..])
+    );
+    assert!(
+        sim.session.report().is_none(),
+        "held until the line is handed on"
+    );
+    assert_eq!(sim.session.poll_received(), None);
+    sim.session.handle_stderr_delivered();
+    assert!(sim.session.report().is_some());
+    assert!(matches!(
+        sim.session.poll_received(),
+        Some(Received::Exited(_))
+    ));
+}

@@ -97,14 +97,14 @@
 //! }
 //! ```
 
-pub use childwire_async::{
-    Closed, Command, Config, Counters, DriverStopped, EndedBy, EnvPolicy, Exit, ExitReport,
-    Message, Oversized, Received, SendError, SendErrorKind, SpawnError, StderrMode,
-};
 /// Runtime-generic handles and the trait to bind another runtime: write
 /// `fn serve<R: Runtime>(t: Transport<R>)` once and call it with any of the
 /// runtime modules' transports.
 pub use childwire_async::{ChildProcess, Receiver, Runtime, Sender, Transport};
+pub use childwire_async::{
+    Closed, Command, Config, Counters, DriverStopped, EndedBy, EnvPolicy, Exit, ExitReport,
+    Message, Oversized, Received, SendError, SendErrorKind, SpawnError, StderrMode,
+};
 /// The sans-IO core: the framer on its own (usable over any byte stream),
 /// the encoder, the lifecycle and session state machines.
 pub use childwire_core as core;
