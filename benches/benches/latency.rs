@@ -24,7 +24,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use childwire_async::{Config, Received, Runtime, Transport};
-use e2e::{Adapter, Goal, Timings};
+use e2e::{Adapter, Goal, Placement, Timings};
 use futures_util::{SinkExt, StreamExt};
 use harness::{Args, Json, Table};
 use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec};
@@ -37,21 +37,25 @@ const MAX_P50_VS_BLOCKING: f64 = 1.5;
 enum Contender {
     Blocking,
     LinesCodec,
-    Adapter(Adapter),
+    Adapter(Adapter, Placement),
 }
 
 impl Contender {
     fn all() -> Vec<Contender> {
         let mut all = vec![Contender::Blocking, Contender::LinesCodec];
-        all.extend(Adapter::ALL.map(Contender::Adapter));
+        for placement in Placement::ALL {
+            all.extend(Adapter::ALL.map(|a| Contender::Adapter(a, placement)));
+        }
         all
     }
 
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Contender::Blocking => "blocking std::process",
-            Contender::LinesCodec => "tokio LinesCodec",
-            Contender::Adapter(adapter) => adapter.name(),
+            Contender::Blocking => "blocking std::process".into(),
+            Contender::LinesCodec => "tokio LinesCodec".into(),
+            Contender::Adapter(adapter, placement) => {
+                format!("{}, {}", adapter.name(), placement.name())
+            }
         }
     }
 
@@ -60,8 +64,9 @@ impl Contender {
         match self {
             Contender::Blocking => blocking(payloads, trips),
             Contender::LinesCodec => e2e::tokio_runtime().block_on(lines_codec(payloads, trips)),
-            Contender::Adapter(adapter) => {
-                on_adapter!(adapter, R => childwire::<R>(payloads, trips).await)
+            Contender::Adapter(adapter, placement) => {
+                let payloads = payloads.to_vec();
+                on_adapter!(adapter, placement, R => childwire::<R>(&payloads, trips).await)
             }
         }
     }
@@ -77,7 +82,17 @@ fn main() -> ExitCode {
         if args.quick { " (--quick)" } else { "" }
     );
 
-    let contenders = Contender::all();
+    // `--only NAME` runs one contender, e.g. under `perf record`; its
+    // ratios are then meaningless, so no target is judged.
+    let only = e2e::flag_value("--only");
+    let contenders: Vec<Contender> = Contender::all()
+        .into_iter()
+        .filter(|c| only.as_deref().is_none_or(|o| c.name() == o))
+        .collect();
+    let Some(&first) = contenders.first() else {
+        eprintln!("latency: no contender named {only:?}");
+        return ExitCode::FAILURE;
+    };
     let mut timings = vec![Timings::default(); contenders.len()];
     for _ in 0..blocks {
         for (contender, timings) in contenders.iter().zip(&mut timings) {
@@ -104,9 +119,10 @@ fn main() -> ExitCode {
     ]);
     let mut goals = Vec::new();
     for (i, contender) in contenders.iter().enumerate() {
+        // Index 0 is the blocking baseline unless `--only` left it out.
         let ratio = |q: f64| p(i, q).as_secs_f64() / p(0, q).as_secs_f64().max(1e-12);
         table.row([
-            contender.name().to_string(),
+            contender.name(),
             e2e::us(p(i, 50.0)),
             e2e::us(p(i, 90.0)),
             e2e::us(p(i, 99.0)),
@@ -114,9 +130,9 @@ fn main() -> ExitCode {
             format!("{:.2}x", ratio(50.0)),
             format!("{:.2}x", ratio(99.0)),
         ]);
-        if let Contender::Adapter(adapter) = contender {
+        if let (Contender::Adapter(..), Contender::Blocking) = (contender, first) {
             goals.push(Goal::at_most(
-                format!("{} p50 / blocking p50", adapter.name()),
+                format!("{} p50 / blocking p50", contender.name()),
                 ratio(50.0),
                 MAX_P50_VS_BLOCKING,
                 "x",
@@ -136,7 +152,7 @@ fn main() -> ExitCode {
                     .enumerate()
                     .map(|(i, c)| {
                         Json::object([
-                            ("name", Json::from(c.name())),
+                            ("name", Json::Str(c.name())),
                             ("p50_seconds", Json::from(p(i, 50.0))),
                             ("p90_seconds", Json::from(p(i, 90.0))),
                             ("p99_seconds", Json::from(p(i, 99.0))),

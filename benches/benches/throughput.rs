@@ -26,7 +26,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use childwire_async::{Config, Received, Runtime, Transport};
-use e2e::{Adapter, Goal, Timings};
+use e2e::{Adapter, Goal, Placement, Timings};
 use futures_util::{SinkExt, StreamExt};
 use harness::{Args, Json, Table};
 use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec};
@@ -39,21 +39,25 @@ const MIN_VS_LINES_CODEC: f64 = 1.2;
 enum Contender {
     Blocking,
     LinesCodec,
-    Adapter(Adapter),
+    Adapter(Adapter, Placement),
 }
 
 impl Contender {
     fn all() -> Vec<Contender> {
         let mut all = vec![Contender::Blocking, Contender::LinesCodec];
-        all.extend(Adapter::ALL.map(Contender::Adapter));
+        for placement in Placement::ALL {
+            all.extend(Adapter::ALL.map(|a| Contender::Adapter(a, placement)));
+        }
         all
     }
 
-    fn name(self) -> &'static str {
+    fn name(self) -> String {
         match self {
-            Contender::Blocking => "blocking std::process",
-            Contender::LinesCodec => "tokio LinesCodec",
-            Contender::Adapter(adapter) => adapter.name(),
+            Contender::Blocking => "blocking std::process".into(),
+            Contender::LinesCodec => "tokio LinesCodec".into(),
+            Contender::Adapter(adapter, placement) => {
+                format!("{}, {}", adapter.name(), placement.name())
+            }
         }
     }
 
@@ -61,8 +65,9 @@ impl Contender {
         match self {
             Contender::Blocking => blocking(payloads),
             Contender::LinesCodec => e2e::tokio_runtime().block_on(lines_codec(payloads)),
-            Contender::Adapter(adapter) => {
-                on_adapter!(adapter, R => childwire::<R>(payloads).await)
+            Contender::Adapter(adapter, placement) => {
+                let payloads = Arc::clone(payloads);
+                on_adapter!(adapter, placement, R => childwire::<R>(&payloads).await)
             }
         }
     }
@@ -83,7 +88,17 @@ fn main() -> ExitCode {
         if args.quick { " (--quick)" } else { "" }
     );
 
-    let contenders = Contender::all();
+    // `--only NAME` runs one contender, e.g. under `perf record`; its
+    // ratios are then meaningless, so no target is judged.
+    let only = e2e::flag_value("--only");
+    let contenders: Vec<Contender> = Contender::all()
+        .into_iter()
+        .filter(|c| only.as_deref().is_none_or(|o| c.name() == o))
+        .collect();
+    if contenders.is_empty() {
+        eprintln!("throughput: no contender named {only:?}");
+        return ExitCode::FAILURE;
+    }
     let mut samples = vec![Timings::default(); contenders.len()];
     // One warm-up round (page cache, runtimes' threads), then `reps` rounds,
     // each contender once per round, so load bursts hit them alike.
@@ -111,26 +126,30 @@ fn main() -> ExitCode {
         "vs blocking",
         "vs LinesCodec",
     ]);
+    let ratio = |i: usize, base: usize| match only {
+        None => format!("{:.2}x", rate(i) / rate(base)),
+        Some(_) => "-".to_string(),
+    };
     let mut goals = Vec::new();
     for (i, contender) in contenders.iter().enumerate() {
         table.row([
-            contender.name().to_string(),
+            contender.name(),
             e2e::ms(best(i)),
             e2e::ms(samples[i].median()),
             format!("{:.1}", rate(i) / (1024.0 * 1024.0)),
             format!("{:.0}", lines as f64 / best(i).as_secs_f64().max(1e-9)),
-            format!("{:.2}x", rate(i) / rate(0)),
-            format!("{:.2}x", rate(i) / rate(1)),
+            ratio(i, 0),
+            ratio(i, 1),
         ]);
-        if let Contender::Adapter(adapter) = contender {
+        if let (Contender::Adapter(..), None) = (contender, &only) {
             goals.push(Goal::at_least(
-                format!("{} / blocking", adapter.name()),
+                format!("{} / blocking", contender.name()),
                 rate(i) / rate(0),
                 MIN_VS_BLOCKING,
                 "x",
             ));
             goals.push(Goal::at_least(
-                format!("{} / LinesCodec", adapter.name()),
+                format!("{} / LinesCodec", contender.name()),
                 rate(i) / rate(1),
                 MIN_VS_LINES_CODEC,
                 "x",
@@ -151,7 +170,7 @@ fn main() -> ExitCode {
                     .zip(&samples)
                     .map(|(c, s)| {
                         Json::object([
-                            ("name", Json::from(c.name())),
+                            ("name", Json::Str(c.name())),
                             ("best_seconds", Json::from(s.best())),
                             ("median_seconds", Json::from(s.median())),
                             (

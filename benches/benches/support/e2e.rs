@@ -44,28 +44,71 @@ impl Adapter {
     }
 }
 
-/// Runs `$body` to completion on `$adapter`'s runtime, with `$R` naming its
+/// Where the bench's own future (the caller of `send`/`recv`) runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Placement {
+    /// In the runtime's `block_on`, on the bench's main thread (what
+    /// `#[tokio::main]`'s body gets): the driver task runs on another
+    /// thread, so every wake-up crosses threads.
+    BlockOn,
+    /// In a task spawned on the runtime (how servers run their handlers):
+    /// the runtime can keep it and the driver task on one thread.
+    Task,
+}
+
+impl Placement {
+    pub(crate) const ALL: [Placement; 2] = [Placement::BlockOn, Placement::Task];
+
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            Placement::BlockOn => "block_on",
+            Placement::Task => "spawned task",
+        }
+    }
+}
+
+/// Runs `$body` to completion on `$adapter`'s runtime, placed as
+/// `$placement` says, with `$R` naming the adapter's
 /// `childwire_async::Runtime` type, so one generic bench body serves all.
+/// `$body` is moved into an `async move` block, `'static` for
+/// [`Placement::Task`].
 ///
 /// Tokio gets a multi-thread runtime (what `#[tokio::main]` gives users);
-/// smol and async-std run the body with their `block_on` and the driver
-/// tasks on their executors.
+/// smol and async-std run the driver tasks on their global executors.
 macro_rules! on_adapter {
-    ($adapter:expr, $R:ident => $body:expr) => {
-        match $adapter {
-            $crate::e2e::Adapter::Tokio => {
+    ($adapter:expr, $placement:expr, $R:ident => $body:expr) => {
+        match ($adapter, $placement) {
+            ($crate::e2e::Adapter::Tokio, $crate::e2e::Placement::BlockOn) => {
                 type $R = childwire_tokio::Tokio;
-                $crate::e2e::tokio_runtime().block_on(async { $body })
+                $crate::e2e::tokio_runtime().block_on(async move { $body })
             }
-            $crate::e2e::Adapter::Smol => {
+            ($crate::e2e::Adapter::Tokio, $crate::e2e::Placement::Task) => {
+                type $R = childwire_tokio::Tokio;
+                let runtime = $crate::e2e::tokio_runtime();
+                runtime
+                    .block_on(runtime.spawn(async move { $body }))
+                    .expect("the bench task panicked")
+            }
+            ($crate::e2e::Adapter::Smol, $crate::e2e::Placement::BlockOn) => {
                 type $R = childwire_smol::Smol;
-                smol::block_on(async { $body })
+                smol::block_on(async move { $body })
             }
-            $crate::e2e::Adapter::AsyncStd => {
+            ($crate::e2e::Adapter::Smol, $crate::e2e::Placement::Task) => {
+                type $R = childwire_smol::Smol;
+                smol::block_on(smol::spawn(async move { $body }))
+            }
+            ($crate::e2e::Adapter::AsyncStd, $crate::e2e::Placement::BlockOn) => {
                 type $R = childwire_async_std::AsyncStd;
-                async_std::task::block_on(async { $body })
+                async_std::task::block_on(async move { $body })
+            }
+            ($crate::e2e::Adapter::AsyncStd, $crate::e2e::Placement::Task) => {
+                type $R = childwire_async_std::AsyncStd;
+                async_std::task::block_on(async_std::task::spawn(async move { $body }))
             }
         }
+    };
+    ($adapter:expr, $R:ident => $body:expr) => {
+        on_adapter!($adapter, $crate::e2e::Placement::BlockOn, $R => $body)
     };
 }
 
