@@ -3,7 +3,7 @@
 //! `block_on` for plain threads.
 //!
 //! The examples are written once, generic over childwire's
-//! [`Runtime`](childwire_async::Runtime); only [`run_on`] names a runtime.
+//! [`Runtime`]; only [`run_on`] names a runtime.
 
 use std::fmt;
 use std::future::{Future, poll_fn};

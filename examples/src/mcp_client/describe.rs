@@ -13,7 +13,7 @@ pub fn seconds(duration: Duration) -> String {
     format!("{} s", duration.as_secs_f64())
 }
 
-/// `text` on one line, cut at [`CLIP_CHARS`].
+/// `text` on one line, cut at `CLIP_CHARS`.
 pub fn clip(text: &str) -> String {
     let line = text.replace(['\n', '\r'], " ");
     match line.char_indices().nth(CLIP_CHARS) {
