@@ -65,8 +65,10 @@ impl State {
     /// Wakes every user future whose condition may now hold.
     pub(crate) fn wake_users(&mut self) {
         let over = self.driver_stopped || self.session.report().is_some();
-        if let Some(waker) = self.recv_waker.take() {
-            waker.wake();
+        if self.session.has_received() || over {
+            if let Some(waker) = self.recv_waker.take() {
+                waker.wake();
+            }
         }
         if self.session.send_ready() || over {
             self.send_wakers.drain(..).for_each(Waker::wake);

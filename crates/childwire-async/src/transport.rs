@@ -156,9 +156,14 @@ impl<R: Runtime> Sender<R> {
                 item,
             )));
         }
-        match state.session.send(item, Instant::now()) {
+        let was_idle = state.session.queued() == 0;
+        match state.session.send(item) {
             Ok(()) => {
-                state.wake_driver();
+                // With bytes already queued the driver is writing, or waits
+                // for the pipe to take more: it needs no wake-up.
+                if was_idle {
+                    state.wake_driver();
+                }
                 Queued::Done(Ok(()))
             }
             Err(err) if err.kind() == SendErrorKind::Full => {
@@ -260,9 +265,12 @@ impl<R: Runtime, B: Into<Bytes>> Sink<B> for Sender<R> {
     fn start_send(self: Pin<&mut Self>, item: B) -> Result<(), Self::Error> {
         let this = self.get_mut();
         let mut state = this.shared.lock();
-        match state.session.send(item.into(), Instant::now()) {
+        let was_idle = state.session.queued() == 0;
+        match state.session.send(item.into()) {
             Ok(()) => {
-                state.wake_driver();
+                if was_idle {
+                    state.wake_driver();
+                }
                 Ok(())
             }
             Err(err) if err.kind() == SendErrorKind::Full => {
@@ -279,7 +287,7 @@ impl<R: Runtime, B: Into<Bytes>> Sink<B> for Sender<R> {
             return Poll::Pending;
         }
         let mut state = this.shared.lock();
-        if state.session.poll_transmit().is_none() || state.driver_stopped {
+        if state.session.queued() == 0 || state.driver_stopped {
             return Poll::Ready(Ok(()));
         }
         State::register(&mut state.send_wakers, cx.waker());

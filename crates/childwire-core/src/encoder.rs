@@ -3,7 +3,7 @@
 use std::error::Error;
 use std::fmt;
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
 /// The default outbound high-water mark: 1 MiB queued makes senders wait.
 pub const DEFAULT_HIGH_WATER: usize = 1024 * 1024;
@@ -14,8 +14,10 @@ pub const DEFAULT_HIGH_WATER: usize = 1024 * 1024;
 ///
 /// - [`encode`](Self::encode): a message to send. It is checked, then
 ///   appended with its `\n`, or handed back in an [`EncodeError`].
-/// - [`poll_transmit`](Self::poll_transmit): every queued byte, contiguous,
-///   so one `write` can carry many messages (C07).
+/// - [`poll_transmit`](Self::poll_transmit): the bytes to write next, as a
+///   cheap [`Bytes`] handle the writer may take outside any lock: every byte
+///   queued when the previous batch was done, contiguous, so one `write`
+///   carries many messages (C07).
 /// - [`handle_written`](Self::handle_written): how many of those bytes the
 ///   writer took. Partial writes are normal.
 ///
@@ -42,13 +44,17 @@ pub const DEFAULT_HIGH_WATER: usize = 1024 * 1024;
 /// assert_eq!(refused.kind(), &EncodeErrorKind::Newline { at: 3 });
 /// assert_eq!(refused.into_payload(), "two\nlines");
 ///
-/// assert_eq!(encoder.poll_transmit(), Some(&b"{\"id\":1}\n{\"id\":2}\n"[..]));
+/// assert_eq!(encoder.poll_transmit().as_deref(), Some(&b"{\"id\":1}\n{\"id\":2}\n"[..]));
 /// encoder.handle_written(4);
-/// assert_eq!(encoder.poll_transmit(), Some(&b"\":1}\n{\"id\":2}\n"[..]));
+/// assert_eq!(encoder.poll_transmit().as_deref(), Some(&b"\":1}\n{\"id\":2}\n"[..]));
 /// ```
 #[derive(Debug)]
 pub struct LineEncoder {
+    /// Messages accepted since the current batch was handed out.
     queue: BytesMut,
+    /// The batch being written: handed out by `poll_transmit`, advanced by
+    /// `handle_written`.
+    in_flight: Bytes,
     max_message_size: usize,
     high_water: usize,
     /// Messages whose last byte (`\n`) was written.
@@ -72,6 +78,7 @@ impl LineEncoder {
     pub fn new(max_message_size: usize, high_water: usize) -> Self {
         Self {
             queue: BytesMut::new(),
+            in_flight: Bytes::new(),
             max_message_size,
             high_water,
             messages_written: 0,
@@ -101,7 +108,7 @@ impl LineEncoder {
         check_message(payload, self.max_message_size)?;
         if !self.has_room() {
             return Err(EncodeErrorKind::Full {
-                queued: self.queue.len(),
+                queued: self.queued(),
                 high_water: self.high_water,
             });
         }
@@ -111,28 +118,38 @@ impl LineEncoder {
     /// Whether a valid message would be queued now (the queue is below its
     /// high-water mark).
     pub fn has_room(&self) -> bool {
-        self.queue.is_empty() || self.queue.len() < self.high_water
+        self.queued() == 0 || self.queued() < self.high_water
     }
 
-    /// The bytes to write next: everything queued. `None` when the queue is
-    /// empty, which is when a writer should flush.
+    /// The bytes to write next: the rest of the current batch, or else a new
+    /// batch of everything queued. `None` when nothing is queued, which is
+    /// when a writer should flush.
+    ///
+    /// The handle is cheap (no copy); the same bytes come back until
+    /// [`handle_written`](Self::handle_written) says they were written.
     #[must_use = "queued bytes only reach the child if written"]
-    pub fn poll_transmit(&self) -> Option<&[u8]> {
-        (!self.queue.is_empty()).then_some(&self.queue[..])
+    pub fn poll_transmit(&mut self) -> Option<Bytes> {
+        if self.in_flight.is_empty() {
+            if self.queue.is_empty() {
+                return None;
+            }
+            self.in_flight = self.queue.split().freeze();
+        }
+        Some(self.in_flight.clone())
     }
 
     /// Takes note that the first `n` bytes from
     /// [`poll_transmit`](Self::poll_transmit) were written.
     ///
-    /// `n` larger than what is queued is treated as everything.
+    /// `n` larger than what was handed out is treated as all of it.
     pub fn handle_written(&mut self, n: usize) {
-        let n = n.min(self.queue.len());
+        let n = n.min(self.in_flight.len());
         // Counting the line ends written is what makes the counters exact
         // under partial writes; it is one fast scan of bytes just copied.
-        let ends = memchr::memchr_iter(b'\n', &self.queue[..n]).count();
+        let ends = memchr::memchr_iter(b'\n', &self.in_flight[..n]).count();
         self.messages_written += ends as u64;
         self.bytes_written += (n - ends) as u64;
-        self.queue.advance(n);
+        self.in_flight.advance(n);
     }
 
     /// Messages written whole so far (their `\n` included).
@@ -147,14 +164,15 @@ impl LineEncoder {
 
     /// Bytes queued and not yet written.
     pub fn queued(&self) -> usize {
-        self.queue.len()
+        self.in_flight.len() + self.queue.len()
     }
 
     /// Drops everything queued (the child's stdin is gone) and returns how
     /// many bytes were dropped.
     pub fn clear(&mut self) -> usize {
-        let dropped = self.queue.len();
+        let dropped = self.queued();
         self.queue.clear();
+        self.in_flight.clear();
         dropped
     }
 

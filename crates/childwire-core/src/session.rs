@@ -191,9 +191,12 @@ pub struct Session {
     /// Stdin must be closed although no shutdown was asked (a stalled write).
     close_stdin: bool,
     write_timeout: Option<Duration>,
-    /// When the child last took bytes from a non-empty queue (or the queue
-    /// became non-empty): the write timeout counts from here.
-    write_progress_at: Instant,
+    /// Since when queued bytes have been waiting for the child to read them:
+    /// set when a batch is handed out, moved on by every write. The write
+    /// timeout counts from here.
+    write_waiting_since: Option<Instant>,
+    /// What the lifecycle was last told: the write queue holds bytes.
+    outbound_pending: bool,
     report: Option<ExitReport>,
     /// Stderr lines were handed out and their delivery not yet confirmed.
     stderr_unconfirmed: bool,
@@ -220,7 +223,8 @@ impl Session {
             send_closed: None,
             close_stdin: false,
             write_timeout: config.write_timeout,
-            write_progress_at: now,
+            write_waiting_since: None,
+            outbound_pending: false,
             report: None,
             stderr_unconfirmed: false,
             finished: false,
@@ -268,11 +272,9 @@ impl Session {
     pub fn handle_written(&mut self, n: usize, now: Instant) {
         self.encoder.handle_written(n);
         if n > 0 {
-            self.write_progress_at = now;
+            self.write_waiting_since = (self.encoder.queued() > 0).then_some(now);
         }
-        if self.encoder.queued() == 0 {
-            self.lifecycle.handle_outbound_drained(now);
-        }
+        self.sync_outbound(now);
         self.advance(now);
     }
 
@@ -306,7 +308,8 @@ impl Session {
             .write_deadline()
             .is_some_and(|deadline| now >= deadline)
         {
-            let after = now.saturating_duration_since(self.write_progress_at);
+            let since = self.write_waiting_since.unwrap_or(now);
+            let after = now.saturating_duration_since(since);
             self.encoder.clear();
             self.send_closed.get_or_insert(Closed::Stalled { after });
             self.close_stdin = true;
@@ -323,26 +326,29 @@ impl Session {
     /// [`SendErrorKind::Full`] means "wait": the queue is at its high-water
     /// mark (C07). Async adapters wait for room and retry; their users never
     /// see it.
-    pub fn send<B: AsRef<[u8]>>(&mut self, payload: B, now: Instant) -> Result<(), SendError<B>> {
+    ///
+    /// It takes no time: the write timeout starts when the adapter takes the
+    /// bytes ([`poll_transmit`](Self::poll_transmit)), which spares senders a
+    /// clock read per message.
+    pub fn send<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<(), SendError<B>> {
         if let Some(closed) = self.send_closed {
             return Err(SendError {
                 kind: SendErrorKind::Closed(closed),
                 payload,
             });
         }
-        let was_empty = self.encoder.queued() == 0;
         self.encoder.encode(payload).map_err(|err| {
             let (kind, payload) = err.into_parts();
             SendError {
                 kind: kind.into(),
                 payload,
             }
-        })?;
-        if was_empty {
-            self.write_progress_at = now;
-            self.lifecycle.handle_outbound_pending(now);
-        }
-        Ok(())
+        })
+    }
+
+    /// Bytes accepted by [`send`](Self::send) and not yet written.
+    pub fn queued(&self) -> usize {
+        self.encoder.queued()
     }
 
     /// Whether [`send`](Self::send) would queue a valid message now, or fail
@@ -356,6 +362,7 @@ impl Session {
     /// from now on. Asking again changes nothing.
     pub fn shutdown(&mut self, now: Instant) {
         self.send_closed.get_or_insert(Closed::ShuttingDown);
+        self.sync_outbound(now);
         self.lifecycle.handle_shutdown(now);
         self.advance(now);
     }
@@ -392,10 +399,25 @@ impl Session {
     }
 
     /// The bytes to write to the child's stdin next, or `None` when nothing
-    /// is queued (the moment to flush).
+    /// is queued (the moment to flush). A cheap handle: write it outside any
+    /// lock, then report with [`handle_written`](Self::handle_written).
     #[must_use = "queued bytes only reach the child if written"]
-    pub fn poll_transmit(&self) -> Option<&[u8]> {
-        self.encoder.poll_transmit()
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Bytes> {
+        let transmit = self.encoder.poll_transmit();
+        if transmit.is_some() && self.write_waiting_since.is_none() {
+            self.write_waiting_since = Some(now);
+        }
+        self.sync_outbound(now);
+        transmit
+    }
+
+    /// Whether an item is waiting for [`poll_received`](Self::poll_received).
+    pub fn has_received(&self) -> bool {
+        match self.received.front() {
+            Some(Received::Exited(_)) => !self.stderr_unconfirmed,
+            Some(_) => true,
+            None => false,
+        }
     }
 
     /// The next complete stderr line (captured stderr only).
@@ -513,7 +535,21 @@ impl Session {
         if self.encoder.queued() == 0 || self.send_closed.is_some() {
             return None;
         }
-        self.write_progress_at.checked_add(timeout)
+        self.write_waiting_since?.checked_add(timeout)
+    }
+
+    /// Tells the lifecycle whether the write queue is empty, when that
+    /// changed: a shutdown waits for it to drain before closing stdin.
+    fn sync_outbound(&mut self, now: Instant) {
+        let pending = self.encoder.queued() > 0;
+        if pending != self.outbound_pending {
+            self.outbound_pending = pending;
+            if pending {
+                self.lifecycle.handle_outbound_pending(now);
+            } else {
+                self.lifecycle.handle_outbound_drained(now);
+            }
+        }
     }
 }
 

@@ -224,7 +224,7 @@ fn c06_payload_with_newline_or_cr_is_refused_and_returned_intact() {
     let err = encoder.encode("x\ry\n").unwrap_err();
     assert_eq!(err.kind(), &EncodeErrorKind::CarriageReturn { at: 1 });
     assert_eq!(
-        encoder.poll_transmit(),
+        encoder.poll_transmit().as_deref(),
         None,
         "nothing of a refused message is queued"
     );
@@ -237,7 +237,7 @@ fn c06_payload_over_the_limit_is_refused_and_returned_intact() {
     let err = encoder.encode("12345").unwrap_err();
     assert_eq!(err.kind(), &EncodeErrorKind::TooLarge { len: 5, max: 4 });
     assert_eq!(err.into_payload(), "12345");
-    assert_eq!(encoder.poll_transmit(), Some(&b"1234\n"[..]));
+    assert_eq!(encoder.poll_transmit().as_deref(), Some(&b"1234\n"[..]));
 }
 
 #[test]
@@ -247,17 +247,25 @@ fn c07_queued_messages_go_out_together_and_partial_writes_resume() {
         encoder.encode(format!("{{\"id\":{id}}}")).unwrap();
     }
     assert_eq!(
-        encoder.poll_transmit(),
+        encoder.poll_transmit().as_deref(),
         Some(&b"{\"id\":0}\n{\"id\":1}\n{\"id\":2}\n"[..])
     );
     encoder.handle_written(10);
     encoder.encode("{}").unwrap();
+    assert_eq!(encoder.queued(), 17 + 3);
+    // The batch in flight is finished first; what came later is the next.
     assert_eq!(
-        encoder.poll_transmit(),
-        Some(&b"\"id\":1}\n{\"id\":2}\n{}\n"[..])
+        encoder.poll_transmit().as_deref(),
+        Some(&b"\"id\":1}\n{\"id\":2}\n"[..])
     );
     encoder.handle_written(usize::MAX);
+    assert_eq!(encoder.poll_transmit().as_deref(), Some(&b"{}\n"[..]));
+    encoder.handle_written(3);
     assert_eq!(encoder.poll_transmit(), None);
+    assert_eq!(
+        (encoder.messages_written(), encoder.bytes_written()),
+        (4, 26)
+    );
 }
 
 #[test]
@@ -275,6 +283,7 @@ fn c07_queue_is_bounded_by_the_high_water_mark() {
         }
     );
     assert_eq!(err.into_payload(), "x");
+    assert!(encoder.poll_transmit().is_some());
     encoder.handle_written(8);
     encoder.encode("x").unwrap();
     assert_eq!(encoder.queued(), 11);
@@ -290,7 +299,7 @@ fn c08_a_message_is_queued_whole_or_not_at_all() {
             Err(_) => assert_eq!(encoder.queued(), before),
         }
     }
-    assert_eq!(encoder.poll_transmit(), Some(&b"ok\nfine\n"[..]));
+    assert_eq!(encoder.poll_transmit().as_deref(), Some(&b"ok\nfine\n"[..]));
 }
 
 /// Bytes that favour the interesting cases: newlines, `\r`, invalid UTF-8.
@@ -351,7 +360,7 @@ proptest! {
             }
         }
         let mut decoder = LineDecoder::new(max);
-        decoder.handle_data(encoder.poll_transmit().unwrap_or_default());
+        decoder.handle_bytes(encoder.poll_transmit().unwrap_or_default());
         decoder.handle_eof();
         let mut decoded = Vec::new();
         while let Some(frame) = decoder.poll_frame() {

@@ -47,7 +47,11 @@ impl Sim {
     }
 
     fn write_everything(&mut self) -> Vec<u8> {
-        let bytes = self.session.poll_transmit().unwrap_or_default().to_vec();
+        let bytes = self
+            .session
+            .poll_transmit(self.now)
+            .unwrap_or_default()
+            .to_vec();
         self.session.handle_written(bytes.len(), self.now);
         self.drain_actions();
         bytes
@@ -147,8 +151,8 @@ fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_time
     config.send_high_water = 8;
     config.write_timeout = Some(Duration::from_secs(5));
     let mut sim = Sim::new(config);
-    sim.session.send("0123456789", sim.now).unwrap();
-    let err = sim.session.send("x", sim.now).unwrap_err();
+    sim.session.send("0123456789").unwrap();
+    let err = sim.session.send("x").unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::Full);
     assert!(!sim.session.send_ready());
     // The child takes 3 bytes after 4 s: progress restarts the clock.
@@ -164,7 +168,7 @@ fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_time
         [Action::CloseStdin],
         "a stalled child's stdin is closed"
     );
-    let err = sim.session.send("x", sim.now).unwrap_err();
+    let err = sim.session.send("x").unwrap_err();
     let SendErrorKind::Closed(Closed::Stalled { after }) = err.kind() else {
         panic!("expected a stall, got {:?}", err.kind());
     };
@@ -180,9 +184,9 @@ fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_time
 #[test]
 fn c08_send_after_shutdown_is_refused_whole() {
     let mut sim = Sim::new(Config::default());
-    sim.session.send("queued", sim.now).unwrap();
+    sim.session.send("queued").unwrap();
     sim.session.shutdown(sim.now);
-    let err = sim.session.send("late", sim.now).unwrap_err();
+    let err = sim.session.send("late").unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::Closed(Closed::ShuttingDown));
     assert_eq!(err.into_payload(), "late");
     assert_eq!(
@@ -195,7 +199,7 @@ fn c08_send_after_shutdown_is_refused_whole() {
 #[test]
 fn c12_shutdown_flushes_then_closes_stdin_and_reports_the_step() {
     let mut sim = Sim::new(Config::default());
-    sim.session.send("bye", sim.now).unwrap();
+    sim.session.send("bye").unwrap();
     sim.session.shutdown(sim.now);
     sim.drain_actions();
     assert!(
@@ -224,7 +228,7 @@ fn c12_a_child_that_never_reads_gets_sigterm_then_sigkill_on_schedule() {
     config.stdin_grace = Duration::from_millis(100);
     config.term_grace = Duration::from_millis(200);
     let mut sim = Sim::new(config);
-    sim.session.send("never read", sim.now).unwrap();
+    sim.session.send("never read").unwrap();
     sim.session.shutdown(sim.now);
     sim.drain_actions();
     assert_eq!(sim.advance_to_deadline(), Duration::from_millis(100));
@@ -233,7 +237,7 @@ fn c12_a_child_that_never_reads_gets_sigterm_then_sigkill_on_schedule() {
         [Action::CloseStdin, Action::Signal(Signal::Term)]
     );
     assert_eq!(
-        sim.session.poll_transmit(),
+        sim.session.poll_transmit(sim.now),
         None,
         "unflushed output is dropped at the deadline"
     );
