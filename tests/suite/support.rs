@@ -122,7 +122,7 @@ pub(super) async fn drain_to_exit(t: &mut Transport) -> (Vec<Vec<u8>>, ExitRepor
                     after.is_none(),
                     "the report must be last, then got {after:?}"
                 );
-                return (messages, report);
+                return (messages, *report);
             }
         }
     }
@@ -163,7 +163,7 @@ pub(super) async fn finish_split(
                         after.is_none(),
                         "the report must be last, then got {after:?}"
                     );
-                    return (messages, report);
+                    return (messages, *report);
                 }
                 None => panic!("the stream ended without an exit report"),
             }

@@ -1,6 +1,7 @@
 //! The user's handles: [`Transport`], and its halves [`Sender`] and
 //! [`Receiver`].
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;
 use std::marker::PhantomData;
@@ -310,6 +311,10 @@ impl<R: Runtime, B: Into<Bytes>> Sink<B> for Sender<R> {
 pub struct Receiver<R: Runtime> {
     shared: SharedRef,
     pid: Option<u32>,
+    /// Items taken from the session in one batch, handed out one by one
+    /// without the lock. They belong to the receiver, not to a `recv` call,
+    /// which keeps receiving cancel-safe.
+    batch: VecDeque<Received>,
     _runtime: PhantomData<fn() -> R>,
 }
 
@@ -319,6 +324,7 @@ impl<R: Runtime> Receiver<R> {
         Self {
             shared,
             pid,
+            batch: VecDeque::new(),
             _runtime: PhantomData,
         }
     }
@@ -331,16 +337,21 @@ impl<R: Runtime> Receiver<R> {
     /// Polls for the next item: messages and notices in the order the child
     /// wrote them, then the exit report, then `None`.
     ///
-    /// An item is taken out of the shared queue only in the call that
-    /// returns it, which is what makes receiving cancel-safe.
+    /// Items are taken from the shared queue in batches into the receiver
+    /// itself, and out of it only in the call that returns one: a dropped
+    /// `recv` future loses nothing, which is what makes receiving
+    /// cancel-safe.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        if let Some(item) = self.batch.pop_front() {
+            return Poll::Ready(Some(item));
+        }
         let mut state = self.shared.lock();
         let was_paused = !state.session.wants_stdout();
-        if let Some(item) = state.session.poll_received() {
+        if state.session.drain_received(&mut self.batch) > 0 {
             if was_paused && state.session.wants_stdout() {
                 state.wake_driver();
             }
-            return Poll::Ready(Some(item));
+            return Poll::Ready(self.batch.pop_front());
         }
         if state.session.is_finished() || state.driver_stopped {
             return Poll::Ready(None);

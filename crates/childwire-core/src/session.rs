@@ -114,8 +114,9 @@ pub enum Received {
     /// A line over the size limit was dropped; the session goes on (C02).
     Oversized(Oversized),
     /// The child's end. Always the last item, after every message it wrote
-    /// (C04).
-    Exited(ExitReport),
+    /// (C04). Boxed: it is much larger than a message, and every item moves
+    /// through a queue.
+    Exited(Box<ExitReport>),
 }
 
 impl Received {
@@ -382,6 +383,23 @@ impl Session {
         Some(item)
     }
 
+    /// Moves every item available now to the back of `into`, in order: one
+    /// call where a consumer under a lock would otherwise take one item per
+    /// lock. Returns how many were moved.
+    pub fn drain_received(&mut self, into: &mut VecDeque<Received>) -> usize {
+        let before = into.len();
+        if !self.stderr_unconfirmed || !matches!(self.received.back(), Some(Received::Exited(_))) {
+            into.append(&mut self.received);
+            self.received_bytes = 0;
+            self.finished |= matches!(into.back(), Some(Received::Exited(_)));
+        } else {
+            while let Some(item) = self.poll_received() {
+                into.push_back(item);
+            }
+        }
+        into.len() - before
+    }
+
     // ---- outputs ----
 
     /// The next thing the adapter must do to the child.
@@ -526,7 +544,7 @@ impl Session {
         if let Some(ending) = self.lifecycle.poll_end() {
             let report = ExitReport::new(&ending, self.stderr.tail(), self.counters());
             self.report = Some(report.clone());
-            self.push(Received::Exited(report));
+            self.push(Received::Exited(Box::new(report)));
         }
     }
 

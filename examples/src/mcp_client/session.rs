@@ -124,8 +124,8 @@ impl<R: Runtime> Session<R> {
                     }
                 }
                 Some(Received::Exited(report)) => {
-                    self.exited = Some(report.clone());
-                    return Err(Failure::Exited(report));
+                    self.exited = Some((*report).clone());
+                    return Err(Failure::Exited(*report));
                 }
                 None => {
                     return Err(match &self.exited {

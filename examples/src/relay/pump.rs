@@ -154,7 +154,7 @@ async fn pump_stdout<R: Runtime>(
                         note!("relay: writing stdout failed: {err}");
                     }
                 }
-                return Some(report);
+                return Some(*report);
             }
         }
     }
