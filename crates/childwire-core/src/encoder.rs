@@ -8,6 +8,9 @@ use bytes::{Buf, Bytes, BytesMut};
 /// The default outbound high-water mark: 1 MiB queued makes senders wait.
 pub const DEFAULT_HIGH_WATER: usize = 1024 * 1024;
 
+/// The queue grows by at least this much: a pipe's worth.
+const BATCH_CAPACITY: usize = 64 * 1024;
+
 /// Frames outbound messages into one bounded write queue.
 ///
 /// # Inputs and outputs
@@ -94,7 +97,10 @@ impl LineEncoder {
         match self.check(payload.as_ref()) {
             Ok(()) => {
                 let bytes = payload.as_ref();
-                self.queue.reserve(bytes.len() + 1);
+                // Reserve a pipe's worth at a time: a batch then grows
+                // without reallocating, and the memory of a batch written
+                // out is reclaimed here instead of allocated anew.
+                self.queue.reserve((bytes.len() + 1).max(BATCH_CAPACITY));
                 self.queue.extend_from_slice(bytes);
                 self.queue.extend_from_slice(b"\n");
                 Ok(())
@@ -150,6 +156,11 @@ impl LineEncoder {
         self.messages_written += ends as u64;
         self.bytes_written += (n - ends) as u64;
         self.in_flight.advance(n);
+        if self.in_flight.is_empty() {
+            // Even empty, the handle keeps the batch's memory shared; let go
+            // so the queue can reclaim it.
+            self.in_flight = Bytes::new();
+        }
     }
 
     /// Messages written whole so far (their `\n` included).
