@@ -39,14 +39,26 @@ const MIN_VS_LINES_CODEC: f64 = 1.2;
 enum Contender {
     Blocking,
     LinesCodec,
-    Adapter(Adapter, Placement),
+    Adapter(Adapter, Placement, Api),
+}
+
+/// How the caller hands messages over.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Api {
+    /// `send().await` per message: queued in the transport on return.
+    Send,
+    /// `Sink::feed` per message, one `flush` at the end: batched like
+    /// `FramedWrite`, which is how the LinesCodec baseline writes.
+    Sink,
 }
 
 impl Contender {
     fn all() -> Vec<Contender> {
         let mut all = vec![Contender::Blocking, Contender::LinesCodec];
-        for placement in Placement::ALL {
-            all.extend(Adapter::ALL.map(|a| Contender::Adapter(a, placement)));
+        for api in [Api::Send, Api::Sink] {
+            for placement in Placement::ALL {
+                all.extend(Adapter::ALL.map(|a| Contender::Adapter(a, placement, api)));
+            }
         }
         all
     }
@@ -55,8 +67,12 @@ impl Contender {
         match self {
             Contender::Blocking => "blocking std::process".into(),
             Contender::LinesCodec => "tokio LinesCodec".into(),
-            Contender::Adapter(adapter, placement) => {
-                format!("{}, {}", adapter.name(), placement.name())
+            Contender::Adapter(adapter, placement, api) => {
+                let api = match api {
+                    Api::Send => "send",
+                    Api::Sink => "Sink feed",
+                };
+                format!("{}, {}, {api}", adapter.name(), placement.name())
             }
         }
     }
@@ -65,9 +81,9 @@ impl Contender {
         match self {
             Contender::Blocking => blocking(payloads),
             Contender::LinesCodec => e2e::tokio_runtime().block_on(lines_codec(payloads)),
-            Contender::Adapter(adapter, placement) => {
+            Contender::Adapter(adapter, placement, api) => {
                 let payloads = Arc::clone(payloads);
-                on_adapter!(adapter, placement, R => childwire::<R>(&payloads).await)
+                on_adapter!(adapter, placement, R => childwire::<R>(&payloads, api).await)
             }
         }
     }
@@ -282,17 +298,32 @@ async fn lines_codec(payloads: &Arc<Vec<Bytes>>) -> Result<Duration, String> {
 }
 
 /// childwire: `send` and `recv` concurrently on a split transport.
-async fn childwire<R: Runtime>(payloads: &Arc<Vec<Bytes>>) -> Result<Duration, String> {
+async fn childwire<R: Runtime>(payloads: &Arc<Vec<Bytes>>, api: Api) -> Result<Duration, String> {
     let transport = Transport::<R>::spawn(&e2e::command("cat", &[]), Config::default())
         .map_err(|e| e.to_string())?;
-    let (sender, mut receiver) = transport.split();
+    let (mut sender, mut receiver) = transport.split();
     let start = Instant::now();
     let writer = async {
-        for payload in payloads.iter() {
-            sender
-                .send(payload.clone())
-                .await
-                .map_err(|e| format!("send: {e}"))?;
+        match api {
+            Api::Send => {
+                for payload in payloads.iter() {
+                    sender
+                        .send(payload.clone())
+                        .await
+                        .map_err(|e| format!("send: {e}"))?;
+                }
+            }
+            Api::Sink => {
+                for payload in payloads.iter() {
+                    sender
+                        .feed(payload.clone())
+                        .await
+                        .map_err(|e| format!("feed: {e}"))?;
+                }
+                SinkExt::<Bytes>::flush(&mut sender)
+                    .await
+                    .map_err(|e| format!("flush: {e}"))?;
+            }
         }
         Ok::<_, String>(())
     };

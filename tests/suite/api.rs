@@ -184,3 +184,37 @@ fn c20_garbage_from_the_child_never_breaks_the_session() {
         }
     });
 }
+
+#[test]
+fn c08_messages_fed_to_the_sink_go_before_a_later_send_and_survive_a_drop() {
+    run(async {
+        let t = start_misbehave(&["echo"]);
+        let pid = pid_of(&t);
+        let (mut tx, mut rx) = t.split();
+        // Fed, not flushed: they sit in the sender's batch.
+        for n in 0..3 {
+            within(STEP, "feed", tx.feed(Bytes::from(format!("fed {n}"))))
+                .await
+                .expect("feed");
+        }
+        within(STEP, "send", tx.send("sent".to_owned()))
+            .await
+            .expect("send after feed");
+        within(STEP, "feed", tx.feed(Bytes::from("fed last")))
+            .await
+            .expect("feed");
+        // Dropping the sender without a flush loses nothing it accepted.
+        let second = tx.clone();
+        drop(tx);
+        let mut seen = Vec::new();
+        for _ in 0..5 {
+            match within(STEP, "recv", rx.recv()).await {
+                Some(Received::Message(m)) => seen.push(m.as_str().expect("utf-8").to_owned()),
+                other => panic!("expected an echo, got {other:?}"),
+            }
+        }
+        assert_eq!(seen, ["fed 0", "fed 1", "fed 2", "sent", "fed last"]);
+        let report = finish_split(pid, second, rx).await.1;
+        assert_eq!(report.exit, Exit::Code(0));
+    });
+}

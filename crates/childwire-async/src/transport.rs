@@ -6,10 +6,12 @@ use std::fmt;
 use std::future::poll_fn;
 use std::marker::PhantomData;
 use std::pin::Pin;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
+use childwire_core::LineEncoder;
 use childwire_core::{
     Closed, Command, Config, Counters, ExitReport, Received, SendError, SendErrorKind, Session,
     SpawnError,
@@ -111,23 +113,35 @@ impl<R: Runtime> fmt::Debug for Transport<R> {
     }
 }
 
+/// How many bytes a [`Sink`] frames before handing them to the session
+/// without being flushed: a pipe's worth.
+const SINK_BATCH: usize = 64 * 1024;
+
 /// The sending half of a [`Transport`]. Clone it to send from several tasks.
 pub struct Sender<R: Runtime> {
     shared: SharedRef,
     pid: Option<u32>,
-    /// An item the [`Sink`] accepted while the queue had filled up again
-    /// (another clone got there first); it goes out before anything else.
-    sink_item: Option<Bytes>,
+    /// Messages the [`Sink`] accepted: checked and framed here, without the
+    /// lock, and handed to the session a batch at a time (as `FramedWrite`
+    /// buffers), on `poll_flush` or when the batch is full.
+    ///
+    /// Behind its own mutex (never contended: only this handle uses it) so
+    /// that `send(&self)` can hand it over first and keep the order.
+    sink_batch: Mutex<LineEncoder>,
     _runtime: PhantomData<fn() -> R>,
 }
 
 impl<R: Runtime> Sender<R> {
     fn new(shared: SharedRef, pid: Option<u32>) -> Self {
-        shared.lock().handles += 1;
+        let max_send_size = {
+            let mut state = shared.lock();
+            state.handles += 1;
+            state.session.max_send_size()
+        };
         Self {
             shared,
             pid,
-            sink_item: None,
+            sink_batch: Mutex::new(LineEncoder::new(max_send_size, usize::MAX)),
             _runtime: PhantomData,
         }
     }
@@ -137,6 +151,15 @@ impl<R: Runtime> Sender<R> {
         let mut payload = Some(payload.into());
         poll_fn(|cx| {
             let item = payload.take().expect("polled after completion");
+            // What the Sink accepted earlier goes first.
+            match self.poll_hand_over(cx) {
+                Poll::Ready(Ok(())) => {}
+                Poll::Ready(Err(err)) => return Poll::Ready(Err(SendError::new(err.kind(), item))),
+                Poll::Pending => {
+                    payload = Some(item);
+                    return Poll::Pending;
+                }
+            }
             match self.try_queue(cx, item) {
                 Queued::Done(result) => Poll::Ready(result),
                 Queued::Wait(item) => {
@@ -178,7 +201,10 @@ impl<R: Runtime> Sender<R> {
     /// Shuts the child down. See [`Transport::shutdown`].
     pub async fn shutdown(&self) -> Result<ExitReport, DriverStopped> {
         {
+            let mut batch = self.sink_batch();
             let mut state = self.shared.lock();
+            // Messages the Sink accepted are flushed with the rest.
+            let _ = state.session.send_batch_now(&mut batch);
             state.session.shutdown(Instant::now());
             state.wake_driver();
         }
@@ -201,15 +227,40 @@ impl<R: Runtime> Sender<R> {
         self.pid
     }
 
-    fn poll_sink_item(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), SendError<Bytes>>> {
-        let Some(item) = self.sink_item.take() else {
+    fn sink_batch(&self) -> MutexGuard<'_, LineEncoder> {
+        self.sink_batch
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Hands the Sink's batch to the session, waiting for room.
+    fn poll_hand_over(&self, cx: &mut Context<'_>) -> Poll<Result<(), SendError<Bytes>>> {
+        let mut batch = self.sink_batch();
+        if batch.queued() == 0 {
             return Poll::Ready(Ok(()));
-        };
-        match self.try_queue(cx, item) {
-            Queued::Done(result) => Poll::Ready(result),
-            Queued::Wait(item) => {
-                self.sink_item = Some(item);
+        }
+        let mut state = self.shared.lock();
+        let was_idle = state.session.queued() == 0;
+        match state.session.send_batch(&mut batch) {
+            Ok(()) => {
+                if was_idle {
+                    state.wake_driver();
+                }
+                Poll::Ready(Ok(()))
+            }
+            Err(SendErrorKind::Full) if !state.driver_stopped => {
+                State::register(&mut state.send_wakers, cx.waker());
                 Poll::Pending
+            }
+            Err(kind) => {
+                // The batch cannot go out any more: hand its lines back.
+                let lines = batch.poll_transmit().unwrap_or_default();
+                batch.clear();
+                let kind = match kind {
+                    SendErrorKind::Full => SendErrorKind::Closed(Closed::Exited),
+                    kind => kind,
+                };
+                Poll::Ready(Err(SendError::new(kind, lines)))
             }
         }
     }
@@ -231,6 +282,16 @@ impl<R: Runtime> Clone for Sender<R> {
 
 impl<R: Runtime> Drop for Sender<R> {
     fn drop(&mut self) {
+        let mut batch = self.sink_batch();
+        if batch.queued() > 0 {
+            // Messages the Sink accepted are not lost with it: they go to
+            // the session even above its high-water mark (one batch at most).
+            let mut state = self.shared.lock();
+            let was_idle = state.session.queued() == 0;
+            if state.session.send_batch_now(&mut batch).is_ok() && was_idle {
+                state.wake_driver();
+            }
+        }
         release(&self.shared);
     }
 }
@@ -243,48 +304,36 @@ impl<R: Runtime> fmt::Debug for Sender<R> {
     }
 }
 
-/// Queues messages for the child (C17). `poll_flush` waits until the child
-/// has been handed every queued byte; `poll_close` flushes, then begins the
-/// graceful shutdown (it does not wait for the exit: use
-/// [`Sender::shutdown`] for the report).
+/// Queues messages for the child (C17), batched like `FramedWrite`:
+/// `start_send` checks and frames a message without touching the shared
+/// state, and the batch goes to the child on `poll_flush` or once it holds
+/// 64 KiB (`poll_ready` then waits for room: backpressure). A refused
+/// message (newline, size) fails `start_send` and is handed back.
+/// `poll_flush` waits until the child has been handed every byte;
+/// `poll_close` flushes, then begins the graceful shutdown (it does not wait
+/// for the exit: use [`Sender::shutdown`] for the report).
 impl<R: Runtime, B: Into<Bytes>> Sink<B> for Sender<R> {
     type Error = SendError<Bytes>;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         let this = self.get_mut();
-        if this.poll_sink_item(cx)?.is_pending() {
-            return Poll::Pending;
+        if this.sink_batch().queued() >= SINK_BATCH {
+            return this.poll_hand_over(cx);
         }
-        let mut state = this.shared.lock();
-        if state.session.send_ready() || state.driver_stopped {
-            return Poll::Ready(Ok(()));
-        }
-        State::register(&mut state.send_wakers, cx.waker());
-        Poll::Pending
+        Poll::Ready(Ok(()))
     }
 
     fn start_send(self: Pin<&mut Self>, item: B) -> Result<(), Self::Error> {
         let this = self.get_mut();
-        let mut state = this.shared.lock();
-        let was_idle = state.session.queued() == 0;
-        match state.session.send(item.into()) {
-            Ok(()) => {
-                if was_idle {
-                    state.wake_driver();
-                }
-                Ok(())
-            }
-            Err(err) if err.kind() == SendErrorKind::Full => {
-                this.sink_item = Some(err.into_payload());
-                Ok(())
-            }
-            Err(err) => Err(err),
-        }
+        this.sink_batch().encode(item.into()).map_err(|err| {
+            let (kind, payload) = err.into_parts();
+            SendError::new(kind.into(), payload)
+        })
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         let this = self.get_mut();
-        if this.poll_sink_item(cx)?.is_pending() {
+        if this.poll_hand_over(cx)?.is_pending() {
             return Poll::Pending;
         }
         let mut state = this.shared.lock();
@@ -297,7 +346,7 @@ impl<R: Runtime, B: Into<Bytes>> Sink<B> for Sender<R> {
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         let this = self.get_mut();
-        if Sink::<B>::poll_flush(Pin::new(this), cx)?.is_pending() {
+        if Sink::<B>::poll_flush(Pin::new(&mut *this), cx)?.is_pending() {
             return Poll::Pending;
         }
         let mut state = this.shared.lock();

@@ -109,6 +109,17 @@ impl LineEncoder {
         }
     }
 
+    /// Moves everything queued in `batch` to the back of this queue, whole.
+    /// `batch` holds messages its own `encode` checked, so a writer can
+    /// frame a batch without a lock and hand it over at once. The caller
+    /// checks [`has_room`](Self::has_room) first if the bound matters.
+    pub fn append(&mut self, batch: &mut LineEncoder) {
+        let bytes = batch.queue.split();
+        // Zero-copy when this queue is empty (unsplit then just takes
+        // `bytes`); one copy of the batch otherwise.
+        self.queue.unsplit(bytes);
+    }
+
     /// Whether `payload` would be accepted now, without queueing it.
     pub fn check(&self, payload: &[u8]) -> Result<(), EncodeErrorKind> {
         check_message(payload, self.max_message_size)?;

@@ -347,6 +347,39 @@ impl Session {
         })
     }
 
+    /// Queues every message of `batch` at once (they were checked by its own
+    /// [`LineEncoder::encode`]), or leaves it as it is with the reason:
+    /// [`SendErrorKind::Full`] (wait) or [`SendErrorKind::Closed`].
+    ///
+    /// For adapters that frame messages without holding their lock, as a
+    /// `Sink` does, and hand them over a batch at a time.
+    pub fn send_batch(&mut self, batch: &mut LineEncoder) -> Result<(), SendErrorKind> {
+        if let Some(closed) = self.send_closed {
+            return Err(SendErrorKind::Closed(closed));
+        }
+        if !self.encoder.has_room() {
+            return Err(SendErrorKind::Full);
+        }
+        self.encoder.append(batch);
+        Ok(())
+    }
+
+    /// Like [`send_batch`](Self::send_batch) but above the high-water mark
+    /// too: for a writer going away with one last batch it accepted, which
+    /// must not be lost. Fails only when sending is over.
+    pub fn send_batch_now(&mut self, batch: &mut LineEncoder) -> Result<(), SendErrorKind> {
+        if let Some(closed) = self.send_closed {
+            return Err(SendErrorKind::Closed(closed));
+        }
+        self.encoder.append(batch);
+        Ok(())
+    }
+
+    /// The largest message [`send`](Self::send) accepts.
+    pub fn max_send_size(&self) -> usize {
+        self.encoder.max_message_size()
+    }
+
     /// Bytes accepted by [`send`](Self::send) and not yet written.
     pub fn queued(&self) -> usize {
         self.encoder.queued()
