@@ -77,6 +77,18 @@ impl Sim {
         sim
     }
 
+    /// A scripted child under the default graces.
+    fn with_defaults(child: Child) -> Self {
+        Self::new(LifecycleConfig::default(), child)
+    }
+
+    /// Keeps stdout and stderr open past the exit, as a grandchild holding
+    /// them would.
+    fn pipes_held_open(mut self) -> Self {
+        self.pipes_close_on_exit = false;
+        self
+    }
+
     fn t(&self) -> Duration {
         self.now - self.start
     }
@@ -167,21 +179,46 @@ impl Sim {
             self.lc.handle_exit(exit, self.now);
             self.drain();
             if self.pipes_close_on_exit {
-                self.lc.handle_stdout_eof(self.now);
-                self.drain();
-                self.lc.handle_stderr_eof(self.now);
-                self.drain();
+                self.feed(Lifecycle::handle_stdout_eof);
+                self.feed(Lifecycle::handle_stderr_eof);
             }
         } else {
-            self.lc.handle_timeout(self.now);
-            self.drain();
+            self.feed(Lifecycle::handle_timeout);
         }
         true
     }
 
-    fn shutdown(&mut self) {
-        self.lc.handle_shutdown(self.now);
+    /// Hands the machine one input at the current time and drains, as an
+    /// adapter does after every input.
+    fn feed(&mut self, input: fn(&mut Lifecycle, Instant)) {
+        input(&mut self.lc, self.now);
         self.drain();
+    }
+
+    /// Calls `handle_timeout` at `at` without moving the clock, as an
+    /// adapter with a stale or late timer would.
+    fn timeout_at(&mut self, at: Instant) {
+        self.lc.handle_timeout(at);
+        self.drain();
+    }
+
+    /// A deadline falls due and the exit is observed at `at`, both before
+    /// the adapter gets to drain the actions the deadline decided.
+    fn exit_lands_before_the_drain(&mut self, at: Instant, exit: Exit) {
+        self.lc.handle_timeout(at);
+        self.lc.handle_exit(exit, at);
+        self.now = at;
+        self.drain();
+    }
+
+    fn shutdown(&mut self) {
+        self.feed(Lifecycle::handle_shutdown);
+    }
+
+    /// Asks for shutdown now and runs to the one ending.
+    fn shut_down_and_run(&mut self) -> Ending {
+        self.shutdown();
+        self.run()
     }
 
     fn actions(&self) -> Vec<(Duration, Action)> {
@@ -198,25 +235,52 @@ fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
 }
 
+/// The whole escalation, in the order the adapter must act: stdin closed,
+/// SIGTERM, SIGKILL, then the sweep once the killed child is reaped.
+fn escalation(
+    close: Duration,
+    term: Duration,
+    kill: Duration,
+    sweep: Duration,
+) -> [(Duration, Action); 4] {
+    [(close, CLOSE), (term, TERM), (kill, KILL), (sweep, SWEEP)]
+}
+
+/// Only `stdin_grace` and `term_grace` differ from the defaults.
+fn graces(stdin_grace: Duration, term_grace: Duration) -> LifecycleConfig {
+    LifecycleConfig {
+        stdin_grace,
+        term_grace,
+        ..LifecycleConfig::default()
+    }
+}
+
+/// An ending whose pipes both reached EOF within the drain grace.
+fn drained_ending(
+    exit: Exit,
+    ended_by: EndedBy,
+    shutdown_requested: bool,
+    elapsed: Duration,
+) -> Ending {
+    Ending {
+        exit,
+        ended_by,
+        shutdown_requested,
+        elapsed,
+        pipes_drained: true,
+    }
+}
+
 #[test]
 fn c12_child_exiting_on_stdin_eof_is_done_without_waiting_for_a_deadline() {
-    let mut sim = Sim::new(
-        LifecycleConfig::default(),
-        Child::ExitsOnEof { after: ms(50) },
-    );
+    let mut sim = Sim::with_defaults(Child::ExitsOnEof { after: ms(50) });
     sim.run_until(sim.start + secs(1));
     sim.shutdown();
     assert_eq!(sim.lc.phase(), Phase::StdinClosed);
     let ending = sim.run();
     assert_eq!(
         ending,
-        Ending {
-            exit: Exit::Code(0),
-            ended_by: EndedBy::StdinClose,
-            shutdown_requested: true,
-            elapsed: ms(50),
-            pipes_drained: true,
-        }
+        drained_ending(Exit::Code(0), EndedBy::StdinClose, true, ms(50))
     );
     assert_eq!(sim.actions(), [(secs(1), CLOSE), (ms(1050), SWEEP)]);
     assert_eq!(sim.endings[0].0, ms(1050), "reported as soon as it exited");
@@ -226,12 +290,8 @@ fn c12_child_exiting_on_stdin_eof_is_done_without_waiting_for_a_deadline() {
 
 #[test]
 fn c12_child_ignoring_eof_exits_on_sigterm_after_stdin_grace() {
-    let mut sim = Sim::new(
-        LifecycleConfig::default(),
-        Child::ExitsOnTerm { after: ms(10) },
-    );
-    sim.shutdown();
-    let ending = sim.run();
+    let mut sim = Sim::with_defaults(Child::ExitsOnTerm { after: ms(10) });
+    let ending = sim.shut_down_and_run();
     assert_eq!(ending.exit, Exit::Signal(15));
     assert_eq!(ending.ended_by, EndedBy::Sigterm);
     assert_eq!(ending.elapsed, ms(2010));
@@ -243,70 +303,40 @@ fn c12_child_ignoring_eof_exits_on_sigterm_after_stdin_grace() {
 
 #[test]
 fn c12_child_ignoring_eof_and_sigterm_dies_by_sigkill_after_both_graces() {
-    let mut sim = Sim::new(LifecycleConfig::default(), Child::IgnoresAll);
+    let mut sim = Sim::with_defaults(Child::IgnoresAll);
     sim.run_until(sim.start + ms(300));
-    sim.shutdown();
-    let ending = sim.run();
+    let ending = sim.shut_down_and_run();
     assert_eq!(ending.exit, Exit::Signal(9));
     assert_eq!(ending.ended_by, EndedBy::Sigkill);
     assert!(ending.shutdown_requested);
     assert_eq!(ending.elapsed, ms(4001));
     assert_eq!(
         sim.actions(),
-        [
-            (ms(300), CLOSE),
-            (ms(2300), TERM),
-            (ms(4300), KILL),
-            (ms(4301), SWEEP)
-        ]
+        escalation(ms(300), ms(2300), ms(4300), ms(4301))
     );
 }
 
 #[test]
 fn c12_graces_are_configurable() {
-    let config = LifecycleConfig {
-        stdin_grace: ms(100),
-        term_grace: ms(250),
-        ..LifecycleConfig::default()
-    };
-    let mut sim = Sim::new(config, Child::IgnoresAll);
-    sim.shutdown();
-    sim.run();
-    assert_eq!(
-        sim.actions(),
-        [
-            (ms(0), CLOSE),
-            (ms(100), TERM),
-            (ms(350), KILL),
-            (ms(351), SWEEP)
-        ]
-    );
+    let mut sim = Sim::new(graces(ms(100), ms(250)), Child::IgnoresAll);
+    sim.shut_down_and_run();
+    assert_eq!(sim.actions(), escalation(ms(0), ms(100), ms(350), ms(351)));
 }
 
 #[test]
 fn c15_child_exiting_before_shutdown_is_reported_as_unexpected() {
     let exit = Exit::Code(1);
-    let mut sim = Sim::new(
-        LifecycleConfig::default(),
-        Child::ExitsAt { at: ms(800), exit },
-    );
+    let mut sim = Sim::with_defaults(Child::ExitsAt { at: ms(800), exit });
     let ending = sim.run();
     assert_eq!(
         ending,
-        Ending {
-            exit,
-            ended_by: EndedBy::OnItsOwn,
-            shutdown_requested: false,
-            elapsed: ms(800),
-            pipes_drained: true,
-        }
+        drained_ending(exit, EndedBy::OnItsOwn, false, ms(800))
     );
     assert_eq!(sim.actions(), [(ms(800), SWEEP)]);
 
     // A shutdown asked afterwards does nothing at all.
     sim.shutdown();
-    sim.lc.handle_timeout(sim.now + secs(60));
-    sim.drain();
+    sim.timeout_at(sim.now + secs(60));
     assert_eq!(sim.actions(), [(ms(800), SWEEP)]);
     assert_eq!(sim.endings.len(), 1);
     assert_eq!(sim.lc.phase(), Phase::Done);
@@ -314,12 +344,8 @@ fn c15_child_exiting_before_shutdown_is_reported_as_unexpected() {
 
 #[test]
 fn c12_child_exiting_between_sigterm_and_its_deadline_stops_escalation() {
-    let mut sim = Sim::new(
-        LifecycleConfig::default(),
-        Child::ExitsOnTerm { after: ms(1500) },
-    );
-    sim.shutdown();
-    let ending = sim.run();
+    let mut sim = Sim::with_defaults(Child::ExitsOnTerm { after: ms(1500) });
+    let ending = sim.shut_down_and_run();
     assert_eq!(ending.ended_by, EndedBy::Sigterm);
     assert_eq!(ending.elapsed, ms(3500));
     assert_eq!(
@@ -333,19 +359,15 @@ fn c12_child_exiting_between_sigterm_and_its_deadline_stops_escalation() {
     );
 
     // The old SIGKILL deadline passing changes nothing.
-    sim.lc.handle_timeout(sim.start + secs(10));
-    sim.drain();
+    sim.timeout_at(sim.start + secs(10));
     assert_eq!(sim.actions().len(), 3);
 }
 
 #[test]
 fn c14_esrch_on_sigterm_stops_escalation_and_waits_for_the_reap() {
-    let mut sim = Sim::new(
-        LifecycleConfig::default(),
-        Child::GoneBeforeTerm {
-            reaped_after: secs(3),
-        },
-    );
+    let mut sim = Sim::with_defaults(Child::GoneBeforeTerm {
+        reaped_after: secs(3),
+    });
     sim.shutdown();
     sim.run_until(sim.start + ms(2001));
     assert_eq!(sim.lc.phase(), Phase::Terminating);
@@ -367,37 +389,22 @@ fn c14_esrch_on_sigterm_stops_escalation_and_waits_for_the_reap() {
 
 #[test]
 fn c12_failed_sigterm_other_than_esrch_keeps_the_schedule() {
-    let mut sim = Sim::new(LifecycleConfig::default(), Child::TermDenied);
-    sim.shutdown();
-    let ending = sim.run();
-    assert_eq!(
-        sim.actions(),
-        [
-            (ms(0), CLOSE),
-            (secs(2), TERM),
-            (secs(4), KILL),
-            (ms(4001), SWEEP)
-        ]
-    );
+    let mut sim = Sim::with_defaults(Child::TermDenied);
+    let ending = sim.shut_down_and_run();
+    assert_eq!(sim.actions(), escalation(ms(0), secs(2), secs(4), ms(4001)));
     assert_eq!(ending.ended_by, EndedBy::Sigkill);
 }
 
 #[test]
 fn c12_shutdown_asked_twice_acts_once() {
-    let mut sim = Sim::new(LifecycleConfig::default(), Child::IgnoresAll);
+    let mut sim = Sim::with_defaults(Child::IgnoresAll);
     sim.shutdown();
     sim.run_until(sim.start + secs(1));
     sim.shutdown();
-    sim.shutdown();
-    let ending = sim.run();
+    let ending = sim.shut_down_and_run();
     assert_eq!(
         sim.actions(),
-        [
-            (ms(0), CLOSE),
-            (secs(2), TERM),
-            (secs(4), KILL),
-            (ms(4001), SWEEP)
-        ],
+        escalation(ms(0), secs(2), secs(4), ms(4001)),
         "the deadlines run from the first request"
     );
     assert_eq!(ending.elapsed, ms(4001));
@@ -405,11 +412,7 @@ fn c12_shutdown_asked_twice_acts_once() {
 
 #[test]
 fn c12_zero_graces_escalate_in_the_same_drain() {
-    let config = LifecycleConfig {
-        stdin_grace: Duration::ZERO,
-        term_grace: Duration::ZERO,
-        ..LifecycleConfig::default()
-    };
+    let config = graces(Duration::ZERO, Duration::ZERO);
     let mut sim = Sim::new(config, Child::IgnoresAll);
     sim.shutdown();
     assert_eq!(
@@ -437,20 +440,15 @@ fn c12_zero_stdin_grace_sends_sigterm_with_the_close() {
 
 #[test]
 fn c12_shutdown_flushes_queued_output_before_closing_stdin() {
-    let mut sim = Sim::new(
-        LifecycleConfig::default(),
-        Child::ExitsOnEof { after: ms(50) },
-    );
-    sim.lc.handle_outbound_pending(sim.now);
-    sim.drain();
+    let mut sim = Sim::with_defaults(Child::ExitsOnEof { after: ms(50) });
+    sim.feed(Lifecycle::handle_outbound_pending);
     sim.shutdown();
     assert_eq!(sim.lc.phase(), Phase::Flushing);
     assert_eq!(sim.actions(), []);
     assert_eq!(sim.lc.poll_timeout(), Some(sim.start + secs(2)));
 
     sim.run_until(sim.start + ms(300));
-    sim.lc.handle_outbound_drained(sim.now);
-    sim.drain();
+    sim.feed(Lifecycle::handle_outbound_drained);
     assert_eq!(sim.actions(), [(ms(300), CLOSE)]);
     assert_eq!(
         sim.lc.poll_timeout(),
@@ -464,33 +462,23 @@ fn c12_shutdown_flushes_queued_output_before_closing_stdin() {
 
 #[test]
 fn c12_a_flush_that_never_finishes_closes_stdin_with_sigterm_at_the_stdin_deadline() {
-    let mut sim = Sim::new(LifecycleConfig::default(), Child::IgnoresAll);
-    sim.lc.handle_outbound_pending(sim.now);
-    sim.shutdown();
-    sim.run();
+    let mut sim = Sim::with_defaults(Child::IgnoresAll);
+    sim.feed(Lifecycle::handle_outbound_pending);
+    sim.shut_down_and_run();
     assert_eq!(
         sim.actions(),
-        [
-            (secs(2), CLOSE),
-            (secs(2), TERM),
-            (secs(4), KILL),
-            (ms(4001), SWEEP)
-        ]
+        escalation(secs(2), secs(2), secs(4), ms(4001))
     );
 }
 
 #[test]
 fn c12_stdin_broken_during_the_flush_is_not_closed_again() {
-    let mut sim = Sim::new(
-        LifecycleConfig::default(),
-        Child::ExitsOnTerm { after: ms(5) },
-    );
-    sim.lc.handle_outbound_pending(sim.now);
+    let mut sim = Sim::with_defaults(Child::ExitsOnTerm { after: ms(5) });
+    sim.feed(Lifecycle::handle_outbound_pending);
     sim.shutdown();
     sim.run_until(sim.start + ms(100));
     // EPIPE: the child closed its end.
-    sim.lc.handle_stdin_closed(sim.now);
-    sim.drain();
+    sim.feed(Lifecycle::handle_stdin_closed);
     assert_eq!(sim.lc.phase(), Phase::StdinClosed);
     let ending = sim.run();
     assert_eq!(sim.actions(), [(secs(2), TERM), (ms(2005), SWEEP)]);
@@ -505,8 +493,7 @@ fn c13_the_group_is_swept_once_after_exit_and_only_with_a_group() {
             ..LifecycleConfig::default()
         };
         let mut sim = Sim::new(config, Child::IgnoresAll);
-        sim.shutdown();
-        sim.run();
+        sim.shut_down_and_run();
         sim.lc.handle_exit(Exit::Code(0), sim.now);
         sim.lc.handle_timeout(sim.now + secs(9));
         sim.drain();
@@ -521,26 +508,19 @@ fn c13_the_group_is_swept_once_after_exit_and_only_with_a_group() {
 
 #[test]
 fn c14_no_signal_is_asked_after_the_exit_was_observed() {
-    let mut sim = Sim::new(LifecycleConfig::default(), Child::IgnoresAll);
+    let mut sim = Sim::with_defaults(Child::IgnoresAll);
     sim.shutdown();
     // SIGTERM is decided at the deadline, but the exit lands before the
     // adapter drains it: it must never come out.
-    sim.lc.handle_timeout(sim.start + secs(2));
-    sim.lc.handle_exit(Exit::Code(0), sim.start + secs(2));
-    sim.now = sim.start + secs(2);
-    sim.drain();
-    sim.lc.handle_timeout(sim.start + secs(60));
-    sim.drain();
+    sim.exit_lands_before_the_drain(sim.start + secs(2), Exit::Code(0));
+    sim.timeout_at(sim.start + secs(60));
     assert_eq!(sim.actions(), [(ms(0), CLOSE), (secs(2), SWEEP)]);
 
     // The same for SIGKILL.
-    let mut sim = Sim::new(LifecycleConfig::default(), Child::IgnoresAll);
+    let mut sim = Sim::with_defaults(Child::IgnoresAll);
     sim.shutdown();
     sim.run_until(sim.start + secs(3));
-    sim.lc.handle_timeout(sim.start + secs(4));
-    sim.lc.handle_exit(Exit::Signal(15), sim.start + secs(4));
-    sim.now = sim.start + secs(4);
-    sim.drain();
+    sim.exit_lands_before_the_drain(sim.start + secs(4), Exit::Signal(15));
     assert_eq!(
         sim.actions(),
         [(ms(0), CLOSE), (secs(2), TERM), (secs(4), SWEEP)]
@@ -554,19 +534,15 @@ fn c14_no_signal_is_asked_after_the_exit_was_observed() {
 
 #[test]
 fn c15_the_end_waits_for_both_pipes_at_most_drain_grace() {
-    let mut sim = Sim::new(
-        LifecycleConfig::default(),
-        Child::ExitsAt {
-            at: ms(10),
-            exit: Exit::Code(3),
-        },
-    );
-    sim.pipes_close_on_exit = false;
+    let mut sim = Sim::with_defaults(Child::ExitsAt {
+        at: ms(10),
+        exit: Exit::Code(3),
+    })
+    .pipes_held_open();
     sim.run_until(sim.start + ms(10));
     assert_eq!(sim.lc.phase(), Phase::Exited);
     assert_eq!(sim.lc.poll_timeout(), Some(sim.start + ms(1010)));
-    sim.lc.handle_stdout_eof(sim.now);
-    sim.drain();
+    sim.feed(Lifecycle::handle_stdout_eof);
     assert!(sim.endings.is_empty(), "stderr is still open");
     let ending = sim.run();
     assert_eq!(sim.endings[0].0, ms(1010));
@@ -580,14 +556,11 @@ fn c15_the_end_waits_for_both_pipes_at_most_drain_grace() {
 
 #[test]
 fn c15_pipes_at_eof_before_the_exit_end_it_at_once() {
-    let mut sim = Sim::new(
-        LifecycleConfig::default(),
-        Child::ExitsAt {
-            at: ms(10),
-            exit: Exit::Code(0),
-        },
-    );
-    sim.pipes_close_on_exit = false;
+    let mut sim = Sim::with_defaults(Child::ExitsAt {
+        at: ms(10),
+        exit: Exit::Code(0),
+    })
+    .pipes_held_open();
     sim.lc.handle_stderr_eof(sim.now);
     sim.lc.handle_stdout_eof(sim.now);
     sim.lc.handle_stdout_eof(sim.now);
@@ -661,25 +634,18 @@ fn report(
     elapsed: Duration,
     tail: &str,
 ) -> ExitReport {
-    let ending = Ending {
-        exit,
-        ended_by,
-        shutdown_requested: shutdown,
-        elapsed,
-        pipes_drained: true,
-    };
+    let ending = drained_ending(exit, ended_by, shutdown, elapsed);
     ExitReport::new(&ending, tail.to_owned(), Counters::default())
+}
+
+/// The report of a child that exited before anyone asked it to.
+fn on_its_own(exit: Exit, elapsed: Duration, tail: &str) -> ExitReport {
+    report(exit, EndedBy::OnItsOwn, false, elapsed, tail)
 }
 
 #[test]
 fn c15_report_display_reads_at_a_glance() {
-    let crash = report(
-        Exit::Code(1),
-        EndedBy::OnItsOwn,
-        false,
-        ms(800),
-        "Error: Cannot find module 'x'\n",
-    );
+    let crash = on_its_own(Exit::Code(1), ms(800), "Error: Cannot find module 'x'\n");
     assert_eq!(
         crash.to_string(),
         "exited with code 1 on its own after 0.8 s; last stderr: Error: Cannot find module 'x'"
@@ -713,7 +679,7 @@ fn c10_report_display_picks_the_error_line_out_of_a_trailer() {
     let node = "node:internal/modules/cjs/loader:1080\n  throw err;\n  ^\n\n\
                 Error: Cannot find module 'x'\nRequire stack:\n- /srv/index.js\n    at Module._load (node:internal)\n\n\
                 Node.js v18.19.0";
-    let r = report(Exit::Code(1), EndedBy::OnItsOwn, false, ms(90), node);
+    let r = on_its_own(Exit::Code(1), ms(90), node);
     assert_eq!(r.stderr_summary(), Some("Error: Cannot find module 'x'"));
     assert!(
         r.to_string()
@@ -722,17 +688,11 @@ fn c10_report_display_picks_the_error_line_out_of_a_trailer() {
     );
     assert_eq!(r.stderr_tail, node, "the whole tail stays in the field");
 
-    let plain = report(
-        Exit::Code(2),
-        EndedBy::OnItsOwn,
-        false,
-        ms(90),
-        "usage: x [-h]\n  \n",
-    );
+    let plain = on_its_own(Exit::Code(2), ms(90), "usage: x [-h]\n  \n");
     assert_eq!(plain.stderr_summary(), Some("usage: x [-h]"));
 
     let long = "e".repeat(1000);
-    let r = report(Exit::Code(2), EndedBy::OnItsOwn, false, ms(90), &long);
+    let r = on_its_own(Exit::Code(2), ms(90), &long);
     assert!(r.to_string().chars().count() < 300, "one line, cut");
 }
 
