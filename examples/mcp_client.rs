@@ -11,29 +11,13 @@
 //! down the MCP way and prints what it saw and the exit report. The program
 //! is `childwire_examples::mcp_client`; `--help` lists the options.
 
-use std::io::Write;
 use std::process::ExitCode;
 
-use childwire_examples::mcp_client::{Client, Parsed, USAGE, parse};
-use childwire_examples::rt::run_on;
+use childwire_examples::cli::run_main;
+use childwire_examples::mcp_client::{Client, USAGE, parse};
 
 fn main() -> ExitCode {
-    let options = match parse(std::env::args_os().skip(1)) {
-        Ok(Parsed::Run(options)) => options,
-        Ok(Parsed::Help) => {
-            let _ = std::io::stdout().write_all(USAGE.as_bytes());
-            return ExitCode::SUCCESS;
-        }
-        Err(err) => {
-            eprintln!("mcp_client: {err} (see --help)");
-            return ExitCode::from(2);
-        }
-    };
-    match run_on(options.runtime, Client(options)) {
-        Ok(code) => ExitCode::from(code),
-        Err(err) => {
-            eprintln!("mcp_client: {err}");
-            ExitCode::FAILURE
-        }
-    }
+    run_main("mcp_client", USAGE, parse, |options| {
+        (options.runtime, Client(options))
+    })
 }

@@ -1,5 +1,6 @@
 //! Command-line parsing shared by the examples: options first, then the
-//! child's command line, passed on unchanged.
+//! child's command line, passed on unchanged; and [`run_main`], the whole
+//! `main` of an example that runs a [`Program`].
 //!
 //! Hand-written rather than a parser crate because the split is the whole
 //! point: once the command starts, every argument belongs to it, even one
@@ -8,7 +9,11 @@
 
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
+use std::io::Write as _;
+use std::process::ExitCode;
 use std::time::Duration;
+
+use crate::rt::{Program, RuntimeChoice, run_on};
 
 /// A usage error: the message to print before pointing at `--help`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +26,50 @@ impl std::fmt::Display for UsageError {
 }
 
 impl std::error::Error for UsageError {}
+
+/// The outcome of parsing a command line.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Parsed<T> {
+    /// Run with these options.
+    Run(T),
+    /// Print the usage and exit.
+    Help,
+}
+
+/// The `main` of an example named `name`: parses its arguments, prints
+/// `usage` for `--help`, explains a usage error with exit code 2, or runs
+/// the [`Program`] that `program` makes of the options on the runtime it
+/// names and exits with the code it returns (1 if the runtime cannot start).
+pub fn run_main<T, P>(
+    name: &str,
+    usage: &str,
+    parse: impl FnOnce(Vec<OsString>) -> Result<Parsed<T>, UsageError>,
+    program: impl FnOnce(T) -> (RuntimeChoice, P),
+) -> ExitCode
+where
+    P: Program<Output = u8>,
+{
+    let options = match parse(std::env::args_os().skip(1).collect()) {
+        Ok(Parsed::Run(options)) => options,
+        Ok(Parsed::Help) => {
+            // A closed stdout (`--help | head`) is not worth a panic.
+            let _ = std::io::stdout().write_all(usage.as_bytes());
+            return ExitCode::SUCCESS;
+        }
+        Err(err) => {
+            note!("{name}: {err} (see --help)");
+            return ExitCode::from(2);
+        }
+    };
+    let (runtime, program) = program(options);
+    match run_on(runtime, program) {
+        Ok(code) => ExitCode::from(code),
+        Err(err) => {
+            note!("{name}: {err}");
+            ExitCode::FAILURE
+        }
+    }
+}
 
 /// A program and its arguments, as given.
 #[derive(Debug, Clone, PartialEq, Eq)]

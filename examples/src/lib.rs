@@ -10,7 +10,8 @@
 //! - [`mcp_client`]: the MCP client (`cargo run --example mcp_client`).
 //! - [`relay`]: the stdio proxy (`cargo run --example relay -- CMD`).
 //! - [`rt`]: running a program on the runtime picked with `--runtime`.
-//! - [`cli`]: options first, then the child's command, unchanged.
+//! - [`cli`]: options first, then the child's command, unchanged; and the
+//!   `main` the examples share.
 
 // Defined before the modules so every one of them can use them.
 /// Prints one line to stdout. A closed stdout (`mcp_client | head`) is not

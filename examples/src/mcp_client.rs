@@ -7,7 +7,7 @@
 
 use std::future::Future;
 
-use childwire_async::Runtime;
+use childwire::Runtime;
 
 use crate::rt::Program;
 

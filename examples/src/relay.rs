@@ -8,7 +8,7 @@
 
 use std::future::Future;
 
-use childwire_async::{Exit, ExitReport, Runtime};
+use childwire::{Exit, ExitReport, Runtime};
 
 use crate::rt::Program;
 

@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Wake, Waker};
 use std::thread::{self, Thread};
 use std::time::Instant;
 
-use childwire_async::Runtime;
+use childwire::Runtime;
 
 /// The async runtimes childwire has an adapter for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::cli::{ArgWalker, ChildCommand, UsageError, parse_env, parse_seconds};
+use crate::cli::{self, ArgWalker, ChildCommand, UsageError, parse_env, parse_seconds};
 use crate::rt::RuntimeChoice;
 
 /// How long to wait for each answer by default: long enough for `npx -y` or
@@ -69,14 +69,8 @@ pub struct ClientOptions {
     pub show_stderr: bool,
 }
 
-/// The outcome of parsing the command line.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Parsed {
-    /// Run with these options.
-    Run(ClientOptions),
-    /// Print [`USAGE`] and exit.
-    Help,
-}
+/// The outcome of parsing the command line; `Help` prints [`USAGE`].
+pub type Parsed = cli::Parsed<ClientOptions>;
 
 /// Parses the arguments (without the program name).
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageError> {

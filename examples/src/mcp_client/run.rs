@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use childwire_async::{
+use childwire::{
     Command, Config, EnvPolicy, ExitReport, Runtime, SpawnError, StderrMode, Transport,
 };
 use serde_json::{Value, json};

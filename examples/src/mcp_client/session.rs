@@ -5,7 +5,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use childwire_async::{
+use childwire::{
     Closed, DriverStopped, ExitReport, Received, Runtime, SendError, SendErrorKind, Transport,
 };
 use serde_json::{Map, Value, json};

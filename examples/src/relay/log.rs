@@ -21,7 +21,7 @@ use serde::de::IgnoredAny;
 use serde_json::json;
 
 use super::exit_code;
-use childwire_async::{ExitReport, Oversized};
+use childwire::{ExitReport, Oversized};
 
 /// Which way a message went.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

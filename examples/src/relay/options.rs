@@ -2,7 +2,7 @@
 
 use std::path::PathBuf;
 
-use crate::cli::{ArgWalker, ChildCommand, UsageError};
+use crate::cli::{self, ArgWalker, ChildCommand, UsageError};
 use crate::rt::RuntimeChoice;
 
 /// The help text.
@@ -40,14 +40,8 @@ pub struct RelayOptions {
     pub runtime: RuntimeChoice,
 }
 
-/// The outcome of parsing the command line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Parsed {
-    /// Run with these options.
-    Run(RelayOptions),
-    /// Print [`USAGE`] and exit.
-    Help,
-}
+/// The outcome of parsing the command line; `Help` prints [`USAGE`].
+pub type Parsed = cli::Parsed<RelayOptions>;
 
 /// Parses the arguments (without the program name).
 pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Parsed, UsageError> {

@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::thread;
 
-use childwire_async::{
+use childwire::{
     Command, Config, ExitReport, Received, Receiver, Runtime, SendErrorKind, Sender, StderrMode,
     Transport,
 };
