@@ -11,20 +11,17 @@
 //! `cargo xtask bench [--quick] [--check]`, or
 //! `cargo bench -p childwire-bench --bench attack -- [--quick] [--check]`.
 
-#[path = "../../crates/childwire-core/benches/support/harness.rs"]
-mod harness;
 #[macro_use]
 #[path = "support/e2e.rs"]
 mod e2e;
 
 use std::process::ExitCode;
-use std::time::Instant;
 
-use childwire_async::{Config, Received, Runtime, Transport};
-use childwire_bench::{VALID_LINE, proc_status_kib};
-use e2e::{Adapter, Goal};
+use childwire_async::{Config, Received, Runtime};
+use childwire_bench::VALID_LINE;
+use e2e::harness::{Args, Json, Table};
+use e2e::{Adapter, Bound, Goal};
 use futures_util::StreamExt;
-use harness::{Args, Json, Table};
 use tokio_util::codec::{FramedRead, LinesCodec};
 
 const MIB: u64 = 1024 * 1024;
@@ -40,21 +37,19 @@ const LINES_CODEC: &str = "LinesCodec unbounded";
 /// What a probe found.
 #[derive(Default)]
 struct Outcome {
-    /// Peak RSS of the probe process, KiB.
-    peak_kib: u64,
-    /// RSS before the child was spawned, KiB.
-    start_kib: u64,
     /// Length reported by the oversized notice, if one came.
     oversized: Option<u64>,
     /// The valid line after the flood arrived.
     valid: bool,
-    seconds: f64,
     /// What happened, in words.
     note: String,
 }
 
 fn main() -> ExitCode {
-    let args = Args::from_env();
+    e2e::main("attack", bench)
+}
+
+fn bench(args: Args) -> Result<ExitCode, String> {
     let flood = if args.quick { 64 * MIB } else { GIB };
     if let Some(probe) = e2e::flag_value("--probe") {
         return run_probe(&probe, flood);
@@ -62,16 +57,11 @@ fn main() -> ExitCode {
     eprintln!(
         "attack: child writes {} MiB without newline, then `\\n` and a valid line; one process per contender{}",
         flood / MIB,
-        if args.quick { " (--quick)" } else { "" }
+        e2e::quick_note(&args)
     );
 
     let mut names: Vec<&str> = Adapter::ALL.iter().map(|a| a.name()).collect();
     names.extend([LINES_CODEC_MAX, LINES_CODEC]);
-    let probe_args: Vec<String> = if args.quick {
-        vec!["--quick".into()]
-    } else {
-        Vec::new()
-    };
     let mut table = Table::new([
         "contender",
         "peak RSS MiB",
@@ -84,47 +74,36 @@ fn main() -> ExitCode {
     let mut goals = Vec::new();
     let mut json = Vec::new();
     for name in names {
-        let fields = match e2e::run_probe(name, &probe_args) {
-            Ok(fields) => fields,
-            Err(error) => {
-                eprintln!("attack: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let num = |key: &str| {
-            e2e::field(&fields, key)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(f64::NAN)
-        };
-        let peak_mib = num("peak_kib") / 1024.0;
-        let oversized = e2e::field(&fields, "oversized").unwrap_or("-").to_string();
-        let valid = e2e::field(&fields, "valid") == Some("true");
-        let note = e2e::field(&fields, "note").unwrap_or("").to_string();
+        let probe = e2e::run_probe(name, &args)?;
+        let peak_mib = probe.num("peak_kib") / 1024.0;
+        let oversized = probe.text("oversized").unwrap_or("-").to_string();
+        let valid = probe.text("valid") == Some("true");
+        let note = probe.text("note").unwrap_or("").to_string();
         table.row([
             name.to_string(),
             format!("{peak_mib:.1}"),
-            format!("{:.1}", num("start_kib") / 1024.0),
+            format!("{:.1}", probe.num("start_kib") / 1024.0),
             oversized.clone(),
             if valid { "arrived" } else { "LOST" }.to_string(),
-            format!("{:.2}", num("seconds")),
+            format!("{:.2}", probe.num("seconds")),
             note.clone(),
         ]);
         if Adapter::from_name(name).is_some() {
-            goals.push(Goal::at_most(
+            goals.push(Goal::new(
                 format!("{name} peak RSS"),
                 peak_mib,
-                (MAX_PEAK_KIB / 1024) as f64,
+                Bound::AtMost((MAX_PEAK_KIB / 1024) as f64),
                 " MiB",
             ));
             goals.push(Goal::holds(format!("{name} valid line arrives"), valid));
         }
         json.push(Json::object([
             ("name", Json::from(name)),
-            ("peak_rss_kib", Json::from(num("peak_kib"))),
-            ("start_rss_kib", Json::from(num("start_kib"))),
+            ("peak_rss_kib", Json::from(probe.num("peak_kib"))),
+            ("start_rss_kib", Json::from(probe.num("start_kib"))),
             ("oversized", Json::from(oversized.as_str())),
             ("valid_line_arrived", Json::Bool(valid)),
-            ("seconds", Json::from(num("seconds"))),
+            ("seconds", Json::from(probe.num("seconds"))),
             ("note", Json::from(note.as_str())),
         ]));
     }
@@ -134,15 +113,13 @@ fn main() -> ExitCode {
         ("max_peak_rss_kib", Json::Num(MAX_PEAK_KIB as f64)),
         ("contenders", Json::Arr(json)),
     ]);
-    e2e::finish("attack", &args, &[table], &goals, results)
+    Ok(e2e::finish("attack", &args, &[table], &goals, results))
 }
 
 /// The probe process: runs one contender and prints `probe-result ...`.
-fn run_probe(name: &str, flood: u64) -> ExitCode {
-    let start_kib = proc_status_kib(None, "VmRSS").unwrap_or(0);
-    let started = Instant::now();
+fn run_probe(name: &str, flood: u64) -> Result<ExitCode, String> {
     let flood_arg = flood.to_string();
-    let result = match Adapter::from_name(name) {
+    let (result, footprint) = e2e::footprint(|| match Adapter::from_name(name) {
         Some(adapter) => on_adapter!(adapter, R => childwire::<R>(&flood_arg).await),
         None if name == LINES_CODEC_MAX => e2e::tokio_runtime().block_on(lines_codec(
             &flood_arg,
@@ -152,34 +129,24 @@ fn run_probe(name: &str, flood: u64) -> ExitCode {
             e2e::tokio_runtime().block_on(lines_codec(&flood_arg, LinesCodec::new()))
         }
         None => Err(format!("unknown probe `{name}`")),
-    };
-    let mut outcome = match result {
-        Ok(outcome) => outcome,
-        Err(error) => {
-            eprintln!("attack probe {name}: {error}");
-            return ExitCode::FAILURE;
-        }
-    };
-    outcome.seconds = started.elapsed().as_secs_f64();
-    outcome.start_kib = start_kib;
-    outcome.peak_kib = proc_status_kib(None, "VmHWM").unwrap_or(0);
+    });
+    let outcome = result.map_err(|error| format!("probe {name}: {error}"))?;
     println!(
         "probe-result peak_kib={} start_kib={} oversized={} valid={} seconds={:.3} note={}",
-        outcome.peak_kib,
-        outcome.start_kib,
+        footprint.peak_kib,
+        footprint.start_kib,
         outcome
             .oversized
             .map_or("none".to_string(), |len| format!("{len}B")),
         outcome.valid,
-        outcome.seconds,
+        footprint.seconds,
         outcome.note,
     );
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn childwire<R: Runtime>(flood: &str) -> Result<Outcome, String> {
-    let mut transport = Transport::<R>::spawn(&e2e::command("flood", &[flood]), Config::default())
-        .map_err(|e| e.to_string())?;
+    let mut transport = e2e::spawn::<R>("flood", &[flood], Config::default())?;
     let mut outcome = Outcome::default();
     let mut items = Vec::new();
     while let Some(item) = transport.recv().await {
@@ -200,11 +167,9 @@ async fn childwire<R: Runtime>(flood: &str) -> Result<Outcome, String> {
 }
 
 async fn lines_codec(flood: &str, codec: LinesCodec) -> Result<Outcome, String> {
-    let mut child = tokio::process::Command::from(e2e::std_command("flood", &[flood]))
-        .stdin(std::process::Stdio::null())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("spawn: {e}"))?;
+    let mut command = e2e::std_command("flood", &[flood]);
+    command.stdin(std::process::Stdio::null());
+    let mut child = e2e::tokio_spawn(command)?;
     let stdout = child.stdout.take().ok_or("no stdout")?;
     let mut stream = FramedRead::new(stdout, codec);
     let mut outcome = Outcome::default();

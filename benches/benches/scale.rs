@@ -11,26 +11,26 @@
 //! `cargo xtask bench [--quick] [--check]`, or
 //! `cargo bench -p childwire-bench --bench scale -- [--quick] [--check]`.
 
-#[path = "../../crates/childwire-core/benches/support/harness.rs"]
-mod harness;
 #[macro_use]
 #[path = "support/e2e.rs"]
 mod e2e;
 
 use std::process::ExitCode;
-use std::time::Instant;
 
 use bytes::Bytes;
 use childwire_async::{Config, EndedBy, Received, Runtime, Transport};
 use childwire_bench::{live_children, proc_status_kib};
+use e2e::harness::{Args, Json, Table};
 use e2e::{Adapter, Goal};
-use harness::{Args, Json, Table};
 
 const CHILDREN: usize = 200;
 const LINE_LEN: usize = 200;
 
 fn main() -> ExitCode {
-    let args = Args::from_env();
+    e2e::main("scale", bench)
+}
+
+fn bench(args: Args) -> Result<ExitCode, String> {
     let messages = if args.quick { 100 } else { 1_000 };
     if let Some(probe) = e2e::flag_value("--probe") {
         return run_probe(&probe, messages);
@@ -38,13 +38,8 @@ fn main() -> ExitCode {
     eprintln!(
         "scale: {CHILDREN} children at once, {messages} echoed messages each, then shutdown(); \
          one process per adapter{}",
-        if args.quick { " (--quick)" } else { "" }
+        e2e::quick_note(&args)
     );
-    let probe_args: Vec<String> = if args.quick {
-        vec!["--quick".into()]
-    } else {
-        Vec::new()
-    };
 
     let mut table = Table::new([
         "adapter",
@@ -59,29 +54,18 @@ fn main() -> ExitCode {
     let mut goals = Vec::new();
     let mut json = Vec::new();
     for adapter in Adapter::ALL {
-        let fields = match e2e::run_probe(adapter.name(), &probe_args) {
-            Ok(fields) => fields,
-            Err(error) => {
-                eprintln!("scale: {error}");
-                return ExitCode::FAILURE;
-            }
-        };
-        let num = |key: &str| {
-            e2e::field(&fields, key)
-                .and_then(|v| v.parse::<f64>().ok())
-                .unwrap_or(f64::NAN)
-        };
-        let (clean, left) = (num("clean"), num("left"));
-        let per_child = (num("peak_kib") - num("start_kib")) / CHILDREN as f64;
+        let probe = e2e::run_probe(adapter.name(), &args)?;
+        let (clean, left) = (probe.num("clean"), probe.num("left"));
+        let per_child = (probe.num("peak_kib") - probe.num("start_kib")) / CHILDREN as f64;
         table.row([
             adapter.name().to_string(),
-            format!("{:.0}", num("seconds") * 1e3),
+            format!("{:.0}", probe.num("seconds") * 1e3),
             format!("{clean}/{CHILDREN}"),
             format!("{left}"),
-            format!("{:.1}", num("peak_kib") / 1024.0),
+            format!("{:.1}", probe.num("peak_kib") / 1024.0),
             format!("{per_child:.0}"),
-            format!("{:.0}", num("child_peak_avg_kib")),
-            format!("{:.0}", num("child_peak_max_kib")),
+            format!("{:.0}", probe.num("child_peak_avg_kib")),
+            format!("{:.0}", probe.num("child_peak_max_kib")),
         ]);
         goals.push(Goal::holds(
             format!("{} all {CHILDREN} shut down cleanly", adapter.name()),
@@ -91,24 +75,24 @@ fn main() -> ExitCode {
             format!("{} no process left", adapter.name()),
             left == 0.0,
         ));
-        if let Some(note) = e2e::field(&fields, "note").filter(|n| !n.is_empty()) {
+        if let Some(note) = probe.text("note").filter(|n| !n.is_empty()) {
             eprintln!("scale: {}: {note}", adapter.name());
         }
         json.push(Json::object([
             ("adapter", Json::from(adapter.name())),
-            ("wall_seconds", Json::from(num("seconds"))),
+            ("wall_seconds", Json::from(probe.num("seconds"))),
             ("clean_shutdowns", Json::from(clean)),
             ("processes_left", Json::from(left)),
-            ("caller_start_rss_kib", Json::from(num("start_kib"))),
-            ("caller_peak_rss_kib", Json::from(num("peak_kib"))),
+            ("caller_start_rss_kib", Json::from(probe.num("start_kib"))),
+            ("caller_peak_rss_kib", Json::from(probe.num("peak_kib"))),
             ("caller_kib_per_child", Json::from(per_child)),
             (
                 "child_peak_rss_avg_kib",
-                Json::from(num("child_peak_avg_kib")),
+                Json::from(probe.num("child_peak_avg_kib")),
             ),
             (
                 "child_peak_rss_max_kib",
-                Json::from(num("child_peak_max_kib")),
+                Json::from(probe.num("child_peak_max_kib")),
             ),
         ]));
     }
@@ -118,7 +102,7 @@ fn main() -> ExitCode {
         ("line_bytes", Json::from(LINE_LEN)),
         ("adapters", Json::Arr(json)),
     ]);
-    e2e::finish("scale", &args, &[table], &goals, results)
+    Ok(e2e::finish("scale", &args, &[table], &goals, results))
 }
 
 /// What one child's run ended with.
@@ -128,17 +112,11 @@ struct ChildOutcome {
     problem: Option<String>,
 }
 
-fn run_probe(name: &str, messages: usize) -> ExitCode {
-    let Some(adapter) = Adapter::from_name(name) else {
-        eprintln!("scale: unknown probe `{name}`");
-        return ExitCode::FAILURE;
-    };
+fn run_probe(name: &str, messages: usize) -> Result<ExitCode, String> {
+    let adapter = Adapter::from_name(name).ok_or_else(|| format!("unknown probe `{name}`"))?;
     let payloads = e2e::payloads(messages, LINE_LEN);
-    let start_kib = proc_status_kib(None, "VmRSS").unwrap_or(0);
-    let started = Instant::now();
-    let outcomes = on_adapter!(adapter, R => run_all::<R>(&payloads).await);
-    let seconds = started.elapsed().as_secs_f64();
-    let peak_kib = proc_status_kib(None, "VmHWM").unwrap_or(0);
+    let (outcomes, footprint) =
+        e2e::footprint(|| on_adapter!(adapter, R => run_all::<R>(&payloads).await));
     // Every report came after its child was reaped: nothing may be left.
     let left = live_children().map_or(usize::MAX, |pids| pids.len());
 
@@ -150,22 +128,22 @@ fn run_probe(name: &str, messages: usize) -> ExitCode {
         .take(3)
         .collect();
     println!(
-        "probe-result seconds={seconds:.3} clean={clean} left={left} start_kib={start_kib} \
-         peak_kib={peak_kib} child_peak_avg_kib={} child_peak_max_kib={} note={}",
+        "probe-result seconds={:.3} clean={clean} left={left} start_kib={} \
+         peak_kib={} child_peak_avg_kib={} child_peak_max_kib={} note={}",
+        footprint.seconds,
+        footprint.start_kib,
+        footprint.peak_kib,
         peaks.iter().sum::<u64>() / peaks.len().max(1) as u64,
         peaks.iter().max().copied().unwrap_or(0),
         problems.join("; "),
     );
-    ExitCode::SUCCESS
+    Ok(ExitCode::SUCCESS)
 }
 
 async fn run_all<R: Runtime>(payloads: &[Bytes]) -> Vec<ChildOutcome> {
     let mut transports = Vec::with_capacity(CHILDREN);
     for _ in 0..CHILDREN {
-        match Transport::<R>::spawn(&e2e::command("cat", &[]), Config::default()) {
-            Ok(transport) => transports.push(Ok(transport)),
-            Err(error) => transports.push(Err(error.to_string())),
-        }
+        transports.push(e2e::spawn::<R>("cat", &[], Config::default()));
     }
     futures_util::future::join_all(transports.into_iter().map(|t| async move {
         match t {

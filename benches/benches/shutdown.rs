@@ -13,20 +13,18 @@
 //! `cargo xtask bench [--quick] [--check]`, or
 //! `cargo bench -p childwire-bench --bench shutdown -- [--quick] [--check]`.
 
-#[path = "../../crates/childwire-core/benches/support/harness.rs"]
-mod harness;
 #[macro_use]
 #[path = "support/e2e.rs"]
 mod e2e;
 
-use std::io::{BufRead, BufReader};
+use std::io::BufReader;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use childwire_async::{Config, EndedBy, Received, Runtime, Transport};
+use childwire_async::{Config, EndedBy, ExitReport, Received, Runtime, Transport};
 use childwire_bench::monotonic_nanos;
-use e2e::{Adapter, Goal, Timings};
-use harness::{Args, Json, Table};
+use e2e::harness::{Args, Json, Table};
+use e2e::{Adapter, Bound, Goal, Timings};
 
 const MAX_AFTER_CHILD_EXIT: Duration = Duration::from_millis(10);
 const MAX_OVER_GRACES: Duration = Duration::from_millis(50);
@@ -40,7 +38,10 @@ struct EofRun {
 }
 
 fn main() -> ExitCode {
-    let args = Args::from_env();
+    e2e::main("shutdown", bench)
+}
+
+fn bench(args: Args) -> Result<ExitCode, String> {
     let (runs, grace) = if args.quick {
         (5, Duration::from_millis(100))
     } else {
@@ -51,7 +52,7 @@ fn main() -> ExitCode {
         "shutdown: {runs} EOF-obeying children per contender (interleaved), {term_runs} \
          SIGTERM-ignoring per adapter with stdin_grace = term_grace = {} ms{}",
         grace.as_millis(),
-        if args.quick { " (--quick)" } else { "" }
+        e2e::quick_note(&args)
     );
 
     // Index 0 is the baseline, then the adapters.
@@ -70,10 +71,7 @@ fn main() -> ExitCode {
                 record(i + 1, on_adapter!(adapter, R => childwire_eof::<R>().await))
             });
         }
-        if let Err(error) = result {
-            eprintln!("shutdown: EOF child: {error}");
-            return ExitCode::FAILURE;
-        }
+        result.map_err(|error| format!("EOF child: {error}"))?;
     }
 
     let mut goals = Vec::new();
@@ -96,10 +94,10 @@ fn main() -> ExitCode {
             e2e::ms(e2e::percentile(&after, 100.0)),
         ]);
         if i > 0 {
-            goals.push(Goal::at_most(
+            goals.push(Goal::new(
                 format!("{name} report after child exit, p50"),
                 e2e::percentile(&after, 50.0).as_secs_f64() * 1e3,
-                MAX_AFTER_CHILD_EXIT.as_secs_f64() * 1e3,
+                Bound::AtMost(MAX_AFTER_CHILD_EXIT.as_secs_f64() * 1e3),
                 " ms",
             ));
         }
@@ -118,19 +116,12 @@ fn main() -> ExitCode {
         let mut timings = Timings::default();
         let mut ended = Vec::new();
         for _ in 0..term_runs {
-            match on_adapter!(adapter, R => childwire_ignore_term::<R>(grace).await) {
-                Ok((total, ended_by)) => {
-                    timings.push(total);
-                    ended.push(ended_by);
-                }
-                Err(error) => {
-                    eprintln!(
-                        "shutdown: {}: SIGTERM-ignoring child: {error}",
-                        adapter.name()
-                    );
-                    return ExitCode::FAILURE;
-                }
-            }
+            let (total, ended_by) =
+                on_adapter!(adapter, R => childwire_ignore_term::<R>(grace).await).map_err(
+                    |error| format!("{}: SIGTERM-ignoring child: {error}", adapter.name()),
+                )?;
+            timings.push(total);
+            ended.push(ended_by);
         }
         let p50 = timings.median();
         let over = p50.saturating_sub(graces);
@@ -146,13 +137,13 @@ fn main() -> ExitCode {
                 .collect::<Vec<_>>()
                 .join(", "),
         ]);
-        goals.push(Goal::at_most(
+        goals.push(Goal::new(
             format!(
                 "{} ignore-term: shutdown p50 over the graces",
                 adapter.name()
             ),
             over.as_secs_f64() * 1e3,
-            MAX_OVER_GRACES.as_secs_f64() * 1e3,
+            Bound::AtMost(MAX_OVER_GRACES.as_secs_f64() * 1e3),
             " ms",
         ));
         goals.push(Goal::holds(
@@ -165,21 +156,12 @@ fn main() -> ExitCode {
         term_json.push(Json::object([
             ("adapter", Json::from(adapter.name())),
             ("shutdown_p50_seconds", Json::from(p50)),
-            (
-                "shutdown_seconds",
-                Json::Arr(timings.all().iter().map(|&d| Json::from(d)).collect()),
-            ),
+            ("shutdown_seconds", Json::from(timings.all())),
             ("all_ended_by_sigkill", Json::Bool(all_killed)),
         ]));
     }
 
-    let eof_json = |t: &[Timings]| {
-        Json::Arr(
-            t.iter()
-                .map(|t| Json::Arr(t.all().iter().map(|&d| Json::from(d)).collect()))
-                .collect(),
-        )
-    };
+    let eof_json = |t: &[Timings]| Json::Arr(t.iter().map(|t| Json::from(t.all())).collect());
     let results = Json::object([
         ("eof_runs", Json::from(runs)),
         (
@@ -196,7 +178,13 @@ fn main() -> ExitCode {
         ("grace_seconds", Json::from(grace)),
         ("ignore_term", Json::Arr(term_json)),
     ]);
-    e2e::finish("shutdown", &args, &[eof_table, term_table], &goals, results)
+    Ok(e2e::finish(
+        "shutdown",
+        &args,
+        &[eof_table, term_table],
+        &goals,
+        results,
+    ))
 }
 
 /// `exit-at NANOS` → NANOS.
@@ -218,23 +206,15 @@ fn nanos(from: u64, to: u64) -> Duration {
 }
 
 fn std_eof() -> Result<EofRun, String> {
-    let mut child = e2e::std_command("eof-exit", &[])
-        .spawn()
-        .map_err(|e| format!("spawn: {e}"))?;
-    let stdin = child.stdin.take().ok_or("no stdin")?;
-    let mut stdout = BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let (mut child, stdin, stdout) = e2e::std_spawn("eof-exit", &[])?;
+    let mut stdout = BufReader::new(stdout);
     let mut line = Vec::new();
-    stdout
-        .read_until(b'\n', &mut line)
-        .map_err(|e| format!("read: {e}"))?;
+    e2e::read_line(&mut stdout, &mut line)?;
     let start = monotonic_nanos();
     drop(stdin);
     child.wait().map_err(|e| format!("wait: {e}"))?;
     let end = monotonic_nanos();
-    line.clear();
-    stdout
-        .read_until(b'\n', &mut line)
-        .map_err(|e| format!("read: {e}"))?;
+    e2e::read_line(&mut stdout, &mut line)?;
     let exit = exit_stamp(&line)?;
     Ok(EofRun {
         total: nanos(start, end),
@@ -242,9 +222,20 @@ fn std_eof() -> Result<EofRun, String> {
     })
 }
 
-async fn childwire_eof<R: Runtime>() -> Result<EofRun, String> {
-    let mut transport = Transport::<R>::spawn(&e2e::command("eof-exit", &[]), Config::default())
-        .map_err(|e| e.to_string())?;
+/// A `shutdown()` of a child that said `ready`, timed on CLOCK_MONOTONIC.
+struct TimedShutdown<R: Runtime> {
+    /// Still readable: the child's last words come after the report.
+    transport: Transport<R>,
+    report: ExitReport,
+    start: u64,
+    end: u64,
+}
+
+async fn timed_shutdown<R: Runtime>(
+    mode: &str,
+    config: Config,
+) -> Result<TimedShutdown<R>, String> {
+    let mut transport = e2e::spawn::<R>(mode, &[], config)?;
     match transport.recv().await {
         Some(Received::Message(m)) if *m == *b"ready" => {}
         other => return Err(format!("expected `ready`, got {other:?}")),
@@ -255,16 +246,27 @@ async fn childwire_eof<R: Runtime>() -> Result<EofRun, String> {
         .await
         .map_err(|e| format!("shutdown: {e}"))?;
     let end = monotonic_nanos();
+    Ok(TimedShutdown {
+        transport,
+        report,
+        start,
+        end,
+    })
+}
+
+async fn childwire_eof<R: Runtime>() -> Result<EofRun, String> {
+    let mut shutdown = timed_shutdown::<R>("eof-exit", Config::default()).await?;
+    let report = &shutdown.report;
     if !report.success() || report.ended_by != EndedBy::StdinClose {
         return Err(format!("unexpected end: {report}"));
     }
-    let exit = match transport.recv().await {
+    let exit = match shutdown.transport.recv().await {
         Some(Received::Message(m)) => exit_stamp(&m)?,
         other => return Err(format!("expected `exit-at`, got {other:?}")),
     };
     Ok(EofRun {
-        total: nanos(start, end),
-        after_exit: nanos(exit, end),
+        total: nanos(shutdown.start, shutdown.end),
+        after_exit: nanos(exit, shutdown.end),
     })
 }
 
@@ -272,17 +274,9 @@ async fn childwire_ignore_term<R: Runtime>(grace: Duration) -> Result<(Duration,
     let mut config = Config::default();
     config.stdin_grace = grace;
     config.term_grace = grace;
-    let mut transport = Transport::<R>::spawn(&e2e::command("ignore-term", &[]), config)
-        .map_err(|e| e.to_string())?;
-    match transport.recv().await {
-        Some(Received::Message(m)) if *m == *b"ready" => {}
-        other => return Err(format!("expected `ready`, got {other:?}")),
-    }
-    let start = monotonic_nanos();
-    let report = transport
-        .shutdown()
-        .await
-        .map_err(|e| format!("shutdown: {e}"))?;
-    let end = monotonic_nanos();
-    Ok((nanos(start, end), report.ended_by))
+    let shutdown = timed_shutdown::<R>("ignore-term", config).await?;
+    Ok((
+        nanos(shutdown.start, shutdown.end),
+        shutdown.report.ended_by,
+    ))
 }

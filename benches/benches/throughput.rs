@@ -13,34 +13,24 @@
 //! `cargo xtask bench [--quick] [--check]`, or
 //! `cargo bench -p childwire-bench --bench throughput -- [--quick] [--check]`.
 
-#[path = "../../crates/childwire-core/benches/support/harness.rs"]
-mod harness;
 #[macro_use]
 #[path = "support/e2e.rs"]
 mod e2e;
 
-use std::io::{BufRead, BufReader, BufWriter, Write};
+use std::io::{BufReader, BufWriter, Write};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use childwire_async::{Config, Received, Runtime, Transport};
-use e2e::{Adapter, Goal, Placement, Timings};
+use childwire_async::{Config, Received, Runtime};
+use e2e::harness::{Args, Json, Table};
+use e2e::{Bound, Contender, Goal, Lineup, Placement, Setup};
 use futures_util::{SinkExt, StreamExt};
-use harness::{Args, Json, Table};
-use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec};
 
 const LINE_LEN: usize = 200;
 const MIN_VS_BLOCKING: f64 = 0.8;
 const MIN_VS_LINES_CODEC: f64 = 1.2;
-
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Contender {
-    Blocking,
-    LinesCodec,
-    Adapter(Adapter, Placement, Api),
-}
 
 /// How the caller hands messages over.
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -52,45 +42,35 @@ enum Api {
     Sink,
 }
 
-impl Contender {
-    fn all() -> Vec<Contender> {
-        let mut all = vec![Contender::Blocking, Contender::LinesCodec];
-        for api in [Api::Send, Api::Sink] {
-            for placement in Placement::ALL {
-                all.extend(Adapter::ALL.map(|a| Contender::Adapter(a, placement, api)));
-            }
-        }
-        all
+/// Where the caller runs and how it hands messages over.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Caller {
+    placement: Placement,
+    api: Api,
+}
+
+impl Setup for Caller {
+    fn all() -> Vec<Self> {
+        [Api::Send, Api::Sink]
+            .into_iter()
+            .flat_map(|api| Placement::ALL.map(|placement| Caller { placement, api }))
+            .collect()
     }
 
-    fn name(self) -> String {
-        match self {
-            Contender::Blocking => "blocking std::process".into(),
-            Contender::LinesCodec => "tokio LinesCodec".into(),
-            Contender::Adapter(adapter, placement, api) => {
-                let api = match api {
-                    Api::Send => "send",
-                    Api::Sink => "Sink feed",
-                };
-                format!("{}, {}, {api}", adapter.name(), placement.name())
-            }
-        }
-    }
-
-    fn run(self, payloads: &Arc<Vec<Bytes>>) -> Result<Duration, String> {
-        match self {
-            Contender::Blocking => blocking(payloads),
-            Contender::LinesCodec => e2e::tokio_runtime().block_on(lines_codec(payloads)),
-            Contender::Adapter(adapter, placement, api) => {
-                let payloads = Arc::clone(payloads);
-                on_adapter!(adapter, placement, R => childwire::<R>(&payloads, api).await)
-            }
-        }
+    fn label(self) -> String {
+        let api = match self.api {
+            Api::Send => "send",
+            Api::Sink => "Sink feed",
+        };
+        format!("{}, {api}", self.placement.name())
     }
 }
 
 fn main() -> ExitCode {
-    let args = Args::from_env();
+    e2e::main("throughput", bench)
+}
+
+fn bench(args: Args) -> Result<ExitCode, String> {
     let (lines, reps) = if args.quick {
         (10_000, 2)
     } else {
@@ -101,35 +81,18 @@ fn main() -> ExitCode {
     let wire: usize = payloads.iter().map(|p| p.len() + 1).sum();
     eprintln!(
         "throughput: {lines} lines of {LINE_LEN} B through `bench-child cat`, best of {reps}, contenders interleaved{}",
-        if args.quick { " (--quick)" } else { "" }
+        e2e::quick_note(&args)
     );
 
-    // `--only NAME` runs one contender, e.g. under `perf record`; its
-    // ratios are then meaningless, so no target is judged.
-    let only = e2e::flag_value("--only");
-    let contenders: Vec<Contender> = Contender::all()
-        .into_iter()
-        .filter(|c| only.as_deref().is_none_or(|o| c.name() == o))
-        .collect();
-    if contenders.is_empty() {
-        eprintln!("throughput: no contender named {only:?}");
-        return ExitCode::FAILURE;
-    }
-    let mut samples = vec![Timings::default(); contenders.len()];
-    // One warm-up round (page cache, runtimes' threads), then `reps` rounds,
-    // each contender once per round, so load bursts hit them alike.
-    for round in 0..=reps {
-        for (contender, samples) in contenders.iter().zip(&mut samples) {
-            match contender.run(&payloads) {
-                Ok(elapsed) if round > 0 => samples.push(elapsed),
-                Ok(_) => {}
-                Err(error) => {
-                    eprintln!("throughput: {}: {error}", contender.name());
-                    return ExitCode::FAILURE;
-                }
-            }
+    let lineup = Lineup::<Caller>::from_env()?;
+    // One warm-up round (page cache, runtimes' threads), then `reps` rounds.
+    let samples = lineup.run(1 + reps, |contender, round, samples| {
+        let elapsed = transfer(contender, &payloads)?;
+        if round > 0 {
+            samples.push(elapsed);
         }
-    }
+        Ok(())
+    })?;
 
     let best = |i: usize| samples[i].best();
     let rate = |i: usize| wire as f64 / best(i).as_secs_f64().max(1e-9);
@@ -142,12 +105,12 @@ fn main() -> ExitCode {
         "vs blocking",
         "vs LinesCodec",
     ]);
-    let ratio = |i: usize, base: usize| match only {
-        None => format!("{:.2}x", rate(i) / rate(base)),
-        Some(_) => "-".to_string(),
+    let ratio = |i: usize, base: usize| match lineup.complete {
+        true => format!("{:.2}x", rate(i) / rate(base)),
+        false => "-".to_string(),
     };
     let mut goals = Vec::new();
-    for (i, contender) in contenders.iter().enumerate() {
+    for (i, &contender) in lineup.contenders.iter().enumerate() {
         table.row([
             contender.name(),
             e2e::ms(best(i)),
@@ -157,17 +120,17 @@ fn main() -> ExitCode {
             ratio(i, 0),
             ratio(i, 1),
         ]);
-        if let (Contender::Adapter(..), None) = (contender, &only) {
-            goals.push(Goal::at_least(
+        if lineup.judges(contender) {
+            goals.push(Goal::new(
                 format!("{} / blocking", contender.name()),
                 rate(i) / rate(0),
-                MIN_VS_BLOCKING,
+                Bound::AtLeast(MIN_VS_BLOCKING),
                 "x",
             ));
-            goals.push(Goal::at_least(
+            goals.push(Goal::new(
                 format!("{} / LinesCodec", contender.name()),
                 rate(i) / rate(1),
-                MIN_VS_LINES_CODEC,
+                Bound::AtLeast(MIN_VS_LINES_CODEC),
                 "x",
             ));
         }
@@ -180,35 +143,33 @@ fn main() -> ExitCode {
         ("repetitions", Json::from(reps)),
         (
             "contenders",
-            Json::Arr(
-                contenders
-                    .iter()
-                    .zip(&samples)
-                    .map(|(c, s)| {
-                        Json::object([
-                            ("name", Json::Str(c.name())),
-                            ("best_seconds", Json::from(s.best())),
-                            ("median_seconds", Json::from(s.median())),
-                            (
-                                "seconds",
-                                Json::Arr(s.all().iter().map(|&d| Json::from(d)).collect()),
-                            ),
-                        ])
-                    })
-                    .collect(),
-            ),
+            lineup.json(|i| {
+                [
+                    ("best_seconds", Json::from(samples[i].best())),
+                    ("median_seconds", Json::from(samples[i].median())),
+                    ("seconds", Json::from(samples[i].all())),
+                ]
+            }),
         ),
     ]);
-    e2e::finish("throughput", &args, &[table], &goals, results)
+    Ok(e2e::finish("throughput", &args, &[table], &goals, results))
+}
+
+/// Every payload through the child and back once, by `contender`.
+fn transfer(contender: Contender<Caller>, payloads: &Arc<Vec<Bytes>>) -> Result<Duration, String> {
+    match contender {
+        Contender::Blocking => blocking(payloads),
+        Contender::LinesCodec => e2e::tokio_runtime().block_on(lines_codec(payloads)),
+        Contender::Adapter(adapter, Caller { placement, api }) => {
+            let payloads = Arc::clone(payloads);
+            on_adapter!(adapter, placement, R => childwire::<R>(&payloads, api).await)
+        }
+    }
 }
 
 /// The practical limit: two threads and plain blocking pipes.
 fn blocking(payloads: &Arc<Vec<Bytes>>) -> Result<Duration, String> {
-    let mut child = e2e::std_command("cat", &[])
-        .spawn()
-        .map_err(|e| format!("spawn: {e}"))?;
-    let stdin = child.stdin.take().ok_or("no stdin")?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let (mut child, stdin, stdout) = e2e::std_spawn("cat", &[])?;
     let start = Instant::now();
     let writer = {
         let payloads = Arc::clone(payloads);
@@ -225,10 +186,7 @@ fn blocking(payloads: &Arc<Vec<Bytes>>) -> Result<Duration, String> {
     let mut line = Vec::new();
     let (mut count, mut bytes) = (0, 0);
     while count < payloads.len() {
-        line.clear();
-        let n = reader
-            .read_until(b'\n', &mut line)
-            .map_err(|e| format!("read: {e}"))?;
+        let n = e2e::read_line(&mut reader, &mut line)?;
         if n == 0 {
             break;
         }
@@ -255,17 +213,8 @@ async fn lines_codec(payloads: &Arc<Vec<Bytes>>) -> Result<Duration, String> {
             .map(|p| String::from_utf8_lossy(p).into_owned())
             .collect(),
     );
-    let mut child = tokio::process::Command::from(e2e::std_command("cat", &[]))
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("spawn: {e}"))?;
-    let stdin = child.stdin.take().ok_or("no stdin")?;
-    let stdout = child.stdout.take().ok_or("no stdout")?;
-    let mut sink = FramedWrite::new(stdin, LinesCodec::new());
-    let mut stream = FramedRead::new(
-        stdout,
-        LinesCodec::new_with_max_length(e2e::MAX_MESSAGE_SIZE),
-    );
+    let mut child = e2e::tokio_spawn(e2e::std_command("cat", &[]))?;
+    let (mut sink, mut stream) = e2e::lines_codec_pipes(&mut child)?;
     let start = Instant::now();
     let writer = tokio::spawn(async move {
         for line in lines.iter() {
@@ -299,31 +248,21 @@ async fn lines_codec(payloads: &Arc<Vec<Bytes>>) -> Result<Duration, String> {
 
 /// childwire: `send` and `recv` concurrently on a split transport.
 async fn childwire<R: Runtime>(payloads: &Arc<Vec<Bytes>>, api: Api) -> Result<Duration, String> {
-    let transport = Transport::<R>::spawn(&e2e::command("cat", &[]), Config::default())
-        .map_err(|e| e.to_string())?;
+    let transport = e2e::spawn::<R>("cat", &[], Config::default())?;
     let (mut sender, mut receiver) = transport.split();
     let start = Instant::now();
     let writer = async {
-        match api {
-            Api::Send => {
-                for payload in payloads.iter() {
-                    sender
-                        .send(payload.clone())
-                        .await
-                        .map_err(|e| format!("send: {e}"))?;
-                }
-            }
-            Api::Sink => {
-                for payload in payloads.iter() {
-                    sender
-                        .feed(payload.clone())
-                        .await
-                        .map_err(|e| format!("feed: {e}"))?;
-                }
-                SinkExt::<Bytes>::flush(&mut sender)
-                    .await
-                    .map_err(|e| format!("flush: {e}"))?;
-            }
+        for payload in payloads.iter() {
+            let written = match api {
+                Api::Send => sender.send(payload.clone()).await,
+                Api::Sink => sender.feed(payload.clone()).await,
+            };
+            written.map_err(|e| format!("write: {e}"))?;
+        }
+        if api == Api::Sink {
+            SinkExt::<Bytes>::flush(&mut sender)
+                .await
+                .map_err(|e| format!("flush: {e}"))?;
         }
         Ok::<_, String>(())
     };
@@ -344,13 +283,7 @@ async fn childwire<R: Runtime>(payloads: &Arc<Vec<Bytes>>, api: Api) -> Result<D
     let elapsed = start.elapsed();
     written?;
     let (count, bytes) = read?;
-    let report = sender
-        .shutdown()
-        .await
-        .map_err(|e| format!("shutdown: {e}"))?;
-    if !report.success() {
-        return Err(format!("child did not exit cleanly: {report}"));
-    }
+    e2e::clean_exit(sender.shutdown().await)?;
     verify(payloads, count, bytes)?;
     Ok(elapsed)
 }

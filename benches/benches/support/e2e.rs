@@ -1,24 +1,46 @@
-//! What the end-to-end bench binaries share: the child, the adapters, the
-//! payloads, and targets with a verdict.
+//! What the end-to-end bench binaries share: the harness, the child, the
+//! adapters, the contenders, the payloads, probes, and targets with a
+//! verdict.
 //!
-//! Include it with `#[macro_use] #[path = "support/e2e.rs"] mod e2e;`, after
-//! the harness module (it uses `harness::Json`).
+//! Include it with `#[macro_use] #[path = "support/e2e.rs"] mod e2e;`; the
+//! harness then is `e2e::harness`.
 
 // Each bench binary uses a different subset of these helpers.
 #![allow(dead_code, unused_macros)]
 
+#[path = "../../../crates/childwire-core/benches/support/harness.rs"]
+pub(crate) mod harness;
+
+use std::io::BufRead;
 use std::process::ExitCode;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use childwire_async::{Config, DriverStopped, ExitReport, Runtime, Transport};
+use childwire_bench::proc_status_kib;
+use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec};
 
-use crate::harness::{self, Args, Json, Table};
+use self::harness::{Args, Json, Table};
 
 /// The child program, built by cargo with the benches.
 pub(crate) const CHILD: &str = env!("CARGO_BIN_EXE_bench-child");
 
 /// The default limit on one message, which the memory target is based on.
 pub(crate) const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
+
+/// A bench binary's `main`: runs `bench` with the command-line flags. An
+/// error ends the bench with `NAME: error` on stderr and exit status 1.
+pub(crate) fn main(name: &str, bench: impl FnOnce(Args) -> Result<ExitCode, String>) -> ExitCode {
+    bench(Args::from_env()).unwrap_or_else(|error| {
+        eprintln!("{name}: {error}");
+        ExitCode::FAILURE
+    })
+}
+
+/// ` (--quick)` under `--quick`, for the line that says what a bench does.
+pub(crate) fn quick_note(args: &Args) -> &'static str {
+    if args.quick { " (--quick)" } else { "" }
+}
 
 /// A childwire runtime adapter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -64,6 +86,124 @@ impl Placement {
             Placement::BlockOn => "block_on",
             Placement::Task => "spawned task",
         }
+    }
+}
+
+/// How a bench sets an adapter up in a [`Contender`]: where the caller
+/// runs, and whatever else the bench varies.
+pub(crate) trait Setup: Copy {
+    /// Every setup, in the order of the bench's table.
+    fn all() -> Vec<Self>;
+
+    /// The setup's part of a contender's name.
+    fn label(self) -> String;
+}
+
+impl Setup for Placement {
+    fn all() -> Vec<Self> {
+        Placement::ALL.to_vec()
+    }
+
+    fn label(self) -> String {
+        self.name().to_string()
+    }
+}
+
+/// One side of the benches that time childwire against baselines on the
+/// same child and payloads (throughput, latency).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Contender<S> {
+    /// Plain blocking `std::process` pipes: the practical limit.
+    Blocking,
+    /// tokio-util's `LinesCodec` over `tokio::process` pipes: what users
+    /// would write instead.
+    LinesCodec,
+    /// A childwire adapter, set up as `S` says.
+    Adapter(Adapter, S),
+}
+
+impl<S: Setup> Contender<S> {
+    /// The baselines first (the tables' ratios rely on it), then every
+    /// adapter in every setup.
+    pub(crate) fn all() -> Vec<Self> {
+        let mut all = vec![Contender::Blocking, Contender::LinesCodec];
+        for setup in S::all() {
+            all.extend(Adapter::ALL.map(|a| Contender::Adapter(a, setup)));
+        }
+        all
+    }
+
+    pub(crate) fn name(self) -> String {
+        match self {
+            Contender::Blocking => "blocking std::process".into(),
+            Contender::LinesCodec => "tokio LinesCodec".into(),
+            Contender::Adapter(adapter, setup) => {
+                format!("{}, {}", adapter.name(), setup.label())
+            }
+        }
+    }
+}
+
+/// The contenders a run times, interleaved so that load bursts hit them
+/// alike.
+pub(crate) struct Lineup<S> {
+    pub(crate) contenders: Vec<Contender<S>>,
+    /// Every contender runs: only then do the ratios between them mean
+    /// anything, and only then are targets judged.
+    pub(crate) complete: bool,
+}
+
+impl<S: Setup> Lineup<S> {
+    /// Every contender, or only the one `--only NAME` names (e.g. to run
+    /// it under `perf record`).
+    pub(crate) fn from_env() -> Result<Self, String> {
+        let only = flag_value("--only");
+        let contenders: Vec<Contender<S>> = Contender::all()
+            .into_iter()
+            .filter(|c| only.as_deref().is_none_or(|o| c.name() == o))
+            .collect();
+        if contenders.is_empty() {
+            return Err(format!("no contender named {only:?}"));
+        }
+        Ok(Self {
+            contenders,
+            complete: only.is_none(),
+        })
+    }
+
+    /// Whether `contender` is judged against the targets: adapters are,
+    /// when every contender ran.
+    pub(crate) fn judges(&self, contender: Contender<S>) -> bool {
+        self.complete && matches!(contender, Contender::Adapter(..))
+    }
+
+    /// Calls `run(contender, round, its timings)` for every contender in
+    /// each of `rounds` rounds; the first error ends the run.
+    pub(crate) fn run(
+        &self,
+        rounds: usize,
+        mut run: impl FnMut(Contender<S>, usize, &mut Timings) -> Result<(), String>,
+    ) -> Result<Vec<Timings>, String> {
+        let mut timings = vec![Timings::default(); self.contenders.len()];
+        for round in 0..rounds {
+            for (&contender, timings) in self.contenders.iter().zip(&mut timings) {
+                run(contender, round, timings)
+                    .map_err(|error| format!("{}: {error}", contender.name()))?;
+            }
+        }
+        Ok(timings)
+    }
+
+    /// The contenders as a JSON array: each one's name, then `fields(i)`
+    /// of contender `i`.
+    pub(crate) fn json<const N: usize>(
+        &self,
+        fields: impl Fn(usize) -> [(&'static str, Json); N],
+    ) -> Json {
+        let contender = |(i, c): (usize, &Contender<S>)| {
+            Json::object(std::iter::once(("name", Json::Str(c.name()))).chain(fields(i)))
+        };
+        Json::Arr(self.contenders.iter().enumerate().map(contender).collect())
     }
 }
 
@@ -131,6 +271,25 @@ pub(crate) fn command(mode: &str, args: &[&str]) -> childwire_async::Command {
     command
 }
 
+/// The child in `mode` under childwire on runtime `R`.
+pub(crate) fn spawn<R: Runtime>(
+    mode: &str,
+    args: &[&str],
+    config: Config,
+) -> Result<Transport<R>, String> {
+    Transport::<R>::spawn(&command(mode, args), config).map_err(|e| e.to_string())
+}
+
+/// Checks what `shutdown()` returned: an echo run must end with a clean
+/// exit, or its timing means nothing.
+pub(crate) fn clean_exit(shutdown: Result<ExitReport, DriverStopped>) -> Result<(), String> {
+    let report = shutdown.map_err(|e| format!("shutdown: {e}"))?;
+    if !report.success() {
+        return Err(format!("child did not exit cleanly: {report}"));
+    }
+    Ok(())
+}
+
 /// The child in `mode`, as a plain `std::process` baseline runs it: stdin
 /// and stdout piped, stderr inherited.
 pub(crate) fn std_command(mode: &str, args: &[&str]) -> std::process::Command {
@@ -141,6 +300,59 @@ pub(crate) fn std_command(mode: &str, args: &[&str]) -> std::process::Command {
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::piped());
     command
+}
+
+/// A child spawned by `std::process`, with its stdin and stdout taken.
+pub(crate) type StdPipes = (
+    std::process::Child,
+    std::process::ChildStdin,
+    std::process::ChildStdout,
+);
+
+/// The child in `mode`, spawned by `std::process`, and its two pipes.
+pub(crate) fn std_spawn(mode: &str, args: &[&str]) -> Result<StdPipes, String> {
+    let mut child = std_command(mode, args)
+        .spawn()
+        .map_err(|e| format!("spawn: {e}"))?;
+    let stdin = child.stdin.take().ok_or("no stdin")?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    Ok((child, stdin, stdout))
+}
+
+/// Reads the next line into `line` (cleared first), newline included;
+/// 0 bytes at the end of the stream.
+pub(crate) fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Result<usize, String> {
+    line.clear();
+    reader
+        .read_until(b'\n', line)
+        .map_err(|e| format!("read: {e}"))
+}
+
+/// `command` under `tokio::process`, for the LinesCodec baselines; killed
+/// if the bench gives up on it.
+pub(crate) fn tokio_spawn(command: std::process::Command) -> Result<tokio::process::Child, String> {
+    tokio::process::Command::from(command)
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("spawn: {e}"))
+}
+
+/// The LinesCodec baselines' writing and reading ends.
+pub(crate) type CodecPipes = (
+    FramedWrite<tokio::process::ChildStdin, LinesCodec>,
+    FramedRead<tokio::process::ChildStdout, LinesCodec>,
+);
+
+/// `LinesCodec` on both pipes of `child`, reading with the limit childwire
+/// uses by default.
+pub(crate) fn lines_codec_pipes(child: &mut tokio::process::Child) -> Result<CodecPipes, String> {
+    let stdin = child.stdin.take().ok_or("no stdin")?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    let reader = LinesCodec::new_with_max_length(MAX_MESSAGE_SIZE);
+    Ok((
+        FramedWrite::new(stdin, LinesCodec::new()),
+        FramedRead::new(stdout, reader),
+    ))
 }
 
 /// `count` JSON-RPC requests of about `len` bytes each (no newline), with
@@ -239,41 +451,23 @@ pub(crate) enum Bound {
 }
 
 impl Goal {
-    pub(crate) fn at_least(
+    /// `value` must respect `bound`; `unit` is printed after both.
+    pub(crate) fn new(
         name: impl Into<String>,
         value: f64,
-        min: f64,
+        bound: Bound,
         unit: &'static str,
     ) -> Self {
         Self {
             name: name.into(),
             value,
-            bound: Bound::AtLeast(min),
-            unit,
-        }
-    }
-
-    pub(crate) fn at_most(
-        name: impl Into<String>,
-        value: f64,
-        max: f64,
-        unit: &'static str,
-    ) -> Self {
-        Self {
-            name: name.into(),
-            value,
-            bound: Bound::AtMost(max),
+            bound,
             unit,
         }
     }
 
     pub(crate) fn holds(name: impl Into<String>, holds: bool) -> Self {
-        Self {
-            name: name.into(),
-            value: f64::from(u8::from(holds)),
-            bound: Bound::Holds,
-            unit: "",
-        }
+        Self::new(name, f64::from(u8::from(holds)), Bound::Holds, "")
     }
 
     pub(crate) fn passed(&self) -> bool {
@@ -386,14 +580,14 @@ pub(crate) fn flag_value(flag: &str) -> Option<String> {
     args.next()
 }
 
-/// Runs this bench binary again as `--probe NAME ARGS...` and parses its
+/// Runs this bench binary again as `--probe NAME [--quick]` and parses its
 /// `key=value` result line, so the probe's peak memory is its own.
-pub(crate) fn run_probe(name: &str, args: &[String]) -> Result<Vec<(String, String)>, String> {
+pub(crate) fn run_probe(name: &str, args: &Args) -> Result<Probe, String> {
     let exe = std::env::current_exe().map_err(|e| format!("current_exe: {e}"))?;
     let output = std::process::Command::new(exe)
         .arg("--probe")
         .arg(name)
-        .args(args)
+        .args(args.quick.then_some("--quick"))
         .stderr(std::process::Stdio::inherit())
         .output()
         .map_err(|e| format!("probe {name}: {e}"))?;
@@ -407,7 +601,32 @@ pub(crate) fn run_probe(name: &str, args: &[String]) -> Result<Vec<(String, Stri
                 output.status
             )
         })?;
-    Ok(parse_fields(line))
+    Ok(Probe {
+        fields: parse_fields(line),
+    })
+}
+
+/// What a probe reported: `key=value` fields.
+pub(crate) struct Probe {
+    fields: Vec<(String, String)>,
+}
+
+impl Probe {
+    /// A field as the probe printed it.
+    pub(crate) fn text(&self, key: &str) -> Option<&str> {
+        self.fields
+            .iter()
+            .find(|(k, _)| k == key)
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// A numeric field; NaN when it is missing or not a number, so the
+    /// table shows the gap instead of a made-up value.
+    pub(crate) fn num(&self, key: &str) -> f64 {
+        self.text(key)
+            .and_then(|v| v.parse::<f64>().ok())
+            .unwrap_or(f64::NAN)
+    }
 }
 
 /// `a=1 b=two note=rest of line` → pairs; `note` takes the rest of the line.
@@ -427,10 +646,30 @@ fn parse_fields(line: &str) -> Vec<(String, String)> {
     fields
 }
 
-/// A field of a probe's result.
-pub(crate) fn field<'a>(fields: &'a [(String, String)], key: &str) -> Option<&'a str> {
-    fields
-        .iter()
-        .find(|(k, _)| k == key)
-        .map(|(_, v)| v.as_str())
+/// What a probe process measures of itself around its run.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Footprint {
+    /// RSS before the run, KiB.
+    pub(crate) start_kib: u64,
+    /// Peak RSS (`VmHWM`) after it, KiB.
+    pub(crate) peak_kib: u64,
+    /// Wall time of the run.
+    pub(crate) seconds: f64,
+}
+
+/// Runs `run` in the probe process and measures its [`Footprint`].
+pub(crate) fn footprint<T>(run: impl FnOnce() -> T) -> (T, Footprint) {
+    let start_kib = proc_status_kib(None, "VmRSS").unwrap_or(0);
+    let started = Instant::now();
+    let out = run();
+    let seconds = started.elapsed().as_secs_f64();
+    let peak_kib = proc_status_kib(None, "VmHWM").unwrap_or(0);
+    (
+        out,
+        Footprint {
+            start_kib,
+            peak_kib,
+            seconds,
+        },
+    )
 }

@@ -255,6 +255,13 @@ impl From<Duration> for Json {
     }
 }
 
+impl From<&[Duration]> for Json {
+    /// Every sample of a contender, in seconds.
+    fn from(durations: &[Duration]) -> Self {
+        Json::Arr(durations.iter().map(|&d| Json::from(d)).collect())
+    }
+}
+
 fn write_json_string(s: &str, out: &mut String) {
     out.push('"');
     for c in s.chars() {
