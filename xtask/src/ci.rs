@@ -1,6 +1,8 @@
 //! `cargo xtask ci`: the whole check, in order, stopping at the first failure.
 
+use std::cell::RefCell;
 use std::process::Command;
+use std::rc::Rc;
 use std::time::{Duration, Instant};
 
 use crate::{bench, cmd, fuzz};
@@ -72,6 +74,7 @@ fn cargo_step(name: &'static str, args: &'static [&'static str]) -> Step {
 
 pub(crate) fn run(options: Options) -> Result<(), String> {
     let fuzz_seconds = options.fuzz_seconds;
+    let tally = Rc::new(RefCell::new(Tally::default()));
     let mut steps = vec![
         cargo_step("fmt", &["fmt", "--all", "--", "--check"]),
         cargo_step(
@@ -86,7 +89,14 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
                 "warnings",
             ],
         ),
-        cargo_step("test", &["test", "--workspace", "--all-features"]),
+        step("test", {
+            let tally = Rc::clone(&tally);
+            move || {
+                let mut test = cmd::cargo(["test", "--workspace", "--all-features"]);
+                cmd::run_lines(&mut test, |line| tally.borrow_mut().add(line))
+                    .map(|()| Outcome::Passed)
+            }
+        }),
         step("doc", || {
             let mut doc = cmd::cargo(["doc", "--workspace", "--no-deps", "--all-features"]);
             doc.env("RUSTDOCFLAGS", "-D warnings");
@@ -148,11 +158,50 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
         "total",
         started.elapsed().as_secs_f64()
     );
+    // One closing line for whoever reads the log: every test the run
+    // executed, summed over cargo's per-binary `test result:` lines.
+    let tally = tally.borrow();
+    println!(
+        "tests: {} passed, {} failed, {} skipped",
+        tally.passed, tally.failed, tally.ignored
+    );
     match failure {
         Some(error) => Err(error),
         None => {
             eprintln!("\nci passed");
             Ok(())
+        }
+    }
+}
+
+/// Test counts summed over cargo's `test result: ok. 3 passed; 0 failed;
+/// 1 ignored; ...` lines.
+#[derive(Default)]
+struct Tally {
+    passed: u64,
+    failed: u64,
+    ignored: u64,
+}
+
+impl Tally {
+    fn add(&mut self, line: &str) {
+        let Some(counts) = line.strip_prefix("test result: ") else {
+            return;
+        };
+        for part in counts.split(';') {
+            let mut words = part.split_whitespace().rev();
+            let (Some(what), Some(count)) = (words.next(), words.next()) else {
+                continue;
+            };
+            let Ok(count) = count.parse::<u64>() else {
+                continue;
+            };
+            match what {
+                "passed" => self.passed += count,
+                "failed" => self.failed += count,
+                "ignored" => self.ignored += count,
+                _ => {}
+            }
         }
     }
 }
@@ -195,4 +244,22 @@ fn workspace_has_package(name: &str) -> Result<bool, String> {
         .join("Cargo.toml");
     let needle = format!("\"manifest_path\":\"{}\"", manifest.display());
     Ok(json.contains(&needle))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tally;
+
+    #[test]
+    fn tally_sums_cargo_test_result_lines_and_ignores_the_rest() {
+        let mut tally = Tally::default();
+        for line in [
+            "test result: ok. 48 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 3.4s",
+            "test c01_blank_lines ... ok",
+            "test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.1s",
+        ] {
+            tally.add(line);
+        }
+        assert_eq!((tally.passed, tally.failed, tally.ignored), (50, 1, 1));
+    }
 }

@@ -40,6 +40,34 @@ pub(crate) fn run(command: &mut Command) -> Result<(), String> {
     }
 }
 
+/// Runs `command` with its stdout passed through line by line to `each`
+/// (and echoed), stderr inherited; `Err` as for [`run`].
+pub(crate) fn run_lines(command: &mut Command, mut each: impl FnMut(&str)) -> Result<(), String> {
+    use std::io::{BufRead, BufReader, Write};
+    let shown = display(command);
+    eprintln!("$ {shown}");
+    let mut child = command
+        .stdout(Stdio::piped())
+        .spawn()
+        .map_err(|error| format!("could not start `{shown}`: {error}"))?;
+    let stdout = child.stdout.take().expect("stdout was piped");
+    let mut echo = std::io::stdout().lock();
+    for line in BufReader::new(stdout).lines() {
+        let line = line.map_err(|error| format!("reading `{shown}`: {error}"))?;
+        let _ = writeln!(echo, "{line}");
+        each(&line);
+    }
+    drop(echo);
+    let status = child
+        .wait()
+        .map_err(|error| format!("waiting for `{shown}`: {error}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`{shown}` failed ({status})"))
+    }
+}
+
 /// Runs `command` quietly and returns its stdout, or `None` when it cannot
 /// start or fails (used for probes such as `cargo fuzz --version`).
 pub(crate) fn output(command: &mut Command) -> Option<String> {
