@@ -67,6 +67,12 @@ struct IoDone {
     stderr_delivered: bool,
 }
 
+/// A finished read of a pipe.
+enum Read {
+    Bytes(usize),
+    End,
+}
+
 /// What the locked phase decided the I/O phase should do.
 struct Plan {
     transmit: Option<Bytes>,
@@ -160,29 +166,21 @@ impl<R: Runtime> Driver<R> {
                 if err.kind() != io::ErrorKind::BrokenPipe {
                     tracing::debug!(program = %self.program, "writing to the child's stdin failed: {err}");
                 }
-                self.child.close_stdin();
-                self.stdin_open = false;
-                state.session.handle_stdin_closed(now);
+                self.close_stdin(state, now);
             }
             None => {}
         }
-        match done.stdout {
-            Some(Ok(n)) if n > 0 => state.session.handle_stdout(&self.stdout_buf[..n], now),
-            Some(result) => {
-                if let Err(err) = result {
-                    tracing::warn!(program = %self.program, "reading the child's stdout failed: {err}");
-                }
+        match self.read_done(done.stdout, "stdout") {
+            Some(Read::Bytes(n)) => state.session.handle_stdout(&self.stdout_buf[..n], now),
+            Some(Read::End) => {
                 self.stdout_open = false;
                 state.session.handle_stdout_eof(now);
             }
             None => {}
         }
-        match done.stderr {
-            Some(Ok(n)) if n > 0 => state.session.handle_stderr(&self.stderr_buf[..n], now),
-            Some(result) => {
-                if let Err(err) = result {
-                    tracing::warn!(program = %self.program, "reading the child's stderr failed: {err}");
-                }
+        match self.read_done(done.stderr, "stderr") {
+            Some(Read::Bytes(n)) => state.session.handle_stderr(&self.stderr_buf[..n], now),
+            Some(Read::End) => {
                 self.stderr_open = false;
                 state.session.handle_stderr_eof(now);
             }
@@ -202,13 +200,28 @@ impl<R: Runtime> Driver<R> {
         }
     }
 
+    /// What a finished read brought; a read error ends the pipe like EOF
+    /// (and is logged).
+    fn read_done(&self, result: Option<io::Result<usize>>, pipe: &str) -> Option<Read> {
+        Some(match result? {
+            Ok(0) => Read::End,
+            Ok(n) => Read::Bytes(n),
+            Err(err) => {
+                tracing::warn!(program = %self.program, "reading the child's {pipe} failed: {err}");
+                Read::End
+            }
+        })
+    }
+
+    fn close_stdin(&mut self, state: &mut State, now: Instant) {
+        self.child.close_stdin();
+        self.stdin_open = false;
+        state.session.handle_stdin_closed(now);
+    }
+
     fn carry_out(&mut self, state: &mut State, action: Action, now: Instant) {
         match action {
-            Action::CloseStdin => {
-                self.child.close_stdin();
-                self.stdin_open = false;
-                state.session.handle_stdin_closed(now);
-            }
+            Action::CloseStdin => self.close_stdin(state, now),
             Action::Signal(signal) => {
                 if let Err(err) = os::deliver(action, self.pid, self.group) {
                     state.session.handle_signal_failed(signal, err, now);
