@@ -4,20 +4,13 @@
 //! pipe, a socket, an in-memory buffer), so it is usable on its own by
 //! transports other than childwire's.
 
-use std::fmt;
-use std::ops::Deref;
-use std::str::Utf8Error;
-
 use bytes::{Buf, Bytes, BytesMut};
+
+pub use crate::frame::{DecoderStats, Frame, Message, OVERSIZED_HEAD_LEN, Oversized};
+use crate::framing::FrameDecoder;
 
 /// The default limit on one inbound or outbound message: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
-
-/// How many bytes of an oversized line are kept in [`Oversized::head`].
-///
-/// Enough for a JSON-RPC layer to find the `"id"` of the response the line
-/// carried, so it can fail that request instead of letting it hang.
-pub const OVERSIZED_HEAD_LEN: usize = 1024;
 
 /// The initial buffer capacity: one pipe read's worth, so that small lines
 /// never cause a reallocation.
@@ -77,6 +70,7 @@ const INITIAL_CAPACITY: usize = 64 * 1024;
 ///     seen.push(match frame {
 ///         Frame::Message(m) => format!("message {:?}", m.as_str().unwrap()),
 ///         Frame::Oversized(o) => format!("oversized, {} bytes", o.len),
+///         other => format!("{other:?}"),
 ///     });
 /// }
 /// assert_eq!(
@@ -268,10 +262,7 @@ impl Discard {
             self.len -= 1;
             self.head.truncate(self.head.len().min(self.len as usize));
         }
-        Oversized {
-            len: self.len,
-            head: self.head.freeze(),
-        }
+        Oversized::new(self.len, self.head.freeze())
     }
 }
 
@@ -344,13 +335,14 @@ impl Framer {
             // the same, and gets the same notice as a line dropped piecewise.
             let len = line.len() as u64;
             line.truncate(OVERSIZED_HEAD_LEN);
-            return Some(self.oversized(Oversized { len, head: line }));
+            return Some(self.oversized(Oversized::new(len, line)));
         }
         self.stats.messages += 1;
         self.stats.bytes += line.len() as u64;
-        Some(Frame::Message(Message {
-            bytes: line,
-            terminated,
+        Some(Frame::Message(if terminated {
+            Message::new(line)
+        } else {
+            Message::unterminated(line)
         }))
     }
 
@@ -404,121 +396,32 @@ impl Framer {
     }
 }
 
-/// Counters kept by a [`LineDecoder`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct DecoderStats {
-    /// Messages delivered.
-    pub messages: u64,
-    /// Bytes of the delivered messages (terminators excluded).
-    pub bytes: u64,
-    /// Empty lines skipped (C01).
-    pub blank_lines: u64,
-    /// Oversized lines dropped (C02).
-    pub oversized: u64,
-}
-
-/// What a [`LineDecoder`] yields.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Frame {
-    /// A complete message.
-    Message(Message),
-    /// A line over the size limit was dropped; the stream goes on (C02).
-    Oversized(Oversized),
-}
-
-/// One message from the child: the bytes of a line, without its terminator.
-///
-/// The bytes are delivered as they came, valid UTF-8 or not (C03);
-/// [`as_str`](Self::as_str) is the checked text view.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Message {
-    bytes: Bytes,
-    terminated: bool,
-}
-
-impl Message {
-    /// A terminated message holding `bytes` (for tests and other transports).
-    pub fn new(bytes: impl Into<Bytes>) -> Self {
-        Self {
-            bytes: bytes.into(),
-            terminated: true,
-        }
+impl FrameDecoder for LineDecoder {
+    fn handle_data(&mut self, data: &[u8]) {
+        LineDecoder::handle_data(self, data);
     }
 
-    /// The message's bytes.
-    pub fn bytes(&self) -> &Bytes {
-        &self.bytes
+    fn handle_bytes(&mut self, data: Bytes) {
+        LineDecoder::handle_bytes(self, data);
     }
 
-    /// The message's bytes, without copying.
-    pub fn into_bytes(self) -> Bytes {
-        self.bytes
+    fn handle_eof(&mut self) {
+        LineDecoder::handle_eof(self);
     }
 
-    /// The message as text, if it is valid UTF-8.
-    pub fn as_str(&self) -> Result<&str, Utf8Error> {
-        std::str::from_utf8(&self.bytes)
+    fn poll_frame(&mut self) -> Option<Frame> {
+        LineDecoder::poll_frame(self)
     }
 
-    /// `false` for a final line that the stream ended without a `\n` (C04).
-    pub fn is_terminated(&self) -> bool {
-        self.terminated
+    fn buffered(&self) -> usize {
+        LineDecoder::buffered(self)
     }
-}
 
-impl Deref for Message {
-    type Target = [u8];
-
-    fn deref(&self) -> &[u8] {
-        &self.bytes
+    fn stats(&self) -> &DecoderStats {
+        LineDecoder::stats(self)
     }
-}
 
-impl AsRef<[u8]> for Message {
-    fn as_ref(&self) -> &[u8] {
-        &self.bytes
-    }
-}
-
-impl From<Message> for Bytes {
-    fn from(message: Message) -> Bytes {
-        message.bytes
-    }
-}
-
-impl fmt::Debug for Message {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let mut s = f.debug_struct("Message");
-        match self.as_str() {
-            Ok(text) => s.field("text", &text),
-            Err(_) => s.field("bytes", &self.bytes),
-        };
-        if !self.terminated {
-            s.field("terminated", &false);
-        }
-        s.finish()
-    }
-}
-
-/// Notice that a line over the size limit was dropped (C02).
-///
-/// Not an error: the stream continues with the next line.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Oversized {
-    /// The dropped line's length, its terminator (`\n` or `\r\n`) excluded.
-    pub len: u64,
-    /// The line's first bytes, at most [`OVERSIZED_HEAD_LEN`].
-    pub head: Bytes,
-}
-
-impl fmt::Display for Oversized {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "dropped a {}-byte line over the message size limit; it began: {:?}",
-            self.len,
-            String::from_utf8_lossy(&self.head[..self.head.len().min(80)])
-        )
+    fn max_message_size(&self) -> usize {
+        LineDecoder::max_message_size(self)
     }
 }

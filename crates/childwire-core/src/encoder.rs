@@ -210,9 +210,12 @@ impl LineEncoder {
     }
 }
 
-/// Checks that `payload` can travel as one line: no `\n` or `\r` (the first
-/// one found is named) and at most `max_message_size` bytes.
+/// Checks that `payload` can travel as one line: not empty, no `\n` or `\r`
+/// (the first one found is named) and at most `max_message_size` bytes.
 pub fn check_message(payload: &[u8], max_message_size: usize) -> Result<(), EncodeErrorKind> {
+    if payload.is_empty() {
+        return Err(EncodeErrorKind::Empty);
+    }
     if let Some(at) = memchr::memchr2(b'\n', b'\r', payload) {
         return Err(if payload[at] == b'\n' {
             EncodeErrorKind::Newline { at }
@@ -233,6 +236,9 @@ pub fn check_message(payload: &[u8], max_message_size: usize) -> Result<(), Enco
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum EncodeErrorKind {
+    /// The payload is empty. On the wire it would be a blank line, which
+    /// is not a message (JSON-RPC peers answer it with a parse error).
+    Empty,
     /// The payload contains a `\n` at byte `at`; it would split into two
     /// messages on the wire.
     Newline {
@@ -265,6 +271,7 @@ pub enum EncodeErrorKind {
 impl fmt::Display for EncodeErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            Self::Empty => f.write_str("message is empty; a blank line is not a message"),
             Self::Newline { at } => write!(
                 f,
                 "message contains a newline at byte {at}; newline-delimited messages must be single-line (serialize JSON compactly)"

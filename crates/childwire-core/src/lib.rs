@@ -29,6 +29,8 @@
 pub mod command;
 pub mod decoder;
 pub mod encoder;
+pub mod frame;
+pub mod framing;
 pub mod lifecycle;
 pub mod report;
 pub mod session;
@@ -38,8 +40,10 @@ pub mod stderr_tail;
 pub mod codec;
 
 pub use command::{Command, EnvPolicy, SpawnError, StderrMode};
-pub use decoder::{Frame, LineDecoder, Message, Oversized};
+pub use decoder::LineDecoder;
 pub use encoder::LineEncoder;
+pub use frame::{Frame, Malformed, MalformedReason, Message, Oversized};
+pub use framing::{FrameDecoder, Framing, Lines};
 pub use lifecycle::{
     Action, EndedBy, Ending, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
 };

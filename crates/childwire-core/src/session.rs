@@ -13,8 +13,9 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 
 use crate::command::{Command, StderrMode};
-use crate::decoder::{DEFAULT_MAX_MESSAGE_SIZE, Frame, LineDecoder, Message, Oversized};
+use crate::decoder::{DEFAULT_MAX_MESSAGE_SIZE, LineDecoder};
 use crate::encoder::{DEFAULT_HIGH_WATER, EncodeErrorKind, LineEncoder};
+use crate::frame::{Frame, Malformed, Message, Oversized};
 use crate::lifecycle::{Action, Exit, Lifecycle, LifecycleConfig, Signal, SignalError};
 use crate::report::{Counters, ExitReport};
 use crate::stderr_tail::{StderrTail, StderrTailConfig};
@@ -113,6 +114,8 @@ pub enum Received {
     Message(Message),
     /// A line over the size limit was dropped; the session goes on (C02).
     Oversized(Oversized),
+    /// Bytes that break the wire format were dropped; the session goes on.
+    Malformed(Malformed),
     /// The child's end. Always the last item, after every message it wrote
     /// (C04). Boxed: it is much larger than a message, and every item moves
     /// through a queue.
@@ -125,6 +128,7 @@ impl Received {
         match self {
             Received::Message(m) => m.len(),
             Received::Oversized(o) => o.head.len(),
+            Received::Malformed(m) => m.head.len(),
             Received::Exited(report) => report.stderr_tail.len(),
         }
     }
@@ -563,6 +567,7 @@ impl Session {
             self.push(match frame {
                 Frame::Message(m) => Received::Message(m),
                 Frame::Oversized(o) => Received::Oversized(o),
+                Frame::Malformed(m) => Received::Malformed(m),
             });
         }
     }
@@ -640,6 +645,8 @@ impl fmt::Display for Closed {
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum SendErrorKind {
+    /// The payload is empty: a blank line is not a message.
+    Empty,
     /// The payload contains `\n` at byte `at` (C06).
     Newline {
         /// Byte offset of the first `\n`.
@@ -666,6 +673,7 @@ pub enum SendErrorKind {
 impl From<EncodeErrorKind> for SendErrorKind {
     fn from(kind: EncodeErrorKind) -> Self {
         match kind {
+            EncodeErrorKind::Empty => SendErrorKind::Empty,
             EncodeErrorKind::Newline { at } => SendErrorKind::Newline { at },
             EncodeErrorKind::CarriageReturn { at } => SendErrorKind::CarriageReturn { at },
             EncodeErrorKind::TooLarge { len, max } => SendErrorKind::TooLarge { len, max },
@@ -677,6 +685,7 @@ impl From<EncodeErrorKind> for SendErrorKind {
 impl fmt::Display for SendErrorKind {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
+            SendErrorKind::Empty => EncodeErrorKind::Empty.fmt(f),
             SendErrorKind::Newline { at } => EncodeErrorKind::Newline { at }.fmt(f),
             SendErrorKind::CarriageReturn { at } => EncodeErrorKind::CarriageReturn { at }.fmt(f),
             SendErrorKind::TooLarge { len, max } => EncodeErrorKind::TooLarge { len, max }.fmt(f),

@@ -336,12 +336,13 @@ proptest! {
             let clean = !payload.contains(&b'\n') && !payload.contains(&b'\r');
             match encoder.encode(payload.clone()) {
                 Ok(()) => {
-                    prop_assert!(clean && payload.len() <= max);
+                    prop_assert!(clean && !payload.is_empty() && payload.len() <= max);
                     accepted.push(payload);
                 }
                 Err(err) => {
                     let expected_at = payload.iter().position(|&b| b == b'\n' || b == b'\r');
                     match *err.kind() {
+                        EncodeErrorKind::Empty => prop_assert!(payload.is_empty()),
                         EncodeErrorKind::Newline { at } => {
                             prop_assert_eq!(Some(at), expected_at);
                             prop_assert_eq!(payload[at], b'\n');
@@ -366,11 +367,11 @@ proptest! {
         while let Some(frame) = decoder.poll_frame() {
             match frame {
                 Frame::Message(m) => decoded.push(m.to_vec()),
-                Frame::Oversized(o) => prop_assert!(false, "accepted payload came back oversized: {o:?}"),
+                other => prop_assert!(false, "accepted payload came back as {other:?}"),
             }
         }
-        // Empty payloads are accepted but are blank lines on the wire.
-        accepted.retain(|p| !p.is_empty());
+        // Empty payloads are refused: they would be blank lines, not messages.
+        prop_assert!(accepted.iter().all(|p| !p.is_empty()));
         prop_assert_eq!(decoded, accepted);
     }
 }

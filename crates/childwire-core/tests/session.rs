@@ -66,6 +66,7 @@ fn text(item: &Received) -> String {
     match item {
         Received::Message(m) => String::from_utf8_lossy(m).into_owned(),
         Received::Oversized(o) => format!("<oversized {}>", o.len),
+        Received::Malformed(m) => format!("<malformed {}>", m.reason),
         Received::Exited(report) => format!("<exited: {}>", report.exit),
     }
 }

@@ -123,6 +123,7 @@ impl<R: Runtime> Session<R> {
                         return Err(Failure::Oversized(notice.len));
                     }
                 }
+                Some(Received::Malformed(notice)) => say!("<- {notice}"),
                 Some(Received::Exited(report)) => {
                     self.exited = Some((*report).clone());
                     return Err(Failure::Exited(*report));

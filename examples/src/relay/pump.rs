@@ -142,6 +142,7 @@ async fn pump_stdout<R: Runtime>(
                     }
                 }
             }
+            Received::Malformed(notice) => note!("relay: from the child: {notice}"),
             Received::Oversized(notice) => {
                 note!("relay: from the child: {notice}");
                 if let Some(log) = log {
@@ -231,6 +232,8 @@ fn forward<R: Runtime>(decoder: &mut LineDecoder, sender: &Sender<R>, log: Optio
                     log.oversized(Direction::ToChild, &notice);
                 }
             }
+            // Line framing yields no other notice.
+            _ => {}
         }
     }
     true

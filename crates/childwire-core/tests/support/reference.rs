@@ -20,6 +20,7 @@ impl From<Frame> for Expected {
         match frame {
             Frame::Message(m) => Expected::Message(m.to_vec(), m.is_terminated()),
             Frame::Oversized(o) => Expected::Oversized(o.len, o.head.to_vec()),
+            other => panic!("line framing yields only messages and oversized notices: {other:?}"),
         }
     }
 }

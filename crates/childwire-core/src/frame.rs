@@ -1,0 +1,220 @@
+//! What a decoder yields, whatever the wire format: messages, and notices
+//! for what could not be delivered as one.
+
+use std::fmt;
+use std::ops::Deref;
+use std::str::Utf8Error;
+
+use bytes::Bytes;
+
+/// How many bytes of a dropped frame are kept in [`Oversized::head`] and
+/// [`Malformed::head`]: enough to see what it was.
+pub const OVERSIZED_HEAD_LEN: usize = 1024;
+
+/// Counters kept by a decoder.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DecoderStats {
+    /// Messages delivered.
+    pub messages: u64,
+    /// Bytes of the delivered messages (framing excluded).
+    pub bytes: u64,
+    /// Empty lines skipped (line framing only).
+    pub blank_lines: u64,
+    /// Frames over the size limit that were dropped.
+    pub oversized: u64,
+    /// Frames that broke the wire format and were dropped.
+    pub malformed: u64,
+}
+
+/// What a decoder yields.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Frame {
+    /// A complete message.
+    Message(Message),
+    /// A frame over the size limit was dropped; the stream goes on.
+    Oversized(Oversized),
+    /// Bytes that break the wire format were dropped; the stream goes on
+    /// from the next frame the decoder can find. Line framing never yields
+    /// this: every byte sequence is made of lines.
+    Malformed(Malformed),
+}
+
+/// One message: the bytes of a frame, without its framing.
+///
+/// The bytes are delivered as they came, valid UTF-8 or not;
+/// [`as_str`](Self::as_str) is the checked text view.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Message {
+    bytes: Bytes,
+    terminated: bool,
+}
+
+impl Message {
+    /// A terminated message holding `bytes` (for tests and other transports).
+    pub fn new(bytes: impl Into<Bytes>) -> Self {
+        Self {
+            bytes: bytes.into(),
+            terminated: true,
+        }
+    }
+
+    /// A message that the stream ended before its terminator.
+    pub(crate) fn unterminated(bytes: Bytes) -> Self {
+        Self {
+            bytes,
+            terminated: false,
+        }
+    }
+
+    /// The message's bytes.
+    pub fn bytes(&self) -> &Bytes {
+        &self.bytes
+    }
+
+    /// The message's bytes, without copying.
+    pub fn into_bytes(self) -> Bytes {
+        self.bytes
+    }
+
+    /// The message as text, if it is valid UTF-8.
+    pub fn as_str(&self) -> Result<&str, Utf8Error> {
+        std::str::from_utf8(&self.bytes)
+    }
+
+    /// `false` for a final line that the stream ended without a `\n`.
+    pub fn is_terminated(&self) -> bool {
+        self.terminated
+    }
+}
+
+impl Deref for Message {
+    type Target = [u8];
+
+    fn deref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl AsRef<[u8]> for Message {
+    fn as_ref(&self) -> &[u8] {
+        &self.bytes
+    }
+}
+
+impl From<Message> for Bytes {
+    fn from(message: Message) -> Bytes {
+        message.bytes
+    }
+}
+
+impl fmt::Debug for Message {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut s = f.debug_struct("Message");
+        match self.as_str() {
+            Ok(text) => s.field("text", &text),
+            Err(_) => s.field("bytes", &self.bytes),
+        };
+        if !self.terminated {
+            s.field("terminated", &false);
+        }
+        s.finish()
+    }
+}
+
+/// Notice that a frame over the size limit was dropped.
+///
+/// Not an error: the stream continues with the next frame.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Oversized {
+    /// The dropped message's length, its framing excluded.
+    pub len: u64,
+    /// The message's first bytes, at most [`OVERSIZED_HEAD_LEN`].
+    pub head: Bytes,
+}
+
+impl Oversized {
+    /// A notice for a dropped message of `len` bytes that began with `head`.
+    pub fn new(len: u64, head: Bytes) -> Self {
+        Self { len, head }
+    }
+}
+
+impl fmt::Display for Oversized {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "dropped a {}-byte message over the size limit; it began: {:?}",
+            self.len,
+            String::from_utf8_lossy(&self.head[..self.head.len().min(80)])
+        )
+    }
+}
+
+/// Notice that bytes breaking the wire format were dropped.
+///
+/// Not an error: the decoder goes on with the next frame it can find.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Malformed {
+    /// What was wrong.
+    pub reason: MalformedReason,
+    /// The first bytes of what was dropped, at most [`OVERSIZED_HEAD_LEN`].
+    pub head: Bytes,
+}
+
+impl Malformed {
+    /// A notice that bytes beginning with `head` were dropped for `reason`.
+    pub fn new(reason: MalformedReason, head: Bytes) -> Self {
+        Self { reason, head }
+    }
+}
+
+/// Why bytes were dropped as [`Malformed`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum MalformedReason {
+    /// A header block without a `Content-Length` header.
+    MissingLength,
+    /// A `Content-Length` value that is not a decimal number of bytes (a
+    /// negative one included), or two that disagree.
+    InvalidLength,
+    /// A header line that is not `Name: value`, or a header block longer
+    /// than the decoder accepts.
+    InvalidHeader,
+    /// The stream ended in the middle of a frame.
+    Truncated {
+        /// Body bytes the header announced (0 if the header block itself
+        /// was cut).
+        expected: u64,
+        /// Body bytes that arrived.
+        got: u64,
+    },
+}
+
+impl fmt::Display for MalformedReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::MissingLength => f.write_str("a header block without Content-Length"),
+            Self::InvalidLength => f.write_str("a Content-Length that is not a byte count"),
+            Self::InvalidHeader => f.write_str("a header line that is not `Name: value`"),
+            Self::Truncated { expected, got } => write!(
+                f,
+                "the stream ended inside a frame ({got} of {expected} body bytes)"
+            ),
+        }
+    }
+}
+
+impl fmt::Display for Malformed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "dropped bytes that break the framing: {}; they began: {:?}",
+            self.reason,
+            String::from_utf8_lossy(&self.head[..self.head.len().min(80)])
+        )
+    }
+}

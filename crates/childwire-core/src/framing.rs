@@ -1,0 +1,115 @@
+//! Wire formats: how a byte stream is cut into messages, and how a message
+//! is written. The channel and the session are generic over a [`Framing`].
+//!
+//! Two are built in:
+//! - [`Lines`]: newline-delimited messages (NDJSON; MCP, ACP and JSON-RPC
+//!   over stdio). The default.
+//! - `ContentLength`: a `Content-Length: N` header block, a blank line,
+//!   then N bytes (LSP and DAP).
+//!
+//! Another format is a decoder type implementing [`FrameDecoder`] and a
+//! type implementing [`Framing`] that creates it and frames outbound
+//! messages.
+
+use std::fmt;
+
+use bytes::{Bytes, BytesMut};
+
+use crate::decoder::LineDecoder;
+use crate::encoder::{EncodeErrorKind, check_message};
+use crate::frame::{DecoderStats, Frame};
+
+/// Inbound framing: a byte stream in, [`Frame`]s out.
+///
+/// # Inputs and outputs
+///
+/// - [`handle_data`](Self::handle_data) / [`handle_bytes`](Self::handle_bytes):
+///   bytes as they arrived, in chunks of any size.
+/// - [`handle_eof`](Self::handle_eof): the stream ended.
+/// - [`poll_frame`](Self::poll_frame): the next frame, or `None` when more
+///   input is needed. Drain it until `None` after every input.
+///
+/// # What every implementation guarantees
+///
+/// - The frames are the same however the input is chunked.
+/// - Memory is bounded: a frame over [`max_message_size`](Self::max_message_size)
+///   is never held whole; it becomes one [`Frame::Oversized`] notice. Bytes
+///   that break the format become [`Frame::Malformed`] notices. Neither
+///   ends the stream.
+/// - No input makes it panic.
+pub trait FrameDecoder: fmt::Debug + Send + 'static {
+    /// Takes the next bytes of the stream, copying them once.
+    fn handle_data(&mut self, data: &[u8]);
+
+    /// Takes the next bytes of the stream; messages that lie wholly inside
+    /// `data` may be slices of it, without a copy.
+    fn handle_bytes(&mut self, data: Bytes);
+
+    /// Takes the end of the stream: what is left comes out on the next
+    /// [`poll_frame`](Self::poll_frame) calls.
+    fn handle_eof(&mut self);
+
+    /// The next message or notice, or `None` when more input is needed (or,
+    /// after [`handle_eof`](Self::handle_eof), when the stream is exhausted).
+    fn poll_frame(&mut self) -> Option<Frame>;
+
+    /// Bytes the decoder holds now.
+    fn buffered(&self) -> usize;
+
+    /// Counters of what has been decoded so far.
+    fn stats(&self) -> &DecoderStats;
+
+    /// The largest message delivered; longer ones become notices.
+    fn max_message_size(&self) -> usize;
+}
+
+/// A wire format: creates the [`FrameDecoder`] for inbound bytes, and frames
+/// outbound messages.
+pub trait Framing: fmt::Debug + Clone + Default + Send + Sync + 'static {
+    /// The inbound decoder.
+    type Decoder: FrameDecoder;
+
+    /// A decoder that delivers messages of up to `max_message_size` bytes.
+    fn decoder(&self, max_message_size: usize) -> Self::Decoder;
+
+    /// Whether `payload` can be sent as one message of at most
+    /// `max_message_size` bytes. An empty payload never can: no format here
+    /// carries it as a message.
+    fn check(&self, payload: &[u8], max_message_size: usize) -> Result<(), EncodeErrorKind>;
+
+    /// Appends `payload`, already checked, with its framing to `dst`.
+    fn encode(&self, payload: &[u8], dst: &mut BytesMut);
+
+    /// Bytes of framing [`encode`](Self::encode) adds to a payload of `len`
+    /// bytes.
+    fn overhead(&self, len: usize) -> usize;
+}
+
+/// Newline-delimited messages: each one is its bytes and `\n` (NDJSON).
+///
+/// Inbound, one `\r` before the `\n` is removed, blank lines are skipped,
+/// and a final line without `\n` is delivered, marked unterminated (see
+/// [`LineDecoder`]). Outbound, a payload must not contain `\n` or `\r`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Lines;
+
+impl Framing for Lines {
+    type Decoder = LineDecoder;
+
+    fn decoder(&self, max_message_size: usize) -> LineDecoder {
+        LineDecoder::new(max_message_size)
+    }
+
+    fn check(&self, payload: &[u8], max_message_size: usize) -> Result<(), EncodeErrorKind> {
+        check_message(payload, max_message_size)
+    }
+
+    fn encode(&self, payload: &[u8], dst: &mut BytesMut) {
+        dst.extend_from_slice(payload);
+        dst.extend_from_slice(b"\n");
+    }
+
+    fn overhead(&self, _len: usize) -> usize {
+        1
+    }
+}
