@@ -272,8 +272,8 @@ async fn childwire_eof<R: Runtime>() -> Result<EofRun, String> {
 
 async fn childwire_ignore_term<R: Runtime>(grace: Duration) -> Result<(Duration, EndedBy), String> {
     let mut config = Config::default();
-    config.stdin_grace = grace;
-    config.term_grace = grace;
+    config.stdin_grace(grace);
+    config.term_grace(grace);
     let shutdown = timed_shutdown::<R>("ignore-term", config).await?;
     Ok((
         nanos(shutdown.start, shutdown.end),

@@ -138,7 +138,7 @@ fn c20_errors_are_std_errors_that_say_what_happened() {
         assert!(shown.contains("childwire-nope"), "{shown}");
 
         let mut config = config();
-        config.max_send_size = 10;
+        config.max_send_size(10);
         let t = start(&misbehave(&["echo"]), config);
         let err = t.send("0123456789AB").await.expect_err("too large");
         let shown = describe(&err);
@@ -159,7 +159,7 @@ fn c20_garbage_from_the_child_never_breaks_the_session() {
     run(async {
         for (seed, max) in [(1, 64), (2, 1024), (3, 16 * 1024 * 1024)] {
             let mut config = config();
-            config.max_message_size = max;
+            config.max_message_size(max);
             let mut t = start(
                 &misbehave(&["garbage", "4000000", &seed.to_string()]),
                 config,

@@ -75,7 +75,7 @@ fn c02_limit_is_inclusive_and_the_head_carries_the_start_of_the_line() {
         const MAX: usize = 1000;
         for len in [MAX, MAX + 1] {
             let mut config = config();
-            config.max_message_size = MAX;
+            config.max_message_size(MAX);
             let mut t = start(&misbehave(&["flood", "3", &len.to_string()]), config);
             for n in 0..3 {
                 let line = numbered_line(n, len);

@@ -57,8 +57,8 @@ fn c12_a_child_ignoring_eof_is_stopped_by_sigterm_after_stdin_grace() {
     run(async {
         const STDIN_GRACE: Duration = Duration::from_millis(100);
         let mut config = config();
-        config.stdin_grace = STDIN_GRACE;
-        config.term_grace = Duration::from_secs(5);
+        config.stdin_grace(STDIN_GRACE);
+        config.term_grace(Duration::from_secs(5));
         let mut t = start(&misbehave(&["ignore-eof"]), config);
         roundtrip(&mut t, "alive").await;
         let started = Instant::now();
@@ -81,8 +81,8 @@ fn c12_a_child_ignoring_sigterm_is_killed_after_both_graces() {
         const STDIN_GRACE: Duration = Duration::from_millis(100);
         const TERM_GRACE: Duration = Duration::from_millis(100);
         let mut config = config();
-        config.stdin_grace = STDIN_GRACE;
-        config.term_grace = TERM_GRACE;
+        config.stdin_grace(STDIN_GRACE);
+        config.term_grace(TERM_GRACE);
         let mut t = start(&misbehave(&["ignore-term"]), config);
         // Wait until SIGTERM is ignored, or the test would race the child's startup.
         assert_eq!(text(&mut t).await, "{\"ready\":true}");

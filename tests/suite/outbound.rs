@@ -41,7 +41,7 @@ fn c06_payload_with_newline_or_cr_is_refused_and_handed_back() {
 fn c06_payload_over_the_send_limit_is_refused_and_handed_back() {
     run(async {
         let mut config = config();
-        config.max_send_size = 1024;
+        config.max_send_size(1024);
         let mut t = start(&misbehave(&["echo"]), config);
         let exact = numbered_line(0, 1024);
         let over = numbered_line(1, 1025);
@@ -121,8 +121,8 @@ fn c07_a_child_that_never_reads_makes_send_wait_with_bounded_memory() {
     run(async {
         const HIGH_WATER: usize = 64 * 1024;
         let mut config = config();
-        config.send_high_water = HIGH_WATER;
-        config.stdin_grace = Duration::from_millis(100);
+        config.send_high_water(HIGH_WATER);
+        config.stdin_grace(Duration::from_millis(100));
         let mut t = start(&misbehave(&["no-read"]), config);
         assert_eq!(text(&mut t).await, "{\"ready\":true}");
         let payload = numbered_line(0, 16 * 1024);
@@ -157,9 +157,9 @@ fn c07_write_timeout_turns_a_stalled_child_into_an_error() {
     run(async {
         const TIMEOUT: Duration = Duration::from_millis(200);
         let mut config = config();
-        config.send_high_water = 64 * 1024;
-        config.write_timeout = Some(TIMEOUT);
-        config.stdin_grace = Duration::from_millis(100);
+        config.send_high_water(64 * 1024);
+        config.write_timeout(Some(TIMEOUT));
+        config.stdin_grace(Duration::from_millis(100));
         let mut t = start(&misbehave(&["no-read"]), config);
         assert_eq!(text(&mut t).await, "{\"ready\":true}");
         let payload = numbered_line(0, 16 * 1024);
@@ -203,7 +203,7 @@ fn c08_a_cancelled_send_queued_all_of_the_message_or_nothing() {
         const LEN: usize = 4096;
         const END: u64 = 1_000_000;
         let mut config = config();
-        config.send_high_water = 2 * LEN;
+        config.send_high_water(2 * LEN);
         let t = start(&misbehave(&["slow-reader"]), config);
         let pid = pid_of(&t);
         let (tx, mut rx) = t.split();

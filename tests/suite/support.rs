@@ -61,8 +61,8 @@ pub(super) fn misbehave(args: &[&str]) -> Command {
 /// fails fast. Tests of the graces set their own.
 pub(super) fn config() -> Config {
     let mut config = Config::default();
-    config.stdin_grace = Duration::from_secs(1);
-    config.term_grace = Duration::from_secs(1);
+    config.stdin_grace(Duration::from_secs(1));
+    config.term_grace(Duration::from_secs(1));
     config
 }
 

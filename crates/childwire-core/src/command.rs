@@ -1,15 +1,16 @@
 //! What to run, and how: program, arguments, environment policy, working
 //! directory, stderr handling and process group (C11, C13, C16).
 //!
-//! [`Command`] is plain data. Every runtime adapter turns it into a
-//! `std::process::Command` with [`Command::to_std`] and converts that into its
-//! own process type, so the spawn policy is decided in one place.
+//! [`Command`] is plain data: the core reads no environment and touches no
+//! file. The async layer turns it into an OS process, applying the policy
+//! decided here ([`minimal_env`]) in one place for every runtime.
 
 use std::ffi::{OsStr, OsString};
 use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
+
+use crate::config::ConfigError;
 
 /// The variables the official MCP SDKs pass to a server under their default,
 /// minimal environment (on Unix).
@@ -161,6 +162,13 @@ impl Command {
         self.args.iter().map(OsString::as_os_str)
     }
 
+    /// The variables set with [`env`](Self::env), in order.
+    pub fn get_envs(&self) -> impl ExactSizeIterator<Item = (&OsStr, &OsStr)> {
+        self.envs
+            .iter()
+            .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+    }
+
     /// The working directory, if one was set.
     pub fn get_current_dir(&self) -> Option<&Path> {
         self.current_dir.as_deref()
@@ -181,46 +189,12 @@ impl Command {
     pub fn get_process_group(&self) -> bool {
         cfg!(unix) && self.process_group
     }
-
-    /// The child's stderr as the stderr mode asks: piped, inherited or null.
-    pub fn stderr_stdio(&self) -> Stdio {
-        match self.stderr {
-            StderrMode::Capture => Stdio::piped(),
-            StderrMode::Inherit => Stdio::inherit(),
-            StderrMode::Discard => Stdio::null(),
-        }
-    }
-
-    /// The `std::process::Command` that carries all of this out, with stdin
-    /// and stdout piped. Adapters convert it to their runtime's type.
-    pub fn to_std(&self) -> std::process::Command {
-        let mut command = std::process::Command::new(&self.program);
-        command.args(&self.args);
-        if self.env_policy == EnvPolicy::Minimal {
-            command.env_clear();
-            command.envs(minimal_env(std::env::vars_os()));
-        }
-        command.envs(self.envs.iter().map(|(k, v)| (k, v)));
-        if let Some(dir) = &self.current_dir {
-            command.current_dir(dir);
-        }
-        command
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(self.stderr_stdio());
-        #[cfg(unix)]
-        if self.process_group {
-            use std::os::unix::process::CommandExt;
-            command.process_group(0);
-        }
-        command
-    }
 }
 
-/// The allow-listed variables of `vars`. Values that start with `()` are
-/// exported shell functions (a Shellshock vector), skipped as the MCP SDKs
-/// do.
-fn minimal_env(
+/// The allow-listed variables of `vars` (the parent's environment, read by
+/// the adapter). Values that start with `()` are exported shell functions (a
+/// Shellshock vector), skipped as the MCP SDKs do.
+pub fn minimal_env(
     vars: impl Iterator<Item = (OsString, OsString)>,
 ) -> impl Iterator<Item = (OsString, OsString)> {
     vars.filter(|(key, value)| {
@@ -229,32 +203,81 @@ fn minimal_env(
     })
 }
 
-/// The child could not be started (C11).
+/// The child could not be started.
 ///
 /// Its message names the program and says why in words a user can act on.
+/// Nothing was left running.
 #[derive(Debug)]
 pub struct SpawnError {
     program: OsString,
-    /// The working directory, if it is what was missing.
-    missing_dir: Option<PathBuf>,
-    source: io::Error,
+    reason: SpawnFailure,
+}
+
+/// Why a spawn failed, for [`SpawnError`].
+#[derive(Debug)]
+enum SpawnFailure {
+    Os {
+        source: io::Error,
+        /// The working directory, if it is what was missing.
+        missing_dir: Option<PathBuf>,
+        /// The script's `#!` interpreter, if it is what was missing.
+        missing_interpreter: Option<PathBuf>,
+    },
+    Config(ConfigError),
+    NoRuntime(&'static str),
 }
 
 impl SpawnError {
-    /// The error for `command` failing to start with `source`.
-    ///
-    /// A missing working directory and a missing program both fail with
-    /// `NotFound`; this looks at the directory once, now, to say which.
+    /// The OS refused to start `command` with `source`.
     pub fn new(command: &Command, source: io::Error) -> Self {
-        let missing_dir = command
-            .current_dir
-            .clone()
-            .filter(|dir| source.kind() == io::ErrorKind::NotFound && !dir.is_dir());
         Self {
             program: command.program.clone(),
-            missing_dir,
-            source,
+            reason: SpawnFailure::Os {
+                source,
+                missing_dir: None,
+                missing_interpreter: None,
+            },
         }
+    }
+
+    /// `command` was not started: its config makes no sense.
+    pub fn invalid_config(command: &Command, error: ConfigError) -> Self {
+        Self {
+            program: command.program.clone(),
+            reason: SpawnFailure::Config(error),
+        }
+    }
+
+    /// `command` was not started: it was spawned outside the runtime the
+    /// transport needs (`what` says which, e.g. "a Tokio runtime").
+    pub fn no_runtime(command: &Command, what: &'static str) -> Self {
+        Self {
+            program: command.program.clone(),
+            reason: SpawnFailure::NoRuntime(what),
+        }
+    }
+
+    /// Says that the OS error was about the missing working directory `dir`
+    /// (a missing directory and a missing program both fail with `NotFound`;
+    /// the adapter looks which it was).
+    pub fn with_missing_dir(mut self, dir: PathBuf) -> Self {
+        if let SpawnFailure::Os { missing_dir, .. } = &mut self.reason {
+            *missing_dir = Some(dir);
+        }
+        self
+    }
+
+    /// Says that the OS error was about the script's missing `#!`
+    /// interpreter `interpreter`, not the script itself.
+    pub fn with_missing_interpreter(mut self, interpreter: PathBuf) -> Self {
+        if let SpawnFailure::Os {
+            missing_interpreter,
+            ..
+        } = &mut self.reason
+        {
+            *missing_interpreter = Some(interpreter);
+        }
+        self
     }
 
     /// The program that did not start.
@@ -262,14 +285,31 @@ impl SpawnError {
         &self.program
     }
 
-    /// The OS error's kind, to match on (`NotFound`, `PermissionDenied`, ...).
+    /// The error's kind, to match on: the OS error's (`NotFound`,
+    /// `PermissionDenied`, ...), `InvalidInput` for a config that makes no
+    /// sense, `Unsupported` outside the runtime.
     pub fn kind(&self) -> io::ErrorKind {
-        self.source.kind()
+        match &self.reason {
+            SpawnFailure::Os { source, .. } => source.kind(),
+            SpawnFailure::Config(_) => io::ErrorKind::InvalidInput,
+            SpawnFailure::NoRuntime(_) => io::ErrorKind::Unsupported,
+        }
     }
 
-    /// The OS error.
-    pub fn io_error(&self) -> &io::Error {
-        &self.source
+    /// The OS error, if the OS refused.
+    pub fn io_error(&self) -> Option<&io::Error> {
+        match &self.reason {
+            SpawnFailure::Os { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+
+    /// The config error, if the config was at fault.
+    pub fn config_error(&self) -> Option<&ConfigError> {
+        match &self.reason {
+            SpawnFailure::Config(error) => Some(error),
+            _ => None,
+        }
     }
 }
 
@@ -277,28 +317,48 @@ impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let program = Path::new(&self.program).display();
         write!(f, "could not start `{program}`: ")?;
-        match (self.source.kind(), &self.missing_dir) {
-            (_, Some(dir)) => write!(
+        let (source, missing_dir, missing_interpreter) = match &self.reason {
+            SpawnFailure::Config(error) => return error.fmt(f),
+            SpawnFailure::NoRuntime(what) => {
+                return write!(f, "spawned outside {what}; nothing was started");
+            }
+            SpawnFailure::Os {
+                source,
+                missing_dir,
+                missing_interpreter,
+            } => (source, missing_dir, missing_interpreter),
+        };
+        let bare_name = !self.program.as_encoded_bytes().contains(&b'/');
+        match (source.kind(), missing_dir, missing_interpreter) {
+            (_, Some(dir), _) => write!(
                 f,
-                "the working directory `{}` does not exist ({})",
-                dir.display(),
-                self.source
+                "the working directory `{}` does not exist ({source})",
+                dir.display()
             ),
-            (io::ErrorKind::NotFound, _) if !self.program.as_encoded_bytes().contains(&b'/') => {
-                write!(f, "program not found on PATH ({})", self.source)
+            (_, _, Some(interpreter)) => write!(
+                f,
+                "its interpreter `{}` (named on its `#!` line) was not found ({source})",
+                interpreter.display()
+            ),
+            (io::ErrorKind::NotFound, _, _) if bare_name => {
+                write!(f, "program not found on PATH ({source})")
             }
-            (io::ErrorKind::NotFound, _) => write!(f, "no such file ({})", self.source),
-            (io::ErrorKind::PermissionDenied, _) => {
-                write!(f, "permission denied, is it executable? ({})", self.source)
+            (io::ErrorKind::NotFound, _, _) => write!(f, "no such file ({source})"),
+            (io::ErrorKind::PermissionDenied, _, _) => {
+                write!(f, "permission denied, is it executable? ({source})")
             }
-            _ => self.source.fmt(f),
+            _ => source.fmt(f),
         }
     }
 }
 
 impl std::error::Error for SpawnError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        Some(&self.source)
+        match &self.reason {
+            SpawnFailure::Os { source, .. } => Some(source),
+            SpawnFailure::Config(error) => Some(error),
+            SpawnFailure::NoRuntime(_) => None,
+        }
     }
 }
 
@@ -327,24 +387,6 @@ mod tests {
     }
 
     #[test]
-    fn c16_std_command_carries_args_cwd_and_explicit_env_unchanged() {
-        let mut command = Command::new("server");
-        command
-            .args(["--flag", "a b", "-"])
-            .current_dir("/tmp")
-            .env_policy(EnvPolicy::Minimal)
-            .env("EXTRA", "1");
-        let std = command.to_std();
-        let args: Vec<_> = std.get_args().collect();
-        assert_eq!(args, ["--flag", "a b", "-"]);
-        assert_eq!(std.get_current_dir(), Some(Path::new("/tmp")));
-        assert!(
-            std.get_envs()
-                .any(|(k, v)| k == "EXTRA" && v == Some(OsStr::new("1")))
-        );
-    }
-
-    #[test]
     fn c11_spawn_error_names_the_program_and_the_reason() {
         let command = Command::new("no-such-server");
         let err = SpawnError::new(&command, io::Error::from(io::ErrorKind::NotFound));
@@ -357,8 +399,18 @@ mod tests {
 
         let mut command = Command::new("server");
         command.current_dir("/definitely/not/a/dir");
-        let err = SpawnError::new(&command, io::Error::from(io::ErrorKind::NotFound));
+        let err = SpawnError::new(&command, io::Error::from(io::ErrorKind::NotFound))
+            .with_missing_dir("/definitely/not/a/dir".into());
         assert!(err.to_string().contains("working directory"), "{err}");
+
+        let command = Command::new("./server.py");
+        let err = SpawnError::new(&command, io::Error::from(io::ErrorKind::NotFound))
+            .with_missing_interpreter("/usr/bin/python9".into());
+        let text = err.to_string();
+        assert!(
+            text.contains("`/usr/bin/python9`") && text.contains("#!"),
+            "{text}"
+        );
 
         let command = Command::new("./server.sh");
         let err = SpawnError::new(&command, io::Error::from(io::ErrorKind::PermissionDenied));

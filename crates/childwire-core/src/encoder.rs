@@ -1,9 +1,14 @@
-//! Outbound framing: messages in, bytes for the child's stdin out (C06–C08).
+//! Outbound framing: messages in, bytes for the peer out, through one
+//! bounded write queue.
 
+use std::collections::VecDeque;
 use std::error::Error;
 use std::fmt;
+use std::mem::size_of;
 
 use bytes::{Buf, Bytes, BytesMut};
+
+use crate::framing::{Framing, Lines};
 
 /// The default outbound high-water mark: 1 MiB queued makes senders wait.
 pub const DEFAULT_HIGH_WATER: usize = 1024 * 1024;
@@ -11,28 +16,34 @@ pub const DEFAULT_HIGH_WATER: usize = 1024 * 1024;
 /// The queue grows by at least this much: a pipe's worth.
 const BATCH_CAPACITY: usize = 64 * 1024;
 
+/// Where one queued message ends in the stream, and its payload's length:
+/// what makes the counters exact under partial writes, whatever the framing.
+type Boundary = (u64, u64);
+
 /// Frames outbound messages into one bounded write queue.
 ///
 /// # Inputs and outputs
 ///
 /// - [`encode`](Self::encode): a message to send. It is checked, then
-///   appended with its `\n`, or handed back in an [`EncodeError`].
+///   appended with its framing, or handed back in an [`EncodeError`].
 /// - [`poll_transmit`](Self::poll_transmit): the bytes to write next, as a
 ///   cheap [`Bytes`] handle the writer may take outside any lock: every byte
 ///   queued when the previous batch was done, contiguous, so one `write`
-///   carries many messages (C07).
+///   carries many messages.
 /// - [`handle_written`](Self::handle_written): how many of those bytes the
 ///   writer took. Partial writes are normal.
 ///
 /// # Guarantees
 ///
-/// - Nothing corrupt reaches the child: a payload containing `\n` or `\r`, or
-///   longer than `max_message_size`, is refused whole (C06).
-/// - All or nothing: a message is either queued entirely or refused (C08).
-/// - The queue is bounded: once it holds `high_water` bytes or more, further
-///   messages are refused with [`EncodeErrorKind::Full`] until the writer
-///   catches up (backpressure). An empty queue always accepts a valid
-///   message, so a message larger than `high_water` still goes out alone.
+/// - Nothing corrupt reaches the peer: a payload the framing cannot carry
+///   (for lines: empty, or containing `\n` or `\r`) or longer than
+///   `max_message_size` is refused whole.
+/// - All or nothing: a message is either queued entirely or refused.
+/// - The queue is bounded: once what it holds costs `high_water` bytes or
+///   more (its bytes plus a small record per message), further messages are
+///   refused with [`EncodeErrorKind::Full`] until the writer catches up
+///   (backpressure). An empty queue always accepts a valid message, so a
+///   message larger than `high_water` still goes out alone.
 ///
 /// # Example
 ///
@@ -49,24 +60,36 @@ const BATCH_CAPACITY: usize = 64 * 1024;
 ///
 /// assert_eq!(encoder.poll_transmit().as_deref(), Some(&b"{\"id\":1}\n{\"id\":2}\n"[..]));
 /// encoder.handle_written(4);
+/// assert_eq!(encoder.messages_written(), 0);
 /// assert_eq!(encoder.poll_transmit().as_deref(), Some(&b"\":1}\n{\"id\":2}\n"[..]));
+/// encoder.handle_written(14);
+/// assert_eq!(encoder.messages_written(), 2);
 /// ```
 #[derive(Debug)]
-pub struct LineEncoder {
+pub struct Encoder<F: Framing = Lines> {
+    framing: F,
     /// Messages accepted since the current batch was handed out.
     queue: BytesMut,
     /// The batch being written: handed out by `poll_transmit`, advanced by
     /// `handle_written`.
     in_flight: Bytes,
+    /// Where each queued message ends, oldest first.
+    boundaries: VecDeque<Boundary>,
+    /// Bytes ever queued and ever written: stream offsets for `boundaries`.
+    enqueued: u64,
+    written: u64,
     max_message_size: usize,
     high_water: usize,
-    /// Messages whose last byte (`\n`) was written.
+    /// Messages whose last byte was written.
     messages_written: u64,
-    /// Payload bytes written, line endings excluded.
+    /// Payload bytes of those messages, framing excluded.
     bytes_written: u64,
 }
 
-impl Default for LineEncoder {
+/// Newline-delimited framing's encoder, the default.
+pub type LineEncoder = Encoder<Lines>;
+
+impl<F: Framing> Default for Encoder<F> {
     /// An encoder with the default limits:
     /// [`DEFAULT_MAX_MESSAGE_SIZE`](crate::decoder::DEFAULT_MAX_MESSAGE_SIZE)
     /// and [`DEFAULT_HIGH_WATER`].
@@ -75,13 +98,22 @@ impl Default for LineEncoder {
     }
 }
 
-impl LineEncoder {
+impl<F: Framing> Encoder<F> {
     /// An encoder that accepts messages up to `max_message_size` bytes and
     /// refuses new ones while `high_water` bytes or more are queued.
     pub fn new(max_message_size: usize, high_water: usize) -> Self {
+        Self::with_framing(F::default(), max_message_size, high_water)
+    }
+
+    /// [`new`](Self::new) with a configured framing value.
+    pub fn with_framing(framing: F, max_message_size: usize, high_water: usize) -> Self {
         Self {
+            framing,
             queue: BytesMut::new(),
             in_flight: Bytes::new(),
+            boundaries: VecDeque::new(),
+            enqueued: 0,
+            written: 0,
             max_message_size,
             high_water,
             messages_written: 0,
@@ -89,40 +121,31 @@ impl LineEncoder {
         }
     }
 
-    /// Checks `payload` and queues it followed by `\n`, or hands it back.
+    /// Checks `payload` and queues it with its framing, or hands it back.
     ///
-    /// The checks, in order: no `\n` or `\r` (the first one found is named),
-    /// size within the limit, room in the queue.
+    /// The checks, in order: what the framing refuses (for lines: empty,
+    /// `\n`, `\r`, the first one found named), size within the limit, room
+    /// in the queue.
     pub fn encode<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<(), EncodeError<B>> {
-        match self.check(payload.as_ref()) {
-            Ok(()) => {
-                let bytes = payload.as_ref();
-                // Reserve a pipe's worth at a time: a batch then grows
-                // without reallocating, and the memory of a batch written
-                // out is reclaimed here instead of allocated anew.
-                self.queue.reserve((bytes.len() + 1).max(BATCH_CAPACITY));
-                self.queue.extend_from_slice(bytes);
-                self.queue.extend_from_slice(b"\n");
-                Ok(())
-            }
-            Err(kind) => Err(EncodeError { kind, payload }),
+        if let Err(kind) = self.check(payload.as_ref()) {
+            return Err(EncodeError { kind, payload });
         }
-    }
-
-    /// Moves everything queued in `batch` to the back of this queue, whole.
-    /// `batch` holds messages its own `encode` checked, so a writer can
-    /// frame a batch without a lock and hand it over at once. The caller
-    /// checks [`has_room`](Self::has_room) first if the bound matters.
-    pub fn append(&mut self, batch: &mut LineEncoder) {
-        let bytes = batch.queue.split();
-        // Zero-copy when this queue is empty (unsplit then just takes
-        // `bytes`); one copy of the batch otherwise.
-        self.queue.unsplit(bytes);
+        let bytes = payload.as_ref();
+        let framed = bytes.len() + self.framing.overhead(bytes.len());
+        // Reserve a pipe's worth at a time: a batch then grows without
+        // reallocating, and the memory of a batch written out is reclaimed
+        // here instead of allocated anew.
+        self.queue.reserve(framed.max(BATCH_CAPACITY));
+        self.framing.encode(bytes, &mut self.queue);
+        self.enqueued += framed as u64;
+        self.boundaries
+            .push_back((self.enqueued, bytes.len() as u64));
+        Ok(())
     }
 
     /// Whether `payload` would be accepted now, without queueing it.
     pub fn check(&self, payload: &[u8]) -> Result<(), EncodeErrorKind> {
-        check_message(payload, self.max_message_size)?;
+        self.framing.check(payload, self.max_message_size)?;
         if !self.has_room() {
             return Err(EncodeErrorKind::Full {
                 queued: self.queued(),
@@ -135,7 +158,7 @@ impl LineEncoder {
     /// Whether a valid message would be queued now (the queue is below its
     /// high-water mark).
     pub fn has_room(&self) -> bool {
-        self.queued() == 0 || self.queued() < self.high_water
+        self.queued() == 0 || self.cost() < self.high_water
     }
 
     /// The bytes to write next: the rest of the current batch, or else a new
@@ -144,7 +167,7 @@ impl LineEncoder {
     ///
     /// The handle is cheap (no copy); the same bytes come back until
     /// [`handle_written`](Self::handle_written) says they were written.
-    #[must_use = "queued bytes only reach the child if written"]
+    #[must_use = "queued bytes only reach the peer if written"]
     pub fn poll_transmit(&mut self) -> Option<Bytes> {
         if self.in_flight.is_empty() {
             if self.queue.is_empty() {
@@ -161,11 +184,15 @@ impl LineEncoder {
     /// `n` larger than what was handed out is treated as all of it.
     pub fn handle_written(&mut self, n: usize) {
         let n = n.min(self.in_flight.len());
-        // Counting the line ends written is what makes the counters exact
-        // under partial writes; it is one fast scan of bytes just copied.
-        let ends = memchr::memchr_iter(b'\n', &self.in_flight[..n]).count();
-        self.messages_written += ends as u64;
-        self.bytes_written += (n - ends) as u64;
+        self.written += n as u64;
+        while let Some(&(end, len)) = self.boundaries.front() {
+            if end > self.written {
+                break;
+            }
+            self.boundaries.pop_front();
+            self.messages_written += 1;
+            self.bytes_written += len;
+        }
         self.in_flight.advance(n);
         if self.in_flight.is_empty() {
             // Even empty, the handle keeps the batch's memory shared; let go
@@ -174,12 +201,12 @@ impl LineEncoder {
         }
     }
 
-    /// Messages written whole so far (their `\n` included).
+    /// Messages written whole so far.
     pub fn messages_written(&self) -> u64 {
         self.messages_written
     }
 
-    /// Payload bytes written so far, line endings excluded.
+    /// Payload bytes of the messages written whole so far, framing excluded.
     pub fn bytes_written(&self) -> u64 {
         self.bytes_written
     }
@@ -189,12 +216,20 @@ impl LineEncoder {
         self.in_flight.len() + self.queue.len()
     }
 
-    /// Drops everything queued (the child's stdin is gone) and returns how
-    /// many bytes were dropped.
+    /// What the queue costs in memory: its bytes plus the record kept per
+    /// message. The high-water mark bounds this.
+    pub fn cost(&self) -> usize {
+        self.queued() + self.boundaries.len() * size_of::<Boundary>()
+    }
+
+    /// Drops everything queued (the peer is gone) and returns how many bytes
+    /// were dropped.
     pub fn clear(&mut self) -> usize {
         let dropped = self.queued();
         self.queue.clear();
-        self.in_flight.clear();
+        self.in_flight = Bytes::new();
+        self.boundaries.clear();
+        self.written = self.enqueued;
         dropped
     }
 
@@ -203,10 +238,15 @@ impl LineEncoder {
         self.max_message_size
     }
 
-    /// The queue size at which messages are refused with
+    /// The queue cost at which messages are refused with
     /// [`EncodeErrorKind::Full`].
     pub fn high_water(&self) -> usize {
         self.high_water
+    }
+
+    /// The framing.
+    pub fn framing(&self) -> &F {
+        &self.framing
     }
 }
 

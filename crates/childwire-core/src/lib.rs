@@ -1,52 +1,81 @@
 #![forbid(unsafe_code)]
-//! The sans-IO core of [childwire]: everything a stdio transport decides,
+#![cfg_attr(docsrs, feature(doc_cfg))]
+//! The sans-IO core of [childwire]: everything a message transport decides,
 //! with no I/O, no threads and no clock.
 //!
-//! childwire runs a child process and exchanges newline-delimited messages
-//! (NDJSON, JSON-RPC, MCP's stdio transport) with it over stdin and stdout.
-//! This crate holds the state machines; the runtime adapters
-//! (`childwire-tokio`, `childwire-smol`, `childwire-async-std`) only move
-//! bytes, time and signals between the OS and them.
+//! childwire runs a child process and exchanges messages (NDJSON for MCP,
+//! ACP and JSON-RPC over stdio; `Content-Length` frames for LSP and DAP)
+//! with it over stdin and stdout. This crate holds the state machines; the
+//! async layer and the runtime adapters only move bytes, time and signals
+//! between the OS and them. It reads no clock, no environment and no file.
 //!
 //! | module | what it decides |
 //! |---|---|
-//! | [`decoder`] | what a message is; over-long lines become notices (C01–C04) |
-//! | [`encoder`] | what may be sent; the bounded write queue (C06–C08) |
-//! | [`stderr_tail`] | the bounded tail of stderr and its lines (C09, C10) |
-//! | [`lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known (C12–C15) |
-//! | [`report`] | how the end is reported (C15) |
-//! | [`command`] | what to spawn: env policy, process group, stderr mode (C11, C13, C16) |
-//! | [`session`] | all of the above as one transport state machine |
-//! | `codec` | `tokio_util::codec` bindings for the framer (feature `tokio-util`, C19) |
+//! | [`framing`], [`decoder`], [`encoder`], [`frame`] | what a message is on the wire; over-long or broken frames become notices |
+//! | [`inbound`], [`outbound`] | the two halves of a channel: queues, backpressure, write timeout, why sending stopped |
+//! | [`channel`] | both halves over one byte stream, no process in it |
+//! | [`lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known |
+//! | [`stderr_tail`] | the bounded tail of stderr and its lines |
+//! | [`report`] | how a child's end is reported |
+//! | [`supervisor`] | a child's lifecycle, stderr tail and report, with no channel |
+//! | [`session`] | a child transport: a channel plus a supervisor |
+//! | [`command`], [`config`] | what to spawn, and the limits, checked before spawning |
+//! | `codec` | `tokio_util::codec` bindings for the framings (feature `tokio-util`) |
 //!
 //! The models are quinn-proto and str0m: `handle_*` methods take input with
 //! the current time, `poll_*` methods hand out what to do and when to call
 //! again, and each type documents the order in which to drain them. Time is
 //! always passed in, so every path can be tested on a simulated clock.
 //!
+//! # Building another transport
+//!
+//! A transport over a socket, a TCP stream or in-memory pipes needs no
+//! process: create a [`Channel`] with a [`Framing`] ([`Lines`] or
+//! `ContentLength`), then loop: feed what you read to
+//! [`handle_read`](Channel::handle_read) (and EOF to
+//! [`handle_read_eof`](Channel::handle_read_eof)); after every input drain
+//! [`poll_close_write`](Channel::poll_close_write),
+//! [`poll_transmit`](Channel::poll_transmit) (write it, then report
+//! [`handle_written`](Channel::handle_written)), [`wants_read`](Channel::wants_read)
+//! and [`poll_timeout`](Channel::poll_timeout); hand
+//! [`poll_received`](Channel::poll_received) frames to your caller. To drive
+//! each direction from its own task, split it with
+//! [`Channel::into_parts`]. A child process adds a [`Lifecycle`] and a
+//! [`StderrTail`]: that is [`Session`].
+//!
 //! [childwire]: https://github.com/childwire/childwire
 
+pub mod channel;
 pub mod command;
+pub mod config;
 pub mod decoder;
 pub mod encoder;
 pub mod frame;
 pub mod framing;
+pub mod inbound;
 pub mod lifecycle;
+pub mod outbound;
 pub mod report;
 pub mod session;
 pub mod stderr_tail;
+pub mod supervisor;
 
 #[cfg(feature = "tokio-util")]
 pub mod codec;
 
+pub use channel::Channel;
 pub use command::{Command, EnvPolicy, SpawnError, StderrMode};
+pub use config::{ChannelConfig, Config, ConfigError};
 pub use decoder::LineDecoder;
-pub use encoder::LineEncoder;
+pub use encoder::{EncodeErrorKind, Encoder, LineEncoder};
 pub use frame::{Frame, Malformed, MalformedReason, Message, Oversized};
 pub use framing::{FrameDecoder, Framing, Lines};
+pub use inbound::Inbound;
 pub use lifecycle::{
-    Action, EndedBy, Ending, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
+    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
 };
+pub use outbound::{Closed, Outbound, SendError, SendErrorKind};
 pub use report::{Counters, ExitReport};
-pub use session::{Closed, Config, Received, SendError, SendErrorKind, Session};
+pub use session::{Received, Session};
 pub use stderr_tail::{StderrTail, StderrTailConfig};
+pub use supervisor::Supervisor;

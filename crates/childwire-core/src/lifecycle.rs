@@ -8,8 +8,11 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-/// Timings and process-group policy for a [`Lifecycle`].
+use crate::report::{Counters, ExitReport};
+
+/// The shutdown graces of a [`Lifecycle`].
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LifecycleConfig {
     /// Time from the shutdown request until SIGTERM. It covers flushing the
     /// queued output, closing stdin and waiting for the child to exit on EOF.
@@ -17,11 +20,6 @@ pub struct LifecycleConfig {
     pub stdin_grace: Duration,
     /// Time from SIGTERM until SIGKILL. Default 2 s. Zero skips the wait.
     pub term_grace: Duration,
-    /// The child leads its own process group (default `true`, C13): signals
-    /// go to the whole group, and after the leader exits the group is swept
-    /// once ([`Action::SweepGroup`]) so launchers such as `sh -c` or `npx`
-    /// leave no orphaned grandchildren.
-    pub process_group: bool,
     /// After the exit was observed, how long to wait for stdout and stderr to
     /// reach EOF before reporting the end anyway (a grandchild may hold the
     /// pipes open). Default 1 s.
@@ -33,14 +31,13 @@ impl Default for LifecycleConfig {
         Self {
             stdin_grace: Duration::from_secs(2),
             term_grace: Duration::from_secs(2),
-            process_group: true,
             drain_grace: Duration::from_secs(1),
         }
     }
 }
 
-/// A signal the adapter delivers: to the process group (`killpg`) when
-/// [`LifecycleConfig::process_group`] is on, else to the child's PID.
+/// A signal the adapter delivers: to the process group (`killpg`) when the
+/// child leads one, else to the child's PID.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Signal {
     /// SIGTERM: asks the child to exit.
@@ -101,7 +98,7 @@ pub enum Phase {
     Killing,
     /// The exit was observed; waiting for stdout and stderr to reach EOF.
     Exited,
-    /// The [`Ending`] was handed out; nothing more happens.
+    /// The exit report was handed out; nothing more happens.
     Done,
 }
 
@@ -227,24 +224,6 @@ impl fmt::Display for SignalError {
 
 impl std::error::Error for SignalError {}
 
-/// How the child's life ended, from [`Lifecycle::poll_end`].
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Ending {
-    /// Exit code or signal.
-    pub exit: Exit,
-    /// Which step ended the child.
-    pub ended_by: EndedBy,
-    /// Whether shutdown was asked before the exit was observed. `false`
-    /// means the child died unexpectedly.
-    pub shutdown_requested: bool,
-    /// From the shutdown request (or, without one, from spawn) until the exit
-    /// was observed.
-    pub elapsed: Duration,
-    /// `false` if `drain_grace` expired before both stdout and stderr reached
-    /// EOF (something the child left behind still holds them open).
-    pub pipes_drained: bool,
-}
-
 /// The child's life from spawn to reap, as a pure state machine.
 ///
 /// # How to drive it
@@ -256,7 +235,7 @@ pub struct Ending {
 ///    [`Action`] (and reporting the outcome with `handle_stdin_closed` or
 ///    `handle_signal_failed`, which are inputs again);
 /// 2. [`poll_end`](Self::poll_end): `Some` once, when the child's end is
-///    known; build the exit report from it;
+///    known: the exit report, to complete with the stderr tail and counters;
 /// 3. [`poll_timeout`](Self::poll_timeout): arm a timer for this instant (or
 ///    none for `None`); when it fires, call
 ///    [`handle_timeout`](Self::handle_timeout) with the current time.
@@ -267,6 +246,8 @@ pub struct Ending {
 /// - [`handle_outbound_drained`](Self::handle_outbound_drained) /
 ///   [`handle_outbound_pending`](Self::handle_outbound_pending): the write
 ///   queue became empty / non-empty;
+/// - [`handle_close_stdin`](Self::handle_close_stdin): the channel gave up
+///   on stdin (a write timed out): close it now, shutdown or not;
 /// - [`handle_stdin_closed`](Self::handle_stdin_closed): stdin was closed
 ///   (by us, or broken by the child: EPIPE);
 /// - [`handle_exit`](Self::handle_exit): the child was reaped;
@@ -293,6 +274,7 @@ pub struct Ending {
 #[derive(Debug, Clone)]
 pub struct Lifecycle {
     config: LifecycleConfig,
+    process_group: bool,
     spawned_at: Instant,
     phase: Phase,
     shutdown_at: Option<Instant>,
@@ -315,27 +297,26 @@ pub struct Lifecycle {
     close_sent: bool,
     term_sent: bool,
     kill_sent: bool,
-    exited: Option<ExitSeen>,
+    /// The end as far as known: set when the exit is observed.
+    exited: Option<ExitReport>,
     stdout_eof: bool,
     stderr_eof: bool,
     drain_deadline: Option<Instant>,
-    ending: Option<Ending>,
-}
-
-#[derive(Debug, Clone, Copy)]
-struct ExitSeen {
-    exit: Exit,
-    ended_by: EndedBy,
-    elapsed: Duration,
-    shutdown_requested: bool,
+    /// The end, decided and not yet handed out.
+    ending: Option<ExitReport>,
 }
 
 impl Lifecycle {
-    /// Starts the machine for a child spawned at `now`.
+    /// Starts the machine for a child spawned at `now`. With
+    /// `process_group`, the child leads its own group: signals go to the
+    /// whole group, and after the leader exits the group is swept once
+    /// ([`Action::SweepGroup`]), so launchers such as `sh -c` or `npx`
+    /// leave no orphaned grandchildren.
     #[must_use]
-    pub fn new(config: LifecycleConfig, now: Instant) -> Self {
+    pub fn new(config: LifecycleConfig, process_group: bool, now: Instant) -> Self {
         Self {
             config,
+            process_group,
             spawned_at: now,
             phase: Phase::Running,
             shutdown_at: None,
@@ -383,7 +364,7 @@ impl Lifecycle {
     /// reaped, so its PID is still its own (a drop path may signal it).
     #[must_use]
     pub fn exit(&self) -> Option<Exit> {
-        self.exited.map(|seen| seen.exit)
+        self.exited.as_ref().map(|report| report.exit)
     }
 
     // ---- inputs ----
@@ -427,6 +408,16 @@ impl Lifecycle {
         self.advance(now);
     }
 
+    /// The channel gave up on stdin (its write timeout ran out): close it now
+    /// with [`Action::CloseStdin`], whether a shutdown was asked or not. The
+    /// child's exit then counts as [`EndedBy::StdinClose`].
+    pub fn handle_close_stdin(&mut self, now: Instant) {
+        if self.exited.is_none() {
+            self.close_stdin_now();
+        }
+        self.advance(now);
+    }
+
     /// Stdin was closed: by us after [`Action::CloseStdin`], or broken by the
     /// child (EPIPE). Nothing more will be flushed.
     pub fn handle_stdin_closed(&mut self, now: Instant) {
@@ -451,17 +442,20 @@ impl Lifecycle {
                 EndedBy::OnItsOwn
             };
             let since = self.shutdown_at.unwrap_or(self.spawned_at);
-            self.exited = Some(ExitSeen {
+            self.exited = Some(ExitReport {
                 exit,
                 ended_by,
-                elapsed: now.saturating_duration_since(since),
                 shutdown_requested: self.shutdown_at.is_some(),
+                elapsed: now.saturating_duration_since(since),
+                pipes_drained: true,
+                stderr_tail: String::new(),
+                counters: Counters::default(),
             });
             // Undelivered steps are moot now, and a signal could hit a reused PID.
             self.pending_close = false;
             self.pending_term = false;
             self.pending_kill = false;
-            self.pending_sweep = self.config.process_group;
+            self.pending_sweep = self.process_group;
             self.stdin_deadline = None;
             self.term_deadline = None;
             self.drain_deadline = now.checked_add(self.config.drain_grace);
@@ -536,9 +530,10 @@ impl Lifecycle {
 
     /// The child's end, exactly once: after the exit was observed and both
     /// pipes reached EOF, or `drain_grace` passed since the exit. Moves the
-    /// phase to [`Phase::Done`].
+    /// phase to [`Phase::Done`]. The report's stderr tail and counters are
+    /// empty: the lifecycle does not know them.
     #[must_use]
-    pub fn poll_end(&mut self) -> Option<Ending> {
+    pub fn poll_end(&mut self) -> Option<ExitReport> {
         let ending = self.ending.take()?;
         self.phase = Phase::Done;
         Some(ending)
@@ -559,11 +554,16 @@ impl Lifecycle {
     // ---- internals ----
 
     fn close_stdin(&mut self) {
+        self.close_stdin_now();
+        self.phase = Phase::StdinClosed;
+    }
+
+    /// Decides the close of stdin, once; the phase is the caller's business.
+    fn close_stdin_now(&mut self) {
         if !self.stdin_closed {
             self.stdin_closed = true;
             self.pending_close = true;
         }
-        self.phase = Phase::StdinClosed;
     }
 
     /// Fires every deadline `now` has reached. A deadline of `None` (an
@@ -590,14 +590,9 @@ impl Lifecycle {
                 Phase::Exited if self.ending.is_none() => {
                     let drained = self.stdout_eof && self.stderr_eof;
                     if drained || reached(self.drain_deadline) {
-                        if let Some(seen) = self.exited {
-                            self.ending = Some(Ending {
-                                exit: seen.exit,
-                                ended_by: seen.ended_by,
-                                shutdown_requested: seen.shutdown_requested,
-                                elapsed: seen.elapsed,
-                                pipes_drained: drained,
-                            });
+                        if let Some(mut report) = self.exited.clone() {
+                            report.pipes_drained = drained;
+                            self.ending = Some(report);
                         }
                     }
                     return;

@@ -3,10 +3,11 @@
 use std::fmt;
 use std::time::Duration;
 
-use crate::lifecycle::{EndedBy, Ending, Exit};
+use crate::lifecycle::{EndedBy, Exit, Signal};
 
-/// Traffic counters of one child's life.
+/// Traffic counters of a channel or of one child's life.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Counters {
     /// Messages received from the child's stdout.
     pub messages_in: u64,
@@ -16,22 +17,40 @@ pub struct Counters {
     pub messages_out: u64,
     /// Bytes of the messages written (without line endings).
     pub bytes_out: u64,
-    /// Oversized lines dropped from stdout (C02).
+    /// Oversized messages dropped from stdout.
     pub oversized: u64,
+    /// Malformed frames dropped from stdout (framings that can break).
+    pub malformed: u64,
     /// Blank lines skipped on stdout (C01).
     pub blank_lines: u64,
     /// Bytes the child wrote to stderr.
     pub stderr_bytes: u64,
 }
 
-/// How the child ended, with its stderr tail and counters (C10, C15).
+/// How the child ended, with its stderr tail and counters.
 ///
 /// Its `Display` is one line a user can read at a glance, e.g.
 /// `exited with code 1 on its own after 0.8 s; last stderr: Error: Cannot find module 'x'`
-/// or `killed by SIGKILL after SIGKILL, 4.0 s after shutdown`. The stderr
-/// part (one line, picked from the tail) is shown unless the child exited
-/// with code 0; the whole tail is in [`stderr_tail`](Self::stderr_tail).
+/// or `killed by SIGKILL, 4.0 s after shutdown`. The stderr part (one line,
+/// picked from the tail) is shown unless the child exited with code 0; the
+/// whole tail is in [`stderr_tail`](Self::stderr_tail). Control characters
+/// from the child (`\r`, ANSI escapes) are shown escaped, so a hostile
+/// child cannot rewrite the line it appears in; the fields keep them as
+/// they came.
+///
+/// ```
+/// use std::time::Duration;
+/// use childwire_core::{EndedBy, Exit, ExitReport};
+///
+/// let mut report = ExitReport::new(Exit::Code(1), EndedBy::OnItsOwn, Duration::from_millis(800));
+/// report.stderr_tail = "loading\nError: Cannot find module 'x'\r\x1b[2K".into();
+/// assert_eq!(
+///     report.to_string(),
+///     r"exited with code 1 on its own after 0.8 s; last stderr: Error: Cannot find module 'x'\r\u{1b}[2K"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct ExitReport {
     /// Exit code or signal.
     pub exit: Exit,
@@ -41,6 +60,10 @@ pub struct ExitReport {
     pub shutdown_requested: bool,
     /// From the shutdown request (or, without one, from spawn) until the exit.
     pub elapsed: Duration,
+    /// Whether stdout and stderr reached EOF within the drain grace after
+    /// the exit. `false` means something the child started still held them
+    /// open when the report was made.
+    pub pipes_drained: bool,
     /// The child's last stderr lines (empty when stderr was not captured).
     pub stderr_tail: String,
     /// Traffic counters.
@@ -48,16 +71,19 @@ pub struct ExitReport {
 }
 
 impl ExitReport {
-    /// Builds the report from the lifecycle's [`Ending`].
+    /// A report of `exit`, ended by `ended_by` after `elapsed`, with no
+    /// shutdown asked, drained pipes, no stderr and zero counters: for
+    /// tests and other transports; the lifecycle builds the real ones.
     #[must_use]
-    pub fn new(ending: &Ending, stderr_tail: String, counters: Counters) -> Self {
+    pub fn new(exit: Exit, ended_by: EndedBy, elapsed: Duration) -> Self {
         Self {
-            exit: ending.exit,
-            ended_by: ending.ended_by,
-            shutdown_requested: ending.shutdown_requested,
-            elapsed: ending.elapsed,
-            stderr_tail,
-            counters,
+            exit,
+            ended_by,
+            shutdown_requested: false,
+            elapsed,
+            pipes_drained: true,
+            stderr_tail: String::new(),
+            counters: Counters::default(),
         }
     }
 
@@ -112,30 +138,63 @@ fn looks_like_error(line: &str) -> bool {
 /// Longest stderr excerpt shown by `Display`, in characters.
 const SUMMARY_CHARS: usize = 200;
 
+impl ExitReport {
+    /// Whether naming the step adds nothing: "killed by SIGTERM" already
+    /// says SIGTERM ended it.
+    fn step_is_implied(&self) -> bool {
+        let step_signal = match self.ended_by {
+            EndedBy::Sigterm => Signal::Term,
+            EndedBy::Sigkill => Signal::Kill,
+            _ => return false,
+        };
+        self.exit == Exit::Signal(step_signal.number())
+    }
+}
+
 impl fmt::Display for ExitReport {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let elapsed = Elapsed(self.elapsed);
+        write!(f, "{}", self.exit)?;
+        if !self.step_is_implied() {
+            write!(f, " {}", self.ended_by)?;
+        }
         if self.shutdown_requested {
-            write!(
-                f,
-                "{} {}, {elapsed} after shutdown",
-                self.exit, self.ended_by
-            )?;
+            write!(f, ", {elapsed} after shutdown")?;
         } else {
-            write!(f, "{} {} after {elapsed}", self.exit, self.ended_by)?;
+            write!(f, " after {elapsed}")?;
+        }
+        if !self.pipes_drained {
+            f.write_str("; something it started still held its output pipes open")?;
         }
         if self.success() {
             return Ok(());
         }
         if let Some(line) = self.stderr_summary() {
             f.write_str("; last stderr: ")?;
-            match line.char_indices().nth(SUMMARY_CHARS) {
-                Some((cut, _)) => write!(f, "{}…", &line[..cut])?,
-                None => f.write_str(line)?,
+            let shown = match line.char_indices().nth(SUMMARY_CHARS) {
+                Some((cut, _)) => &line[..cut],
+                None => line,
+            };
+            write_escaped(f, shown)?;
+            if shown.len() < line.len() {
+                f.write_str("…")?;
             }
         }
         Ok(())
     }
+}
+
+/// Writes `text` with control characters escaped (`\r`, `\u{1b}`), so what a
+/// child wrote cannot move the cursor or restyle the terminal it is shown in.
+pub(crate) fn write_escaped(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Result {
+    for c in text.chars() {
+        if c.is_control() {
+            write!(f, "{}", c.escape_default())?;
+        } else {
+            fmt::Write::write_char(f, c)?;
+        }
+    }
+    Ok(())
 }
 
 /// A duration as a person reads it: `12 ms`, `0.8 s`, `4.0 s`.

@@ -284,9 +284,17 @@ fn c07_queue_is_bounded_by_the_high_water_mark() {
     );
     assert_eq!(err.into_payload(), "x");
     assert!(encoder.poll_transmit().is_some());
+    // 9 bytes left, plus the message's record, still cost more than 10.
     encoder.handle_written(8);
+    assert!(matches!(
+        encoder.encode("x").unwrap_err().kind(),
+        EncodeErrorKind::Full { .. }
+    ));
+    assert!(encoder.cost() > encoder.queued());
+    encoder.handle_written(9);
     encoder.encode("x").unwrap();
-    assert_eq!(encoder.queued(), 11);
+    assert_eq!(encoder.queued(), 2);
+    assert_eq!(encoder.messages_written(), 1);
 }
 
 #[test]

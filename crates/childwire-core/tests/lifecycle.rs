@@ -12,9 +12,9 @@ mod support {
 use std::time::{Duration, Instant};
 
 use childwire_core::lifecycle::{
-    Action, EndedBy, Ending, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
+    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
 };
-use childwire_core::report::{Counters, ExitReport};
+use childwire_core::report::ExitReport;
 use proptest::prelude::*;
 use support::lifecycle_model::{Checker, Op};
 
@@ -50,13 +50,17 @@ struct Sim {
     /// holds them).
     pipes_close_on_exit: bool,
     actions: Vec<(Duration, Action)>,
-    endings: Vec<(Duration, Ending)>,
+    endings: Vec<(Duration, ExitReport)>,
 }
 
 impl Sim {
     fn new(config: LifecycleConfig, child: Child) -> Self {
+        Self::with_group(config, true, child)
+    }
+
+    fn with_group(config: LifecycleConfig, process_group: bool, child: Child) -> Self {
         let start = Instant::now();
-        let mut lc = Lifecycle::new(config, start);
+        let mut lc = Lifecycle::new(config, process_group, start);
         // The session's write queue is empty at spawn.
         lc.handle_outbound_drained(start);
         let exit_at = match child {
@@ -142,7 +146,7 @@ impl Sim {
     }
 
     /// Runs until nothing more is scheduled; returns the one ending.
-    fn run(&mut self) -> Ending {
+    fn run(&mut self) -> ExitReport {
         for _ in 0..100 {
             if !self.step(None) {
                 break;
@@ -216,7 +220,7 @@ impl Sim {
     }
 
     /// Asks for shutdown now and runs to the one ending.
-    fn shut_down_and_run(&mut self) -> Ending {
+    fn shut_down_and_run(&mut self) -> ExitReport {
         self.shutdown();
         self.run()
     }
@@ -248,11 +252,10 @@ fn escalation(
 
 /// Only `stdin_grace` and `term_grace` differ from the defaults.
 fn graces(stdin_grace: Duration, term_grace: Duration) -> LifecycleConfig {
-    LifecycleConfig {
-        stdin_grace,
-        term_grace,
-        ..LifecycleConfig::default()
-    }
+    let mut config = LifecycleConfig::default();
+    config.stdin_grace = stdin_grace;
+    config.term_grace = term_grace;
+    config
 }
 
 /// An ending whose pipes both reached EOF within the drain grace.
@@ -261,14 +264,10 @@ fn drained_ending(
     ended_by: EndedBy,
     shutdown_requested: bool,
     elapsed: Duration,
-) -> Ending {
-    Ending {
-        exit,
-        ended_by,
-        shutdown_requested,
-        elapsed,
-        pipes_drained: true,
-    }
+) -> ExitReport {
+    let mut report = ExitReport::new(exit, ended_by, elapsed);
+    report.shutdown_requested = shutdown_requested;
+    report
 }
 
 #[test]
@@ -426,10 +425,8 @@ fn c12_zero_graces_escalate_in_the_same_drain() {
 
 #[test]
 fn c12_zero_stdin_grace_sends_sigterm_with_the_close() {
-    let config = LifecycleConfig {
-        stdin_grace: Duration::ZERO,
-        ..LifecycleConfig::default()
-    };
+    let mut config = LifecycleConfig::default();
+    config.stdin_grace = Duration::ZERO;
     let mut sim = Sim::new(config, Child::IgnoresAll);
     sim.shutdown();
     assert_eq!(sim.actions(), [(ms(0), CLOSE), (ms(0), TERM)]);
@@ -488,11 +485,7 @@ fn c12_stdin_broken_during_the_flush_is_not_closed_again() {
 #[test]
 fn c13_the_group_is_swept_once_after_exit_and_only_with_a_group() {
     for process_group in [true, false] {
-        let config = LifecycleConfig {
-            process_group,
-            ..LifecycleConfig::default()
-        };
-        let mut sim = Sim::new(config, Child::IgnoresAll);
+        let mut sim = Sim::with_group(LifecycleConfig::default(), process_group, Child::IgnoresAll);
         sim.shut_down_and_run();
         sim.lc.handle_exit(Exit::Code(0), sim.now);
         sim.lc.handle_timeout(sim.now + secs(9));
@@ -573,7 +566,7 @@ fn c15_pipes_at_eof_before_the_exit_end_it_at_once() {
 #[test]
 fn c14_stale_or_early_time_never_panics_nor_fires() {
     let start = Instant::now() + secs(100);
-    let mut lc = Lifecycle::new(LifecycleConfig::default(), start);
+    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
     lc.handle_shutdown(start + secs(10));
     lc.handle_timeout(start + secs(5));
     lc.handle_timeout(start);
@@ -603,13 +596,11 @@ fn c14_stale_or_early_time_never_panics_nor_fires() {
 #[test]
 fn c12_huge_graces_do_not_overflow() {
     let start = Instant::now();
-    let config = LifecycleConfig {
-        stdin_grace: Duration::MAX,
-        term_grace: Duration::MAX,
-        drain_grace: Duration::MAX,
-        process_group: false,
-    };
-    let mut lc = Lifecycle::new(config, start);
+    let mut config = LifecycleConfig::default();
+    config.stdin_grace = Duration::MAX;
+    config.term_grace = Duration::MAX;
+    config.drain_grace = Duration::MAX;
+    let mut lc = Lifecycle::new(config, false, start);
     lc.handle_shutdown(start);
     assert_eq!(
         lc.poll_timeout(),
@@ -634,8 +625,9 @@ fn report(
     elapsed: Duration,
     tail: &str,
 ) -> ExitReport {
-    let ending = drained_ending(exit, ended_by, shutdown, elapsed);
-    ExitReport::new(&ending, tail.to_owned(), Counters::default())
+    let mut report = drained_ending(exit, ended_by, shutdown, elapsed);
+    report.stderr_tail = tail.to_owned();
+    report
 }
 
 /// The report of a child that exited before anyone asked it to.
@@ -654,11 +646,27 @@ fn c15_report_display_reads_at_a_glance() {
     assert!(!crash.success());
 
     let killed = report(Exit::Signal(9), EndedBy::Sigkill, true, ms(4001), "");
+    // The signal that killed it names the step: no "after SIGKILL" again.
     assert_eq!(
         killed.to_string(),
-        "killed by SIGKILL after SIGKILL, 4.0 s after shutdown"
+        "killed by SIGKILL, 4.0 s after shutdown"
     );
     assert!(!killed.unexpected());
+
+    let mut held = report(Exit::Code(0), EndedBy::StdinClose, true, ms(12), "");
+    held.pipes_drained = false;
+    assert_eq!(
+        held.to_string(),
+        "exited with code 0 after stdin was closed, 12 ms after shutdown; \
+         something it started still held its output pipes open"
+    );
+
+    let hostile = on_its_own(Exit::Code(1), ms(5), "fatal\r\x1b[1Aexited cleanly\n");
+    assert_eq!(
+        hostile.to_string(),
+        "exited with code 1 on its own after 5 ms; last stderr: fatal\\r\\u{1b}[1Aexited cleanly",
+        "control characters from the child are shown escaped"
+    );
 
     let clean = report(Exit::Code(0), EndedBy::StdinClose, true, ms(12), "bye\n");
     assert_eq!(
@@ -765,14 +773,13 @@ fn op() -> impl Strategy<Value = Op> {
 
 fn config() -> impl Strategy<Value = LifecycleConfig> {
     let grace = prop_oneof![Just(0u64), 0..3000u64].prop_map(ms);
-    (grace.clone(), grace.clone(), any::<bool>(), grace).prop_map(
-        |(stdin_grace, term_grace, process_group, drain_grace)| LifecycleConfig {
-            stdin_grace,
-            term_grace,
-            process_group,
-            drain_grace,
-        },
-    )
+    (grace.clone(), grace.clone(), grace).prop_map(|(stdin_grace, term_grace, drain_grace)| {
+        let mut config = LifecycleConfig::default();
+        config.stdin_grace = stdin_grace;
+        config.term_grace = term_grace;
+        config.drain_grace = drain_grace;
+        config
+    })
 }
 
 proptest! {
@@ -781,9 +788,10 @@ proptest! {
     #[test]
     fn c12_c14_c15_random_inputs_keep_the_lifecycle_contract(
         config in config(),
+        process_group in any::<bool>(),
         ops in prop::collection::vec(op(), 0..40),
     ) {
-        let mut checker = Checker::new(config);
+        let mut checker = Checker::new(config, process_group);
         for op in &ops {
             checker.apply(op).map_err(TestCaseError::fail)?;
         }

@@ -3,10 +3,9 @@
 
 use std::time::{Duration, Instant};
 
+use childwire_core::inbound::ITEM_OVERHEAD;
 use childwire_core::lifecycle::Action;
-use childwire_core::{
-    Closed, Command, Config, EndedBy, Exit, Received, SendErrorKind, Session, Signal, StderrMode,
-};
+use childwire_core::{Closed, Config, EndedBy, Exit, Received, SendErrorKind, Session, Signal};
 
 /// A session and its simulated clock.
 struct Sim {
@@ -20,7 +19,7 @@ impl Sim {
     fn new(config: Config) -> Self {
         let now = Instant::now();
         Self {
-            session: Session::new(&config, &Command::new("server"), now),
+            session: Session::new(&config, true, now),
             now,
             actions: Vec::new(),
         }
@@ -57,6 +56,17 @@ impl Sim {
         bytes
     }
 
+    /// Receives up to the exit report, which must be there.
+    fn take_report(&mut self) -> childwire_core::ExitReport {
+        loop {
+            match self.session.poll_received() {
+                Some(Received::Exited(report)) => return *report,
+                Some(_) => {}
+                None => panic!("no exit report yet"),
+            }
+        }
+    }
+
     fn received(&mut self) -> Vec<Received> {
         std::iter::from_fn(|| self.session.poll_received()).collect()
     }
@@ -68,6 +78,7 @@ fn text(item: &Received) -> String {
         Received::Oversized(o) => format!("<oversized {}>", o.len),
         Received::Malformed(m) => format!("<malformed {}>", m.reason),
         Received::Exited(report) => format!("<exited: {}>", report.exit),
+        other => format!("<{other:?}>"),
     }
 }
 
@@ -79,7 +90,7 @@ fn c04_every_line_written_before_exit_comes_before_the_report() {
     sim.session.handle_exit(Exit::Code(3), sim.now);
     sim.drain_actions();
     assert!(
-        sim.session.report().is_none(),
+        !sim.session.report_ready(),
         "the report waits for stdout EOF"
     );
     sim.session.handle_stdout(b":2}\nlast", sim.now);
@@ -114,7 +125,7 @@ fn c04_every_line_written_before_exit_comes_before_the_report() {
 #[test]
 fn c04_pipes_held_open_by_a_grandchild_delay_the_report_only_for_drain_grace() {
     let mut config = Config::default();
-    config.drain_grace = Duration::from_millis(300);
+    config.drain_grace(Duration::from_millis(300));
     let mut sim = Sim::new(config);
     sim.session.handle_exit(Exit::Code(0), sim.now);
     sim.drain_actions();
@@ -130,27 +141,35 @@ fn c04_pipes_held_open_by_a_grandchild_delay_the_report_only_for_drain_grace() {
 #[test]
 fn c07_receive_backpressure_pauses_stdout_until_the_caller_catches_up() {
     let mut config = Config::default();
-    config.recv_high_water = 10;
+    config.recv_high_water(ITEM_OVERHEAD + 10);
     let mut sim = Sim::new(config);
     assert!(sim.session.wants_stdout());
-    sim.session.handle_stdout(b"0123456789\n", sim.now);
+    sim.session.handle_stdout(b"012345678\n", sim.now);
+    assert!(
+        sim.session.wants_stdout(),
+        "9 bytes and one item: below the mark"
+    );
+    sim.session.handle_stdout(b"9\n", sim.now);
     assert!(
         !sim.session.wants_stdout(),
-        "10 bytes waiting reach the mark"
+        "two items cost their bytes and their overhead"
     );
     assert!(sim.session.poll_received().is_some());
     assert!(sim.session.wants_stdout());
-    // Once the child exited, the rest of the pipe is read regardless.
+    // After the exit the bound still holds: a grandchild holding the pipe
+    // cannot grow the host while the caller does not receive.
     sim.session.handle_stdout(b"0123456789\n", sim.now);
     sim.session.handle_exit(Exit::Code(0), sim.now);
+    assert!(!sim.session.wants_stdout());
+    while sim.session.poll_received().is_some() {}
     assert!(sim.session.wants_stdout());
 }
 
 #[test]
 fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_timeout() {
     let mut config = Config::default();
-    config.send_high_water = 8;
-    config.write_timeout = Some(Duration::from_secs(5));
+    config.send_high_water(8);
+    config.write_timeout(Some(Duration::from_secs(5)));
     let mut sim = Sim::new(config);
     sim.session.send("0123456789").unwrap();
     let err = sim.session.send("x").unwrap_err();
@@ -180,6 +199,14 @@ fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_time
         sim.session.send_ready(),
         "senders waiting for room are released"
     );
+    // The child then exits on the EOF it was given: the report says so.
+    sim.session.handle_stderr_eof(sim.now);
+    sim.session.handle_stdout_eof(sim.now);
+    sim.session.handle_exit(Exit::Code(0), sim.now);
+    sim.drain_actions();
+    let report = sim.take_report();
+    assert_eq!(report.ended_by, EndedBy::StdinClose);
+    assert!(!report.shutdown_requested);
 }
 
 #[test]
@@ -188,7 +215,7 @@ fn c08_send_after_shutdown_is_refused_whole() {
     sim.session.send("queued").unwrap();
     sim.session.shutdown(sim.now);
     let err = sim.session.send("late").unwrap_err();
-    assert_eq!(err.kind(), SendErrorKind::Closed(Closed::ShuttingDown));
+    assert_eq!(err.kind(), SendErrorKind::Closed(Closed::Closing));
     assert_eq!(err.into_payload(), "late");
     assert_eq!(
         sim.write_everything(),
@@ -214,7 +241,7 @@ fn c12_shutdown_flushes_then_closes_stdin_and_reports_the_step() {
     sim.session.handle_stdout_eof(sim.now);
     sim.session.handle_stderr_eof(sim.now);
     sim.drain_actions();
-    let report = sim.session.report().expect("reported").clone();
+    let report = sim.take_report();
     assert_eq!(report.ended_by, EndedBy::StdinClose);
     assert_eq!(report.elapsed, Duration::from_millis(20));
     assert_eq!(
@@ -226,8 +253,8 @@ fn c12_shutdown_flushes_then_closes_stdin_and_reports_the_step() {
 #[test]
 fn c12_a_child_that_never_reads_gets_sigterm_then_sigkill_on_schedule() {
     let mut config = Config::default();
-    config.stdin_grace = Duration::from_millis(100);
-    config.term_grace = Duration::from_millis(200);
+    config.stdin_grace(Duration::from_millis(100));
+    config.term_grace(Duration::from_millis(200));
     let mut sim = Sim::new(config);
     sim.session.send("never read").unwrap();
     sim.session.shutdown(sim.now);
@@ -248,7 +275,7 @@ fn c12_a_child_that_never_reads_gets_sigterm_then_sigkill_on_schedule() {
     sim.session.handle_stdout_eof(sim.now);
     sim.session.handle_stderr_eof(sim.now);
     sim.drain_actions();
-    let report = sim.session.report().expect("reported");
+    let report = sim.take_report();
     assert_eq!(report.ended_by, EndedBy::Sigkill);
     assert_eq!(report.elapsed, Duration::from_millis(300));
 }
@@ -265,14 +292,14 @@ fn c09_stderr_lines_are_handed_out_and_kept_in_the_tail() {
 
 #[test]
 fn c09_without_a_stderr_pipe_the_end_does_not_wait_for_stderr() {
-    let mut command = Command::new("server");
-    command.stderr(StderrMode::Inherit);
+    // Without a stderr pipe the adapter reports stderr's end at spawn.
     let now = Instant::now();
-    let mut session = Session::new(&Config::default(), &command, now);
+    let mut session = Session::new(&Config::default(), true, now);
+    session.handle_stderr_eof(now);
     session.handle_exit(Exit::Code(0), now);
     session.handle_stdout_eof(now);
     while session.poll_action().is_some() {}
-    assert!(session.report().is_some());
+    assert!(session.report_ready());
 }
 
 #[test]
@@ -303,12 +330,12 @@ fn c09_the_report_waits_until_stderr_lines_are_delivered() {
         Some(&b"last words"[..])
     );
     assert!(
-        sim.session.report().is_none(),
+        !sim.session.report_ready(),
         "held until the line is handed on"
     );
     assert_eq!(sim.session.poll_received(), None);
     sim.session.handle_stderr_delivered();
-    assert!(sim.session.report().is_some());
+    assert!(sim.session.report_ready());
     assert!(matches!(
         sim.session.poll_received(),
         Some(Received::Exited(_))

@@ -12,8 +12,9 @@
 
 use std::time::{Duration, Instant};
 
+use childwire_core::ExitReport;
 use childwire_core::lifecycle::{
-    Action, EndedBy, Ending, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
+    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
 };
 
 /// One input to the machine, or a move of the clock.
@@ -61,6 +62,7 @@ macro_rules! check_eq {
 pub(crate) struct Checker {
     lc: Lifecycle,
     config: LifecycleConfig,
+    process_group: bool,
     start: Instant,
     now: Instant,
     shutdown_at: Option<Instant>,
@@ -83,11 +85,12 @@ pub(crate) struct Checker {
 }
 
 impl Checker {
-    pub(crate) fn new(config: LifecycleConfig) -> Self {
+    pub(crate) fn new(config: LifecycleConfig, process_group: bool) -> Self {
         let start = Instant::now();
         Checker {
-            lc: Lifecycle::new(config.clone(), start),
+            lc: Lifecycle::new(config.clone(), process_group, start),
             config,
+            process_group,
             start,
             now: start,
             shutdown_at: None,
@@ -192,9 +195,9 @@ impl Checker {
         check_eq!(self.lc.phase(), Phase::Done, "phase after the end");
         check_eq!(
             self.sweeps,
-            u32::from(self.config.process_group),
+            u32::from(self.process_group),
             "sweeps with process_group = {}",
-            self.config.process_group
+            self.process_group
         );
         Ok(())
     }
@@ -232,13 +235,10 @@ impl Checker {
                 return Err(format!("an ending without an exit: {ending:?}"));
             };
             let since = self.shutdown_at.unwrap_or(self.start);
-            let expected = Ending {
-                exit,
-                ended_by,
-                shutdown_requested: self.shutdown_at.is_some(),
-                elapsed: exit_now.saturating_duration_since(since),
-                pipes_drained: self.stdout_eof && self.stderr_eof,
-            };
+            let mut expected =
+                ExitReport::new(exit, ended_by, exit_now.saturating_duration_since(since));
+            expected.shutdown_requested = self.shutdown_at.is_some();
+            expected.pipes_drained = self.stdout_eof && self.stderr_eof;
             check_eq!(ending, expected, "the ending");
             self.endings += 1;
         }
@@ -303,7 +303,7 @@ impl Checker {
             }
             Action::SweepGroup => {
                 check!(exited, "SweepGroup before the exit");
-                check!(self.config.process_group, "SweepGroup without a group");
+                check!(self.process_group, "SweepGroup without a group");
                 self.sweeps += 1;
             }
         }

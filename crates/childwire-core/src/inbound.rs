@@ -1,0 +1,141 @@
+//! The receiving half of a channel: bytes in, frames queued for the caller,
+//! with a bound on what the queue may cost.
+
+use std::collections::VecDeque;
+use std::mem::size_of;
+
+use bytes::Bytes;
+
+use crate::frame::{DecoderStats, Frame};
+use crate::framing::{FrameDecoder, Framing, Lines};
+
+/// What a queued frame costs beyond its bytes: the frame itself in the
+/// queue, and its share of the buffer header its bytes hang from. Counting
+/// it is what keeps a flood of tiny messages within the bound.
+pub const ITEM_OVERHEAD: usize = size_of::<Frame>() + 32;
+
+/// Decodes what is read from the peer and queues the frames until the
+/// caller takes them.
+///
+/// # Inputs, outputs, drain order
+///
+/// - [`handle_data`](Self::handle_data) / [`handle_bytes`](Self::handle_bytes):
+///   bytes read; every frame they complete is decoded at once and queued.
+/// - [`handle_eof`](Self::handle_eof): the peer's end of the stream.
+/// - [`poll_received`](Self::poll_received): the next frame for the caller.
+/// - [`wants_read`](Self::wants_read): whether to read more now.
+///
+/// # Memory
+///
+/// Each queued frame costs its length plus [`ITEM_OVERHEAD`]. Once the queue
+/// costs `high_water` or more, [`wants_read`](Self::wants_read) says stop,
+/// so a caller that falls behind slows the peer instead of growing memory.
+/// Add the decoder's own bound (one message being assembled) and one read.
+#[derive(Debug)]
+pub struct Inbound<F: Framing = Lines> {
+    decoder: F::Decoder,
+    queue: VecDeque<Frame>,
+    cost: usize,
+    high_water: usize,
+    eof: bool,
+}
+
+impl<F: Framing> Inbound<F> {
+    /// A receiving half decoding with `framing`, delivering messages of up to
+    /// `max_message_size` bytes, and asking for no more input while its
+    /// queue costs `high_water` bytes or more.
+    pub fn new(framing: &F, max_message_size: usize, high_water: usize) -> Self {
+        Self {
+            decoder: framing.decoder(max_message_size),
+            queue: VecDeque::new(),
+            cost: 0,
+            high_water,
+            eof: false,
+        }
+    }
+
+    /// Bytes read from the peer.
+    pub fn handle_data(&mut self, data: &[u8]) {
+        self.decoder.handle_data(data);
+        self.collect();
+    }
+
+    /// Bytes read from the peer, handed over without a copy.
+    pub fn handle_bytes(&mut self, data: Bytes) {
+        self.decoder.handle_bytes(data);
+        self.collect();
+    }
+
+    /// The peer's end of the stream: what the decoder held comes out (a final
+    /// line without `\n`, or a notice for a frame cut short).
+    pub fn handle_eof(&mut self) {
+        self.eof = true;
+        self.decoder.handle_eof();
+        self.collect();
+    }
+
+    /// The next frame, in the order the peer wrote them.
+    #[must_use = "received frames are lost unless handled"]
+    pub fn poll_received(&mut self) -> Option<Frame> {
+        let frame = self.queue.pop_front()?;
+        self.cost -= cost(&frame);
+        Some(frame)
+    }
+
+    /// Whether to read from the peer now: not after EOF, and not while the
+    /// queue is at its high-water mark.
+    pub fn wants_read(&self) -> bool {
+        !self.eof && self.cost < self.high_water
+    }
+
+    /// Whether a frame is waiting.
+    pub fn has_received(&self) -> bool {
+        !self.queue.is_empty()
+    }
+
+    /// Whether the peer's stream ended.
+    pub fn is_eof(&self) -> bool {
+        self.eof
+    }
+
+    /// Whether the stream ended and every frame was taken.
+    pub fn is_finished(&self) -> bool {
+        self.eof && self.queue.is_empty()
+    }
+
+    /// What the queued frames cost (see [`ITEM_OVERHEAD`]).
+    pub fn queued_cost(&self) -> usize {
+        self.cost
+    }
+
+    /// How many frames are queued.
+    pub fn queued_frames(&self) -> usize {
+        self.queue.len()
+    }
+
+    /// Bytes the decoder holds of frames not yet complete.
+    pub fn buffered(&self) -> usize {
+        self.decoder.buffered()
+    }
+
+    /// Counters of what was decoded.
+    pub fn stats(&self) -> &DecoderStats {
+        self.decoder.stats()
+    }
+
+    fn collect(&mut self) {
+        while let Some(frame) = self.decoder.poll_frame() {
+            self.cost += cost(&frame);
+            self.queue.push_back(frame);
+        }
+    }
+}
+
+fn cost(frame: &Frame) -> usize {
+    ITEM_OVERHEAD
+        + match frame {
+            Frame::Message(m) => m.len(),
+            Frame::Oversized(o) => o.head.len(),
+            Frame::Malformed(m) => m.head.len(),
+        }
+}

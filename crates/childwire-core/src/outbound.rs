@@ -1,0 +1,352 @@
+//! The sending half of a channel: messages in, bytes for the peer out,
+//! with backpressure, a write timeout and the reason sending stopped.
+
+use std::fmt;
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+
+use crate::encoder::{EncodeErrorKind, Encoder};
+use crate::framing::{Framing, Lines};
+
+/// Queues messages for the peer and says what to write, when to close the
+/// write side, and why sending stopped.
+///
+/// # Inputs
+///
+/// - [`send`](Self::send): queue a message, all or nothing.
+/// - [`handle_written`](Self::handle_written): bytes of
+///   [`poll_transmit`](Self::poll_transmit) that were written.
+/// - [`handle_write_failed`](Self::handle_write_failed): a write failed;
+///   the peer stopped reading.
+/// - [`refuse`](Self::refuse): no new messages from now on; what is queued
+///   still goes out.
+/// - [`close`](Self::close): refuse new messages, and close the write side
+///   once the queue is written.
+/// - [`abort`](Self::abort): drop what is queued and close now.
+/// - [`handle_timeout`](Self::handle_timeout): time passed; early or
+///   repeated calls are harmless.
+///
+/// # Outputs, in the order to drain them after every input
+///
+/// 1. [`poll_close`](Self::poll_close): `true` once, when the write side must
+///    be closed now.
+/// 2. [`poll_transmit`](Self::poll_transmit): bytes to write, or `None` (the
+///    moment to flush).
+/// 3. [`poll_timeout`](Self::poll_timeout): when to call
+///    [`handle_timeout`](Self::handle_timeout).
+///
+/// The write timeout counts from when bytes were handed out and nothing of
+/// them was written since: a peer that reads nothing for that long is
+/// stalled, sending fails with [`Closed::Stalled`] and the write side is
+/// closed.
+#[derive(Debug)]
+pub struct Outbound<F: Framing = Lines> {
+    encoder: Encoder<F>,
+    closed: Option<Closed>,
+    write_timeout: Option<Duration>,
+    /// Since when handed-out bytes have waited for the peer to read any.
+    waiting_since: Option<Instant>,
+    /// Close the write side once the queue is written.
+    close_when_drained: bool,
+    /// The write side must be closed now; handed out once.
+    close_now: bool,
+    close_handed_out: bool,
+}
+
+impl<F: Framing> Outbound<F> {
+    /// A sending half framing with `framing`, accepting messages of up to
+    /// `max_message_size` bytes, refusing new ones while its queue costs
+    /// `high_water` bytes or more, and giving up on a peer that reads nothing
+    /// for `write_timeout`.
+    pub fn new(
+        framing: F,
+        max_message_size: usize,
+        high_water: usize,
+        write_timeout: Option<Duration>,
+    ) -> Self {
+        Self {
+            encoder: Encoder::with_framing(framing, max_message_size, high_water),
+            closed: None,
+            write_timeout,
+            waiting_since: None,
+            close_when_drained: false,
+            close_now: false,
+            close_handed_out: false,
+        }
+    }
+
+    // ---- inputs ----
+
+    /// Queues `payload`, or hands it back with the reason. A message is
+    /// queued whole or not at all.
+    ///
+    /// [`SendErrorKind::Full`] means "wait": the queue is at its high-water
+    /// mark. Async transports wait for room and retry; their users never
+    /// see it.
+    pub fn send<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<(), SendError<B>> {
+        if let Some(closed) = self.closed {
+            return Err(SendError::new(SendErrorKind::Closed(closed), payload));
+        }
+        self.encoder.encode(payload).map_err(|err| {
+            let (kind, payload) = err.into_parts();
+            SendError::new(kind.into(), payload)
+        })
+    }
+
+    /// The first `n` bytes of [`poll_transmit`](Self::poll_transmit) were
+    /// written.
+    pub fn handle_written(&mut self, n: usize, now: Instant) {
+        self.encoder.handle_written(n);
+        if n > 0 {
+            self.waiting_since = (self.encoder.queued() > 0).then_some(now);
+        }
+        self.check_drained();
+    }
+
+    /// A write failed: the peer closed its end. What is queued is dropped.
+    pub fn handle_write_failed(&mut self) {
+        self.abort(Closed::PeerClosed);
+    }
+
+    /// Refuses new messages with `reason` from now on; what is queued still
+    /// goes out. The first reason given is kept.
+    pub fn refuse(&mut self, reason: Closed) {
+        self.closed.get_or_insert(reason);
+    }
+
+    /// Refuses new messages and closes the write side once what is queued
+    /// was written: the graceful close.
+    pub fn close(&mut self) {
+        self.refuse(Closed::Closing);
+        self.close_when_drained = true;
+        self.check_drained();
+    }
+
+    /// Drops what is queued and closes the write side now, refusing new
+    /// messages with `reason` (unless one was given before).
+    pub fn abort(&mut self, reason: Closed) {
+        self.refuse(reason);
+        self.encoder.clear();
+        self.waiting_since = None;
+        self.close_now = true;
+    }
+
+    /// Time passed: the write timeout may have run out.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if self.poll_timeout().is_some_and(|deadline| now >= deadline) {
+            let since = self.waiting_since.unwrap_or(now);
+            self.abort(Closed::Stalled {
+                after: now.saturating_duration_since(since),
+            });
+        }
+    }
+
+    // ---- outputs ----
+
+    /// `true` once, when the write side must be closed now.
+    #[must_use = "the write side must be closed when this says so"]
+    pub fn poll_close(&mut self) -> bool {
+        if self.close_now && !self.close_handed_out {
+            self.close_handed_out = true;
+            return true;
+        }
+        false
+    }
+
+    /// The bytes to write next, or `None` when nothing is queued (the moment
+    /// to flush). A cheap handle: write it outside any lock, then report
+    /// with [`handle_written`](Self::handle_written).
+    #[must_use = "queued bytes only reach the peer if written"]
+    pub fn poll_transmit(&mut self, now: Instant) -> Option<Bytes> {
+        if self.close_now {
+            return None;
+        }
+        let transmit = self.encoder.poll_transmit();
+        if transmit.is_some() && self.waiting_since.is_none() {
+            self.waiting_since = Some(now);
+        }
+        transmit
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must be called: the
+    /// write deadline, while bytes wait for the peer.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        let timeout = self.write_timeout?;
+        if self.close_now || self.encoder.queued() == 0 {
+            return None;
+        }
+        self.waiting_since?.checked_add(timeout)
+    }
+
+    // ---- getters ----
+
+    /// Why sending stopped, once it has.
+    pub fn closed(&self) -> Option<Closed> {
+        self.closed
+    }
+
+    /// Whether [`send`](Self::send) would not wait now: it would queue a
+    /// valid message, or it fails for good.
+    pub fn send_ready(&self) -> bool {
+        self.closed.is_some() || self.encoder.has_room()
+    }
+
+    /// Whether nothing is waiting to be written.
+    pub fn is_drained(&self) -> bool {
+        self.encoder.queued() == 0
+    }
+
+    /// Whether the write side was told to close.
+    pub fn is_write_closed(&self) -> bool {
+        self.close_handed_out
+    }
+
+    /// Bytes queued and not yet written.
+    pub fn queued(&self) -> usize {
+        self.encoder.queued()
+    }
+
+    /// The largest message accepted.
+    pub fn max_message_size(&self) -> usize {
+        self.encoder.max_message_size()
+    }
+
+    /// Messages written whole so far.
+    pub fn messages_written(&self) -> u64 {
+        self.encoder.messages_written()
+    }
+
+    /// Payload bytes of the messages written so far, framing excluded.
+    pub fn bytes_written(&self) -> u64 {
+        self.encoder.bytes_written()
+    }
+
+    fn check_drained(&mut self) {
+        if self.close_when_drained && self.is_drained() {
+            self.close_now = true;
+        }
+    }
+}
+
+/// Why sending is no longer possible.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Closed {
+    /// The channel was asked to close, or the transport to shut down.
+    Closing,
+    /// The peer stopped reading: a write failed (for a child: it closed its
+    /// stdin, or exited).
+    PeerClosed,
+    /// The child exited.
+    Exited,
+    /// The peer read nothing for the write timeout; the write side was
+    /// closed.
+    Stalled {
+        /// How long the peer read nothing.
+        after: Duration,
+    },
+    /// The task that drove the transport is gone (its runtime shut down).
+    DriverStopped,
+}
+
+impl fmt::Display for Closed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Closed::Closing => f.write_str("the channel is closing"),
+            Closed::PeerClosed => f.write_str("the peer stopped reading (its input is closed)"),
+            Closed::Exited => f.write_str("the child has exited"),
+            Closed::Stalled { after } => write!(
+                f,
+                "the peer read nothing for {:.1} s (write timeout); the channel was closed",
+                after.as_secs_f64()
+            ),
+            Closed::DriverStopped => {
+                f.write_str("the task driving the transport stopped (its runtime shut down)")
+            }
+        }
+    }
+}
+
+/// Why a message was not sent.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendErrorKind {
+    /// The framing cannot carry the payload, or it is over the size limit:
+    /// it was refused and nothing of it was written.
+    Invalid(EncodeErrorKind),
+    /// The queue is full: wait and retry. Async transports do this
+    /// themselves.
+    Full,
+    /// Sending is over.
+    Closed(Closed),
+}
+
+impl From<EncodeErrorKind> for SendErrorKind {
+    fn from(kind: EncodeErrorKind) -> Self {
+        match kind {
+            EncodeErrorKind::Full { .. } => SendErrorKind::Full,
+            kind => SendErrorKind::Invalid(kind),
+        }
+    }
+}
+
+impl fmt::Display for SendErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            SendErrorKind::Invalid(kind) => kind.fmt(f),
+            SendErrorKind::Full => f.write_str("the outbound queue is full"),
+            SendErrorKind::Closed(closed) => write!(f, "cannot send: {closed}"),
+        }
+    }
+}
+
+/// A message that was not sent, with the reason and the payload handed back.
+pub struct SendError<B> {
+    kind: SendErrorKind,
+    payload: B,
+}
+
+impl<B> SendError<B> {
+    /// An error of `kind` for `payload`.
+    pub fn new(kind: SendErrorKind, payload: B) -> Self {
+        Self { kind, payload }
+    }
+
+    /// Why the message was not sent.
+    pub fn kind(&self) -> SendErrorKind {
+        self.kind
+    }
+
+    /// The payload, unchanged.
+    pub fn into_payload(self) -> B {
+        self.payload
+    }
+
+    /// The payload converted, e.g. to `Bytes`.
+    pub fn map_payload<C>(self, f: impl FnOnce(B) -> C) -> SendError<C> {
+        SendError {
+            kind: self.kind,
+            payload: f(self.payload),
+        }
+    }
+}
+
+impl<B: AsRef<[u8]>> fmt::Debug for SendError<B> {
+    // The payload may be megabytes: show its length, not its bytes.
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SendError")
+            .field("kind", &self.kind)
+            .field("payload_len", &self.payload.as_ref().len())
+            .finish()
+    }
+}
+
+impl<B> fmt::Display for SendError<B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
+impl<B: AsRef<[u8]>> std::error::Error for SendError<B> {}

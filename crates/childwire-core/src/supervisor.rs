@@ -1,0 +1,231 @@
+//! The child-process part of a transport: its lifecycle, its stderr tail
+//! and the exit report they make, with no channel in it.
+
+use std::time::Instant;
+
+use bytes::Bytes;
+
+use crate::config::Config;
+use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError};
+use crate::report::{Counters, ExitReport};
+use crate::stderr_tail::StderrTail;
+
+/// Everything a transport decides about the child itself: when to close
+/// its stdin and signal it, its stderr lines and tail, and the exit report.
+///
+/// [`Session`](crate::Session) is this plus a channel on the child's stdin
+/// and stdout, for one owner. A transport that drives each pipe from a
+/// different task uses the [`Inbound`](crate::Inbound) and
+/// [`Outbound`](crate::Outbound) halves on their own and routes their
+/// events here, as `Session` does.
+///
+/// # Inputs
+///
+/// From the channel: [`handle_stdout_eof`](Self::handle_stdout_eof),
+/// [`handle_outbound`](Self::handle_outbound) (whether bytes wait for
+/// stdin), [`handle_close_stdin`](Self::handle_close_stdin) (the write
+/// timeout gave up), [`handle_stdin_closed`](Self::handle_stdin_closed).
+/// From the OS: [`handle_stderr`](Self::handle_stderr),
+/// [`handle_stderr_eof`](Self::handle_stderr_eof),
+/// [`handle_exit`](Self::handle_exit),
+/// [`handle_signal_failed`](Self::handle_signal_failed),
+/// [`handle_timeout`](Self::handle_timeout). From the caller:
+/// [`handle_shutdown`](Self::handle_shutdown).
+///
+/// # Outputs, drained in this order after every input
+///
+/// 1. [`poll_action`](Self::poll_action) until `None`.
+/// 2. [`poll_stderr_line`](Self::poll_stderr_line) until `None`, then
+///    [`handle_stderr_delivered`](Self::handle_stderr_delivered) once the
+///    lines were handed on: the report waits for it.
+/// 3. [`take_report`](Self::take_report): the report, once, when the end is
+///    decided and every stderr line was delivered.
+/// 4. [`poll_timeout`](Self::poll_timeout).
+#[derive(Debug)]
+pub struct Supervisor {
+    lifecycle: Lifecycle,
+    stderr: StderrTail,
+    /// The end, decided by the lifecycle, not yet taken.
+    report: Option<ExitReport>,
+    report_taken: bool,
+    /// Stderr lines were handed out and their delivery not yet confirmed.
+    stderr_unconfirmed: bool,
+    /// What the lifecycle was last told: bytes wait for stdin.
+    outbound_pending: bool,
+}
+
+impl Supervisor {
+    /// The supervision of a child spawned at `now`; with `process_group`,
+    /// it leads its own group (see [`Lifecycle::new`]). Its write queue
+    /// starts empty.
+    pub fn new(config: &Config, process_group: bool, now: Instant) -> Self {
+        let mut lifecycle = Lifecycle::new(config.lifecycle.clone(), process_group, now);
+        lifecycle.handle_outbound_drained(now);
+        Self {
+            lifecycle,
+            stderr: StderrTail::new(config.stderr_tail.clone()),
+            report: None,
+            report_taken: false,
+            stderr_unconfirmed: false,
+            outbound_pending: false,
+        }
+    }
+
+    // ---- inputs ----
+
+    /// The child's stdout reached EOF.
+    pub fn handle_stdout_eof(&mut self, now: Instant) {
+        self.lifecycle.handle_stdout_eof(now);
+        self.advance();
+    }
+
+    /// Bytes read from the child's stderr.
+    pub fn handle_stderr(&mut self, data: &[u8], now: Instant) {
+        self.stderr.handle_data(data);
+        self.lifecycle.handle_timeout(now);
+        self.advance();
+    }
+
+    /// The child's stderr reached EOF, or it has no stderr pipe (then call
+    /// this at spawn).
+    pub fn handle_stderr_eof(&mut self, now: Instant) {
+        self.stderr.handle_eof();
+        self.lifecycle.handle_stderr_eof(now);
+        self.advance();
+    }
+
+    /// Whether bytes wait to be written to stdin; a shutdown flushes them
+    /// before closing it. Repeating the same value is cheap.
+    pub fn handle_outbound(&mut self, pending: bool, now: Instant) {
+        if pending != self.outbound_pending {
+            self.outbound_pending = pending;
+            if pending {
+                self.lifecycle.handle_outbound_pending(now);
+            } else {
+                self.lifecycle.handle_outbound_drained(now);
+            }
+            self.advance();
+        }
+    }
+
+    /// The channel gave up on stdin (its write timeout ran out): stdin is
+    /// closed through [`Action::CloseStdin`], and the end counts as after
+    /// stdin was closed.
+    pub fn handle_close_stdin(&mut self, now: Instant) {
+        self.lifecycle.handle_close_stdin(now);
+        self.advance();
+    }
+
+    /// Stdin was closed: as asked, or broken by the child.
+    pub fn handle_stdin_closed(&mut self, now: Instant) {
+        self.lifecycle.handle_stdin_closed(now);
+        self.advance();
+    }
+
+    /// The child was reaped with `exit`.
+    pub fn handle_exit(&mut self, exit: Exit, now: Instant) {
+        self.lifecycle.handle_exit(exit, now);
+        self.advance();
+    }
+
+    /// Delivering `signal` failed with `err`.
+    pub fn handle_signal_failed(&mut self, signal: Signal, err: SignalError, now: Instant) {
+        self.lifecycle.handle_signal_failed(signal, err, now);
+        self.advance();
+    }
+
+    /// Time passed.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        self.lifecycle.handle_timeout(now);
+        self.advance();
+    }
+
+    /// The caller asked for the graceful shutdown.
+    pub fn handle_shutdown(&mut self, now: Instant) {
+        self.lifecycle.handle_shutdown(now);
+        self.advance();
+    }
+
+    // ---- outputs ----
+
+    /// The next thing to do to the child.
+    #[must_use = "actions must be carried out"]
+    pub fn poll_action(&mut self) -> Option<Action> {
+        self.lifecycle.poll_action()
+    }
+
+    /// The next complete stderr line.
+    #[must_use = "stderr lines are dropped unless polled"]
+    pub fn poll_stderr_line(&mut self) -> Option<Bytes> {
+        let line = self.stderr.poll_line()?;
+        self.stderr_unconfirmed = true;
+        Some(line)
+    }
+
+    /// The lines from [`poll_stderr_line`](Self::poll_stderr_line) were
+    /// handed on. Releases the exit report.
+    pub fn handle_stderr_delivered(&mut self) {
+        self.stderr_unconfirmed = false;
+    }
+
+    /// The exit report, once: when the end is decided and every stderr line
+    /// was delivered. `channel` are the channel's counters at that moment.
+    #[must_use = "the exit report is handed out once"]
+    pub fn take_report(&mut self, channel: Counters) -> Option<ExitReport> {
+        if self.stderr_unconfirmed {
+            return None;
+        }
+        let mut report = self.report.take()?;
+        self.report_taken = true;
+        report.counters = Counters {
+            stderr_bytes: self.stderr.bytes_seen(),
+            ..channel
+        };
+        Some(report)
+    }
+
+    /// When [`handle_timeout`](Self::handle_timeout) must be called next.
+    #[must_use]
+    pub fn poll_timeout(&self) -> Option<Instant> {
+        self.lifecycle.poll_timeout()
+    }
+
+    /// What a drop without shutdown must do: SIGKILL to the child (its
+    /// group, with one) unless it was already reaped.
+    #[must_use]
+    pub fn drop_action(&self) -> Option<Action> {
+        self.lifecycle
+            .exit()
+            .is_none()
+            .then_some(Action::Signal(Signal::Kill))
+    }
+
+    // ---- getters ----
+
+    /// Whether the end is decided and the report can be taken now.
+    pub fn report_ready(&self) -> bool {
+        self.report.is_some() && !self.stderr_unconfirmed
+    }
+
+    /// Whether the report was taken.
+    pub fn report_taken(&self) -> bool {
+        self.report_taken
+    }
+
+    /// The lifecycle, for its phase and settings.
+    pub fn lifecycle(&self) -> &Lifecycle {
+        &self.lifecycle
+    }
+
+    /// Bytes the child wrote to stderr so far.
+    pub fn stderr_bytes(&self) -> u64 {
+        self.stderr.bytes_seen()
+    }
+
+    fn advance(&mut self) {
+        if let Some(mut report) = self.lifecycle.poll_end() {
+            report.stderr_tail = self.stderr.tail();
+            self.report = Some(report);
+        }
+    }
+}
