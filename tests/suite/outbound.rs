@@ -6,28 +6,29 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use childwire_conformance::lines::{numbered_line, parse_numbered};
 
-use super::rt::{self, Closed, EndedBy, Exit, Received, SendErrorKind};
+use super::rt::{self, Closed, EncodeErrorKind, EndedBy, Exit, Received, SendErrorKind};
 use super::support::*;
 
 #[test]
-fn c06_payload_with_newline_or_cr_is_refused_and_handed_back() {
+fn c06_c27_empty_payload_or_one_with_newline_or_cr_is_refused_and_handed_back() {
     run(async {
         let mut t = start_misbehave(&["echo"]);
-        let cases: [(&[u8], SendErrorKind); 3] = [
-            (b"{\"a\":\n1}", SendErrorKind::Newline { at: 5 }),
-            (b"{\"a\":1}\r", SendErrorKind::CarriageReturn { at: 7 }),
-            (b"two\nlines\n", SendErrorKind::Newline { at: 3 }),
+        let invalid = SendErrorKind::Invalid;
+        let cases: [(&[u8], SendErrorKind); 4] = [
+            (b"{\"a\":\n1}", invalid(EncodeErrorKind::Newline { at: 5 })),
+            (
+                b"{\"a\":1}\r",
+                invalid(EncodeErrorKind::CarriageReturn { at: 7 }),
+            ),
+            (b"two\nlines\n", invalid(EncodeErrorKind::Newline { at: 3 })),
+            (b"", invalid(EncodeErrorKind::Empty)),
         ];
         for (payload, kind) in cases {
             let err = within(STEP, "send", t.send(payload.to_vec()))
                 .await
                 .expect_err("a payload with a line break must be refused");
             assert_eq!(err.kind(), kind, "{payload:?}");
-            assert_eq!(
-                err.into_payload(),
-                Bytes::copy_from_slice(payload),
-                "handed back whole"
-            );
+            assert_eq!(err.into_payload(), payload, "handed back whole");
         }
         // Nothing of the refused payloads reached the child: the next echo is the next message.
         roundtrip(&mut t, "{\"clean\":true}").await;
@@ -51,10 +52,10 @@ fn c06_payload_over_the_send_limit_is_refused_and_handed_back() {
         assert!(
             matches!(
                 err.kind(),
-                SendErrorKind::TooLarge {
+                SendErrorKind::Invalid(EncodeErrorKind::TooLarge {
                     len: 1025,
                     max: 1024
-                }
+                })
             ),
             "{:?}",
             err.kind()

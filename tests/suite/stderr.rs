@@ -69,9 +69,9 @@ fn c09_captured_stderr_lines_reach_the_callback() {
         let lines = Arc::new(Mutex::new(Vec::new()));
         let mut config = config();
         let sink = Arc::clone(&lines);
-        config.on_stderr_line = Some(Arc::new(move |line: &[u8]| {
+        config.on_stderr_line(move |line: &[u8]| {
             sink.lock().expect("lock").push(line.to_vec());
-        }));
+        });
         let mut t = start(&misbehave(&["stderr-then-exit", "0"]), config);
         let pid = pid_of(&t);
         let (_, report) = drain_to_exit(&mut t).await;

@@ -116,7 +116,6 @@ pub(super) async fn drain_to_exit(t: &mut Transport) -> (Vec<Vec<u8>>, ExitRepor
         match recv(t).await {
             Received::Message(m) => messages.push(m.bytes().to_vec()),
             Received::Oversized(o) => panic!("unexpected oversized notice of {} bytes", o.len),
-            Received::Malformed(m) => panic!("unexpected malformed notice: {m}"),
             Received::Exited(report) => {
                 let after = within(STEP, "recv after the report", t.recv()).await;
                 assert!(
@@ -125,6 +124,7 @@ pub(super) async fn drain_to_exit(t: &mut Transport) -> (Vec<Vec<u8>>, ExitRepor
                 );
                 return (messages, *report);
             }
+            other => panic!("unexpected item: {other:?}"),
         }
     }
 }
@@ -158,7 +158,6 @@ pub(super) async fn finish_split(
             match within(STEP, "recv while shutting down", rx.recv()).await {
                 Some(Received::Message(m)) => messages.push(m.bytes().to_vec()),
                 Some(Received::Oversized(o)) => panic!("unexpected oversized line ({} B)", o.len),
-                Some(Received::Malformed(m)) => panic!("unexpected malformed notice: {m}"),
                 Some(Received::Exited(report)) => {
                     let after = within(STEP, "recv after the report", rx.recv()).await;
                     assert!(
@@ -167,6 +166,7 @@ pub(super) async fn finish_split(
                     );
                     return (messages, *report);
                 }
+                Some(other) => panic!("unexpected item: {other:?}"),
                 None => panic!("the stream ended without an exit report"),
             }
         }

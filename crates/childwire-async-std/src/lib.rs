@@ -18,8 +18,8 @@
 //! while let Some(item) = server.recv().await {
 //!     match item {
 //!         Received::Message(m) => println!("{}", String::from_utf8_lossy(&m)),
-//!         Received::Oversized(notice) => eprintln!("{notice}"),
 //!         Received::Exited(report) => eprintln!("server {report}"),
+//!         other => eprintln!("{other:?}"),
 //!     }
 //!     break;
 //! }
@@ -28,47 +28,71 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The child is driven by a task spawned with [`async_std::task::spawn`], so
-//! [`Transport::spawn`] works from any thread.
+//! The background task runs on [`async_std::task::spawn`], so
+//! [`Transport::spawn`] works from any thread. async-std is discontinued
+//! upstream; prefer smol in new code.
 //!
 //! [childwire]: https://github.com/childwire/childwire
 
 use std::future::Future;
+use std::io;
 use std::pin::Pin;
 use std::time::Instant;
 
-use childwire_async::async_process::{self, AsyncProcessChild};
-
+use childwire_async::async_process::{self, FuturesIo};
 pub use childwire_async::{
-    Closed, Command, Config, Counters, DriverStopped, EndedBy, EnvPolicy, Exit, ExitReport,
-    Message, Oversized, Received, SendError, SendErrorKind, SpawnError, StderrMode,
+    ChannelConfig, Closed, Command, Config, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit,
+    ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized, Received, SendError,
+    SendErrorKind, ShutdownError, SpawnError, StderrMode,
 };
+use childwire_async::{Runtime, SpawnedChild, Timer};
 
 /// The [`childwire_async::Runtime`] for async-std.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, Default)]
 pub struct AsyncStd;
 
-impl childwire_async::Runtime for AsyncStd {
-    type Child = AsyncProcessChild;
-    type Sleep = async_process::Sleep;
-
-    fn spawn_child(command: &Command) -> std::io::Result<AsyncProcessChild> {
-        async_process::spawn_child(command)
+impl Runtime for AsyncStd {
+    fn current() -> Result<Self, NoRuntime> {
+        // A global executor: there is always one.
+        Ok(AsyncStd)
     }
 
-    fn spawn_task(task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn timer(&self, deadline: Instant) -> Pin<Box<dyn Timer>> {
+        async_process::timer(deadline)
+    }
+
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
         // Detached: the handle is dropped, the task runs on.
         async_std::task::spawn(task);
     }
 
-    fn sleep_until(deadline: Instant) -> async_process::Sleep {
-        async_process::sleep_until(deadline)
+    fn spawn_child(
+        &self,
+        command: std::process::Command,
+        stderr: StderrMode,
+    ) -> io::Result<SpawnedChild> {
+        async_process::spawn_child(command, stderr)
     }
 }
 
-/// A child process and the message channel to it, on async-std.
-pub type Transport = childwire_async::Transport<AsyncStd>;
+/// A transport over this process's own stdin and stdout: the server side of
+/// stdio, for a program that is the child (an MCP server). NDJSON with the
+/// given limits; the stream ends at stdin's EOF.
+pub fn stdio(config: &ChannelConfig) -> Result<Transport, NoRuntime> {
+    Transport::from_pipes(
+        FuturesIo(async_std::io::stdin()),
+        FuturesIo(async_std::io::stdout()),
+        config,
+    )
+}
+
+/// A child process (or a peer) and the message channel to it.
+pub type Transport<F = Lines> = childwire_async::Transport<AsyncStd, F>;
 /// The cloneable sending half of a [`Transport`].
-pub type Sender = childwire_async::Sender<AsyncStd>;
+pub type Sender<F = Lines> = childwire_async::Sender<AsyncStd, F>;
 /// The receiving half of a [`Transport`].
-pub type Receiver = childwire_async::Receiver<AsyncStd>;
+pub type Receiver<F = Lines> = childwire_async::Receiver<AsyncStd, F>;

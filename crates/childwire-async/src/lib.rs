@@ -1,27 +1,38 @@
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! childwire's async transport, written once for every runtime.
 //!
-//! [`Transport`] runs a child process and exchanges newline-delimited
-//! messages with it. It is generic over a small [`Runtime`] trait (spawn a
-//! task, a timer, a child with pollable pipes); `childwire-tokio`,
-//! `childwire-smol` and `childwire-async-std` implement it and export
-//! `Transport` for their runtime. Every decision is made by the sans-IO
-//! [`Session`](childwire_core::Session) of `childwire-core`; the driver task
-//! here only carries bytes, time and signals.
+//! [`Transport`] runs a child process and exchanges messages with it, or
+//! talks to a peer over any pipe pair (a socket, the process's own stdio).
+//! The caller's task does the I/O: [`Receiver::recv`] reads and decodes,
+//! [`Sender::send`] frames and writes, with no hand-off to another thread on
+//! the common path. A background task does only what must happen while no
+//! caller is there: draining stderr, watching the exit, the shutdown timers,
+//! and writing what a sender queued and left.
+//!
+//! It is generic over a small [`Runtime`] value (its clock, a timer, spawn,
+//! pipes); `childwire-tokio`, `childwire-smol` and `childwire-async-std`
+//! implement it. Every decision is made by the sans-IO parts of
+//! `childwire-core`.
 //!
 //! Use it through the `childwire` crate, which picks the runtime by feature.
 
 #[cfg(feature = "async-process")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async-process")))]
 pub mod async_process;
-mod driver;
+mod control;
+mod flusher;
+mod link;
 mod os;
 mod runtime;
-mod shared;
+pub mod spawn;
 mod transport;
+mod wake;
 
 pub use childwire_core::{
-    Closed, Command, Config, Counters, EndedBy, EnvPolicy, Exit, ExitReport, Message, Oversized,
-    Received, SendError, SendErrorKind, SpawnError, StderrMode,
+    ChannelConfig, Closed, Command, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit,
+    ExitReport, Framing, Lines, Malformed, Message, Oversized, Received, SendError, SendErrorKind,
+    SpawnError, StderrMode,
 };
-pub use runtime::{ChildProcess, Runtime};
-pub use transport::{DriverStopped, Receiver, Sender, Transport};
+pub use runtime::{NoRuntime, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
+pub use transport::{Config, Receiver, Sender, ShutdownError, StderrCallback, Transport};

@@ -1,6 +1,8 @@
-//! What a runtime must provide: spawning a task, a timer, and a child with
-//! pollable pipes. Everything else is written once, in this crate.
+//! What a runtime must provide: its clock, a resettable timer, spawning a
+//! task, spawning a child, and pipes to poll. Everything else is written
+//! once, in this crate.
 
+use std::fmt;
 use std::future::Future;
 use std::io;
 use std::pin::Pin;
@@ -8,56 +10,106 @@ use std::process::ExitStatus;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use childwire_core::Command;
+use childwire_core::StderrMode;
 
-/// An async runtime as childwire needs it.
+/// An async runtime as childwire needs it: a value, so a transport keeps the
+/// runtime it was created on, and tests can run on a simulated clock.
+///
+/// Every reading of time in childwire goes through [`now`](Self::now), so a
+/// runtime with a virtual clock (Tokio's paused time) is respected.
 ///
 /// Implemented by `childwire-tokio`, `childwire-smol` and
 /// `childwire-async-std`; implement it to run childwire on another runtime.
-pub trait Runtime: Send + Sync + 'static {
-    /// The runtime's child process, with its pipes.
-    type Child: ChildProcess;
-    /// The runtime's timer.
-    type Sleep: Future<Output = ()> + Send + 'static;
+pub trait Runtime: Clone + fmt::Debug + Send + Sync + Unpin + 'static {
+    /// The runtime of the calling context, or why there is none (for
+    /// example, "a Tokio runtime" outside one). Transports call it before
+    /// anything is spawned.
+    fn current() -> Result<Self, NoRuntime>;
 
-    /// Spawns `command`, with stdin and stdout piped and stderr as its mode
-    /// says: build it with [`Command::to_std`] and convert it to the
-    /// runtime's own type.
-    fn spawn_child(command: &Command) -> io::Result<Self::Child>;
+    /// The runtime's current time.
+    fn now(&self) -> Instant;
+
+    /// A timer that fires at `deadline`, and can be moved.
+    fn timer(&self, deadline: Instant) -> Pin<Box<dyn Timer>>;
 
     /// Runs `task` in the background until it completes.
-    fn spawn_task(task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>);
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>);
 
-    /// A timer that completes at `deadline`.
-    fn sleep_until(deadline: Instant) -> Self::Sleep;
+    /// Spawns `command` (stdin and stdout piped, stderr as `stderr` says,
+    /// already set on it: runtimes whose command type forgets stdio set them
+    /// again) and hands out its pipes and its exit.
+    fn spawn_child(
+        &self,
+        command: std::process::Command,
+        stderr: StderrMode,
+    ) -> io::Result<SpawnedChild>;
 }
 
-/// A spawned child's pipes and exit, as poll functions.
-///
-/// Pipe methods on a pipe that is absent (not captured, or closed) return
-/// `Poll::Ready(Ok(0))` for reads and an error for writes.
-pub trait ChildProcess: Send + Unpin + 'static {
-    /// The child's PID, taken at spawn. With a process group it is the
-    /// group's ID too.
-    fn id(&self) -> Option<u32>;
+/// A runtime's timer.
+pub trait Timer: Send + Sync {
+    /// Moves the deadline.
+    fn reset(self: Pin<&mut Self>, deadline: Instant);
 
-    /// Writes to the child's stdin.
-    fn poll_write_stdin(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+    /// Ready once the deadline has passed.
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()>;
+}
 
-    /// Flushes the child's stdin.
-    fn poll_flush_stdin(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+/// Why there is no runtime to spawn on: names the runtime that was needed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NoRuntime(pub &'static str);
 
-    /// Closes the child's stdin, so it reads EOF.
-    fn close_stdin(&mut self);
+impl fmt::Display for NoRuntime {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "not called from within {}", self.0)
+    }
+}
 
-    /// Reads from the child's stdout; `Ok(0)` at EOF.
-    fn poll_read_stdout(&mut self, cx: &mut Context<'_>, buf: &mut [u8])
-    -> Poll<io::Result<usize>>;
+impl std::error::Error for NoRuntime {}
 
-    /// Reads from the child's stderr; `Ok(0)` at EOF or when it is not piped.
-    fn poll_read_stderr(&mut self, cx: &mut Context<'_>, buf: &mut [u8])
-    -> Poll<io::Result<usize>>;
+/// The reading end of a byte stream (a child's stdout or stderr, a socket),
+/// as a poll function.
+pub trait PipeRead: Send + Unpin + 'static {
+    /// Reads into `buf`; `Ok(0)` at EOF.
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>>;
+}
 
-    /// Completes when the child has exited and been reaped.
-    fn poll_wait(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<ExitStatus>>;
+/// The writing end of a byte stream (a child's stdin, a socket), as poll
+/// functions. Dropping it closes it.
+pub trait PipeWrite: Send + Unpin + 'static {
+    /// Writes from `buf`; how many bytes were taken.
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>>;
+
+    /// Flushes what was written.
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>>;
+
+    /// Shuts the write direction down (a socket's half-close); dropping the
+    /// pipe then closes it. The default does nothing.
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let _ = cx;
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// A child just spawned: its PID, its pipes, and its exit.
+pub struct SpawnedChild {
+    /// The child's PID (its process group's too, with a group).
+    pub pid: Option<u32>,
+    /// Its stdin.
+    pub stdin: Box<dyn PipeWrite>,
+    /// Its stdout.
+    pub stdout: Box<dyn PipeRead>,
+    /// Its stderr, when piped.
+    pub stderr: Option<Box<dyn PipeRead>>,
+    /// Completes when the child has exited and been reaped. Dropping it
+    /// before must not leave a zombie (the runtimes' process types reap in
+    /// the background).
+    pub exit: Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>,
+}
+
+impl fmt::Debug for SpawnedChild {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SpawnedChild")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
 }

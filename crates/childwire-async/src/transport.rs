@@ -1,111 +1,294 @@
 //! The user's handles: [`Transport`], and its halves [`Sender`] and
-//! [`Receiver`].
+//! [`Receiver`]. The caller's task does the I/O: `recv` reads and decodes,
+//! `send` frames and writes; a background task does only what must happen
+//! while no caller is there.
 
-use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;
-use std::marker::PhantomData;
+use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
-use childwire_core::LineEncoder;
 use childwire_core::{
-    Closed, Command, Config, Counters, ExitReport, Received, SendError, SendErrorKind, Session,
-    SpawnError,
+    ChannelConfig, Closed, Command, Counters, ExitReport, Framing, Inbound, Lines, Outbound,
+    Received, SendError, SendErrorKind, SpawnError, Supervisor,
 };
 use futures_core::Stream;
 use futures_sink::Sink;
 
-use crate::driver::Driver;
-use crate::runtime::{ChildProcess, Runtime};
-use crate::shared::{Shared, SharedRef, State};
+use crate::control::{Control, ControlParts};
+use crate::flusher::Flusher;
+use crate::link::{ControlSide, Link, ReadOutcome, WRITE_BATCH, lock};
+use crate::runtime::{PipeRead, PipeWrite, Runtime};
+use crate::spawn;
 
-/// A child process and the newline-delimited message channel to it.
+/// A function that receives each line the child writes to stderr (without
+/// its line terminator), with stderr captured. It runs on the background
+/// task: keep it short. If it panics it is not called again, the transport
+/// goes on, and the exit report says so.
+pub type StderrCallback = Arc<dyn Fn(&[u8]) + Send + Sync>;
+
+/// A transport's limits and timings (the core's [`childwire_core::Config`],
+/// reached through `Deref`) and its hooks.
 ///
-/// Created by [`Transport::spawn`]. [`send`](Self::send) writes a message to
-/// the child's stdin, [`recv`](Self::recv) yields what it writes to stdout,
-/// [`shutdown`](Self::shutdown) ends it the MCP way. A background task owns
-/// the child and always drains its pipes, so a child is never blocked by a
-/// caller that is busy elsewhere.
+/// ```
+/// use std::time::Duration;
+/// use childwire_async::Config;
+///
+/// let mut config = Config::default();
+/// config.stdin_grace(Duration::from_millis(500));
+/// config.on_stderr_line(|line| eprintln!("server: {}", String::from_utf8_lossy(line)));
+/// ```
+#[derive(Clone, Default)]
+pub struct Config {
+    core: childwire_core::Config,
+    on_stderr_line: Option<StderrCallback>,
+}
+
+impl Config {
+    /// Calls `callback` with each line the child writes to stderr, in
+    /// addition to `tracing` (target `childwire::stderr`).
+    pub fn on_stderr_line(
+        &mut self,
+        callback: impl Fn(&[u8]) + Send + Sync + 'static,
+    ) -> &mut Self {
+        self.on_stderr_line = Some(Arc::new(callback));
+        self
+    }
+}
+
+impl From<childwire_core::Config> for Config {
+    fn from(core: childwire_core::Config) -> Self {
+        Self {
+            core,
+            on_stderr_line: None,
+        }
+    }
+}
+
+impl Deref for Config {
+    type Target = childwire_core::Config;
+
+    fn deref(&self) -> &childwire_core::Config {
+        &self.core
+    }
+}
+
+impl DerefMut for Config {
+    fn deref_mut(&mut self) -> &mut childwire_core::Config {
+        &mut self.core
+    }
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("core", &self.core)
+            .field(
+                "on_stderr_line",
+                &self.on_stderr_line.as_ref().map(|_| ".."),
+            )
+            .finish()
+    }
+}
+
+/// A message channel: to a child process over its stdin and stdout, or to a
+/// peer over any pipe pair (a socket, the process's own stdio).
+///
+/// [`send`](Self::send) frames a message and writes it, [`recv`](Self::recv)
+/// reads and decodes the next one, both in the caller's task.
+/// [`shutdown`](Self::shutdown) ends a child the MCP way. A background task
+/// does what must happen while no caller is there: it drains the child's
+/// stderr, watches its exit, runs the shutdown timers, and writes what was
+/// queued when its sender moved on.
 ///
 /// Dropping the transport (every half, after [`split`](Self::split))
 /// without a shutdown kills the child and its process group with SIGKILL:
-/// the non-graceful path (C14). The child is reaped in the background.
-pub struct Transport<R: Runtime> {
-    sender: Sender<R>,
-    receiver: Receiver<R>,
+/// the non-graceful path. The child is reaped in the background.
+///
+/// ```no_run
+/// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
+/// use childwire_async::{Command, Config, Received, Transport};
+///
+/// let mut server = Transport::<R>::spawn(&Command::new("cat"), Config::default())?;
+/// server.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await?;
+/// if let Some(Received::Message(reply)) = server.recv().await {
+///     println!("{}", String::from_utf8_lossy(&reply));
+/// }
+/// println!("{}", server.shutdown().await?);
+/// # Ok(()) }
+/// ```
+pub struct Transport<R: Runtime, F: Framing = Lines> {
+    sender: Sender<R, F>,
+    receiver: Receiver<R, F>,
 }
 
-impl<R: Runtime> Transport<R> {
-    /// Spawns `command` and starts the task that drives it.
+impl<R: Runtime> Transport<R, Lines> {
+    /// Spawns `command` and talks NDJSON with it.
     ///
-    /// Fails with a [`SpawnError`] that names the program and the OS reason
-    /// (C11); nothing is left behind then.
-    pub fn spawn(command: &Command, config: Config) -> Result<Self, SpawnError> {
-        let child = R::spawn_child(command).map_err(|err| SpawnError::new(command, err))?;
-        let pid = child.id();
-        let shared = Shared::new(Session::new(&config, command, Instant::now()));
-        let driver = Driver::<R>::new(shared.clone(), child, command, config.on_stderr_line);
-        R::spawn_task(Box::pin(driver));
-        Ok(Self {
-            sender: Sender::new(shared.clone(), pid),
-            receiver: Receiver::new(shared, pid),
-        })
+    /// Fails with a [`SpawnError`] that names the program and the reason,
+    /// before anything is started if the config makes no sense or there is
+    /// no runtime to run on; nothing is left behind.
+    pub fn spawn(command: &Command, config: impl Into<Config>) -> Result<Self, SpawnError> {
+        Self::spawn_with(Lines, command, config)
     }
 
-    /// Sends one message: `payload` followed by `\n` (C06–C08).
-    ///
-    /// Waits while the outbound queue is full (backpressure). Fails, handing
-    /// the payload back, if it contains `\n` or `\r`, is over the size limit,
-    /// or sending is over (shutdown, exit, write timeout).
-    ///
-    /// Cancel-safe: if the future is dropped before it completes, the
-    /// message was not queued, and nothing of it reaches the child.
-    pub async fn send(&self, payload: impl Into<Bytes>) -> Result<(), SendError<Bytes>> {
+    /// A channel talking NDJSON over `reader` and `writer` (a socket, a TCP
+    /// stream, the process's own stdin and stdout): the same handles, with
+    /// no process. The stream ends at the reader's EOF.
+    pub fn from_pipes(
+        reader: impl PipeRead,
+        writer: impl PipeWrite,
+        config: &ChannelConfig,
+    ) -> Result<Self, crate::NoRuntime> {
+        Self::from_pipes_with(Lines, reader, writer, config)
+    }
+}
+
+impl<R: Runtime, F: Framing> Transport<R, F> {
+    /// [`spawn`](Transport::spawn) with another framing, e.g. `Content-Length`
+    /// for LSP and DAP servers.
+    pub fn spawn_with(
+        framing: F,
+        command: &Command,
+        config: impl Into<Config>,
+    ) -> Result<Self, SpawnError> {
+        let config = config.into();
+        config
+            .validate()
+            .map_err(|err| SpawnError::invalid_config(command, err))?;
+        let rt = R::current().map_err(|err| SpawnError::no_runtime(command, err.0))?;
+        let child = rt
+            .spawn_child(spawn::to_std(command), command.get_stderr())
+            .map_err(|err| spawn::spawn_error(command, err))?;
+        let now = rt.now();
+        let mut supervisor = Supervisor::new(&config, command.get_process_group(), now);
+        if child.stderr.is_none() {
+            supervisor.handle_stderr_eof(now);
+        }
+        let channel = &config.channel;
+        let link = Link::new(
+            Outbound::new(
+                framing.clone(),
+                channel.max_send_size,
+                channel.send_high_water,
+                channel.write_timeout,
+            ),
+            child.stdin,
+            Inbound::new(&framing, channel.max_message_size, channel.recv_high_water),
+            child.stdout,
+            Some(ControlSide::new(supervisor)),
+        );
+        let control = Control::new(
+            Arc::clone(&link),
+            rt.clone(),
+            ControlParts {
+                pid: child.pid,
+                group: command.get_process_group(),
+                program: command.get_program().to_string_lossy().into_owned(),
+                exit: child.exit,
+                stderr: child.stderr,
+                on_stderr_line: config.on_stderr_line.clone(),
+            },
+        );
+        rt.spawn(Box::pin(control));
+        Ok(Self::from_link(link, rt, child.pid))
+    }
+
+    /// [`from_pipes`](Transport::from_pipes) with another framing.
+    pub fn from_pipes_with(
+        framing: F,
+        reader: impl PipeRead,
+        writer: impl PipeWrite,
+        config: &ChannelConfig,
+    ) -> Result<Self, crate::NoRuntime> {
+        let rt = R::current()?;
+        let link = Link::new(
+            Outbound::new(
+                framing.clone(),
+                config.max_send_size,
+                config.send_high_water,
+                config.write_timeout,
+            ),
+            Box::new(writer),
+            Inbound::new(&framing, config.max_message_size, config.recv_high_water),
+            Box::new(reader),
+            None,
+        );
+        rt.spawn(Box::pin(Flusher::new(Arc::clone(&link), rt.clone())));
+        Ok(Self::from_link(link, rt, None))
+    }
+
+    fn from_link(link: Arc<Link<F>>, rt: R, pid: Option<u32>) -> Self {
+        Self {
+            sender: Sender::new(Arc::clone(&link), rt.clone(), pid),
+            receiver: Receiver::new(link, rt, pid),
+        }
+    }
+
+    /// Sends one message: its bytes with their framing (for NDJSON, `\n`).
+    /// See [`Sender::send`].
+    pub async fn send<B: AsRef<[u8]>>(&self, payload: B) -> Result<(), SendError<B>> {
         self.sender.send(payload).await
     }
 
+    /// Sends every message of `payloads` in order, in one pass over the
+    /// queue. See [`Sender::send_many`].
+    pub async fn send_many<B: AsRef<[u8]>>(
+        &self,
+        payloads: impl IntoIterator<Item = B>,
+    ) -> Result<(), SendError<B>> {
+        self.sender.send_many(payloads).await
+    }
+
     /// The next message, notice or, last, the exit report; `None` after the
-    /// report (C04).
+    /// report (for a channel: after the peer's EOF).
     ///
     /// Cancel-safe: dropping the future (e.g. when another branch of a
-    /// `select!` wins) loses no message and no partial line (C05).
+    /// `select!` wins) loses no message and no partial line.
     pub async fn recv(&mut self) -> Option<Received> {
         self.receiver.recv().await
     }
 
-    /// Shuts the child down the MCP way and returns how it ended (C12, C15):
-    /// flush what is queued, close stdin, wait `stdin_grace`, SIGTERM (to the
-    /// group), wait `term_grace`, SIGKILL, reap. A child that exits on EOF is
-    /// done as soon as it exits.
-    ///
-    /// Messages the child wrote before it exited stay receivable with
-    /// [`recv`](Self::recv).
-    pub async fn shutdown(&self) -> Result<ExitReport, DriverStopped> {
+    /// Moves every item available now (waiting for the first one) into
+    /// `into`, up to `limit`. See [`Receiver::recv_many`].
+    pub async fn recv_many(&mut self, into: &mut Vec<Received>, limit: usize) -> usize {
+        self.receiver.recv_many(into, limit).await
+    }
+
+    /// Shuts the child down the MCP way and returns how it ended. See
+    /// [`Sender::shutdown`].
+    pub async fn shutdown(&self) -> Result<ExitReport, ShutdownError> {
         self.sender.shutdown().await
     }
 
-    /// The child's process ID (its process group's too, by default).
+    /// Stops sending: what is queued is written, then the write side is
+    /// closed. See [`Sender::close`].
+    pub async fn close(&self) -> Result<(), ShutdownError> {
+        self.sender.close().await
+    }
+
+    /// The child's process ID (its process group's too, by default); `None`
+    /// for a channel over a pipe pair.
     pub fn id(&self) -> Option<u32> {
         self.sender.pid
     }
 
     /// Traffic counters so far.
     pub fn counters(&self) -> Counters {
-        self.sender.shared.lock().session.counters()
+        self.sender.link.counters()
     }
 
     /// Splits into a [`Sender`], which can be cloned, and a [`Receiver`], to
-    /// use from different tasks (C17).
-    pub fn split(self) -> (Sender<R>, Receiver<R>) {
+    /// use from different tasks.
+    pub fn split(self) -> (Sender<R, F>, Receiver<R, F>) {
         (self.sender, self.receiver)
     }
 }
 
-impl<R: Runtime> fmt::Debug for Transport<R> {
+impl<R: Runtime, F: Framing> fmt::Debug for Transport<R, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Transport")
             .field("pid", &self.sender.pid)
@@ -113,56 +296,49 @@ impl<R: Runtime> fmt::Debug for Transport<R> {
     }
 }
 
-/// How many bytes a [`Sink`] frames before handing them to the session
-/// without being flushed: a pipe's worth.
-const SINK_BATCH: usize = 64 * 1024;
-
 /// The sending half of a [`Transport`]. Clone it to send from several tasks.
-pub struct Sender<R: Runtime> {
-    shared: SharedRef,
+///
+/// ```no_run
+/// # async fn demo<R: childwire_async::Runtime>(t: childwire_async::Transport<R>) {
+/// let (sender, mut receiver) = t.split();
+/// let writer = sender.clone();
+/// // e.g. in a task of its own:
+/// writer.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await.unwrap();
+/// while let Some(item) = receiver.recv().await { /* ... */ }
+/// # }
+/// ```
+pub struct Sender<R: Runtime, F: Framing = Lines> {
+    link: Arc<Link<F>>,
+    rt: R,
     pid: Option<u32>,
-    /// Messages the [`Sink`] accepted: checked and framed here, without the
-    /// lock, and handed to the session a batch at a time (as `FramedWrite`
-    /// buffers), on `poll_flush` or when the batch is full.
-    ///
-    /// Behind its own mutex (never contended: only this handle uses it) so
-    /// that `send(&self)` can hand it over first and keep the order.
-    sink_batch: Mutex<LineEncoder>,
-    _runtime: PhantomData<fn() -> R>,
 }
 
-impl<R: Runtime> Sender<R> {
-    fn new(shared: SharedRef, pid: Option<u32>) -> Self {
-        let max_send_size = {
-            let mut state = shared.lock();
-            state.handles += 1;
-            state.session.max_send_size()
-        };
-        Self {
-            shared,
-            pid,
-            sink_batch: Mutex::new(LineEncoder::new(max_send_size, usize::MAX)),
-            _runtime: PhantomData,
-        }
+impl<R: Runtime, F: Framing> Sender<R, F> {
+    fn new(link: Arc<Link<F>>, rt: R, pid: Option<u32>) -> Self {
+        link.acquire();
+        Self { link, rt, pid }
     }
 
-    /// Sends one message. See [`Transport::send`].
-    pub async fn send(&self, payload: impl Into<Bytes>) -> Result<(), SendError<Bytes>> {
-        let mut payload = Some(payload.into());
+    /// Sends one message: checked, framed and queued whole or not at all,
+    /// and written by this task when a pipe's worth is queued; what is left
+    /// is written by the background task, or by the next `recv` on this
+    /// transport, whichever comes first.
+    ///
+    /// Waits while the outbound queue is full (backpressure), writing to
+    /// the pipe itself meanwhile. Fails, handing the payload back, if the
+    /// framing cannot carry it (empty, or with `\n` or `\r` for NDJSON), it
+    /// is over the size limit, or sending is over (shutdown, exit, write
+    /// timeout).
+    ///
+    /// Cancel-safe: if the future is dropped before it completes, the
+    /// message was not queued, and nothing of it reaches the peer.
+    pub async fn send<B: AsRef<[u8]>>(&self, payload: B) -> Result<(), SendError<B>> {
+        let mut payload = Some(payload);
         poll_fn(|cx| {
             let item = payload.take().expect("polled after completion");
-            // What the Sink accepted earlier goes first.
-            match self.poll_hand_over(cx) {
-                Poll::Ready(Ok(())) => {}
-                Poll::Ready(Err(err)) => return Poll::Ready(Err(SendError::new(err.kind(), item))),
-                Poll::Pending => {
-                    payload = Some(item);
-                    return Poll::Pending;
-                }
-            }
-            match self.try_queue(cx, item) {
-                Queued::Done(result) => Poll::Ready(result),
-                Queued::Wait(item) => {
+            match self.poll_send(cx, item) {
+                Ok(result) => Poll::Ready(result),
+                Err(item) => {
                     payload = Some(item);
                     Poll::Pending
                 }
@@ -171,132 +347,180 @@ impl<R: Runtime> Sender<R> {
         .await
     }
 
-    /// Queues `item`, or hands it back to wait for room.
-    fn try_queue(&self, cx: &mut Context<'_>, item: Bytes) -> Queued {
-        let mut state = self.shared.lock();
-        if state.driver_stopped {
-            return Queued::Done(Err(SendError::new(
-                SendErrorKind::Closed(Closed::Exited),
-                item,
-            )));
-        }
-        let was_idle = state.session.queued() == 0;
-        match state.session.send(item) {
-            Ok(()) => {
-                // With bytes already queued the driver is writing, or waits
-                // for the pipe to take more: it needs no wake-up.
-                if was_idle {
-                    state.wake_driver();
+    /// Sends every message of `payloads` in order: one lock and at most one
+    /// write per pipe's worth, for callers with many messages at hand. The
+    /// first refused message ends it, handed back with the reason; the ones
+    /// before it were sent.
+    pub async fn send_many<B: AsRef<[u8]>>(
+        &self,
+        payloads: impl IntoIterator<Item = B>,
+    ) -> Result<(), SendError<B>> {
+        let mut payloads = payloads.into_iter().peekable();
+        let mut pending: Option<B> = None;
+        poll_fn(|cx| {
+            let mut out = lock(&self.link.out);
+            let now = self.rt.now();
+            while let Some(item) = pending.take().or_else(|| payloads.next()) {
+                match out.outbound.send(item) {
+                    Ok(()) => {
+                        if out.outbound.queued() >= WRITE_BATCH {
+                            self.link.write_or_arm(&mut out, now);
+                        }
+                    }
+                    Err(err) if err.kind() == SendErrorKind::Full => {
+                        pending = Some(err.into_payload());
+                        if out.poll_write_all(Some(cx.waker()), now).is_pending() {
+                            return Poll::Pending;
+                        }
+                    }
+                    Err(err) => return Poll::Ready(Err(err)),
                 }
-                Queued::Done(Ok(()))
             }
-            Err(err) if err.kind() == SendErrorKind::Full => {
-                State::register(&mut state.send_wakers, cx.waker());
-                Queued::Wait(err.into_payload())
+            if !out.outbound.is_drained() {
+                self.link.arm_flush(&mut out);
             }
-            Err(err) => Queued::Done(Err(err)),
+            Poll::Ready(Ok(()))
+        })
+        .await
+    }
+
+    /// One attempt: the result, or the payload back to wait for room.
+    fn poll_send<B: AsRef<[u8]>>(
+        &self,
+        cx: &mut Context<'_>,
+        mut item: B,
+    ) -> Result<Result<(), SendError<B>>, B> {
+        let mut out = lock(&self.link.out);
+        loop {
+            match out.outbound.send(item) {
+                Ok(()) => {
+                    if out.outbound.queued() >= WRITE_BATCH {
+                        self.link.write_or_arm(&mut out, self.rt.now());
+                    } else {
+                        self.link.arm_flush(&mut out);
+                    }
+                    return Ok(Ok(()));
+                }
+                Err(err) if err.kind() == SendErrorKind::Full => {
+                    // The caller does the I/O while it waits for room.
+                    item = err.into_payload();
+                    let now = self.rt.now();
+                    if out.poll_write_all(Some(cx.waker()), now).is_pending()
+                        && !out.outbound.send_ready()
+                    {
+                        return Err(item);
+                    }
+                }
+                Err(err) => return Ok(Err(err)),
+            }
         }
     }
 
-    /// Shuts the child down. See [`Transport::shutdown`].
-    pub async fn shutdown(&self) -> Result<ExitReport, DriverStopped> {
-        {
-            let mut batch = self.sink_batch();
-            let mut state = self.shared.lock();
-            // Messages the Sink accepted are flushed with the rest.
-            let _ = state.session.send_batch_now(&mut batch);
-            state.session.shutdown(Instant::now());
-            state.wake_driver();
-        }
+    /// Shuts the child down the MCP way and returns how it ended: flush
+    /// what is queued, close stdin, wait `stdin_grace`, SIGTERM (to the
+    /// group), wait `term_grace`, SIGKILL, reap. A child that exits on EOF
+    /// is done as soon as it exits.
+    ///
+    /// Messages the child wrote before it exited stay receivable. For a
+    /// channel over a pipe pair there is no child: it closes the write side
+    /// like [`close`](Self::close) and fails with
+    /// [`ShutdownError::NoChild`].
+    pub async fn shutdown(&self) -> Result<ExitReport, ShutdownError> {
+        let Some(control) = &self.link.control else {
+            self.close().await?;
+            return Err(ShutdownError::NoChild);
+        };
+        self.begin_shutdown();
         poll_fn(|cx| {
-            let mut state = self.shared.lock();
-            if let Some(report) = state.session.report() {
+            let control = lock(control);
+            if let Some(report) = &control.report {
                 return Poll::Ready(Ok(report.clone()));
             }
-            if state.driver_stopped {
-                return Poll::Ready(Err(DriverStopped));
+            if control.stopped {
+                return Poll::Ready(Err(ShutdownError::DriverStopped));
             }
-            State::register(&mut state.done_wakers, cx.waker());
+            control.done_waiters.register(cx.waker());
             Poll::Pending
         })
         .await
+    }
+
+    /// Stops sending: what is queued is written, then the write side is
+    /// closed (for a child: its stdin, which begins the graceful shutdown;
+    /// its end comes through the receiver). Returns once the write side is
+    /// closed.
+    pub async fn close(&self) -> Result<(), ShutdownError> {
+        if self.link.is_child() {
+            self.begin_shutdown();
+        } else {
+            lock(&self.link.out).outbound.close();
+        }
+        poll_fn(|cx| {
+            let mut out = lock(&self.link.out);
+            let _ = out.poll_write_all(Some(cx.waker()), self.rt.now());
+            if !out.is_pipe_open() {
+                return Poll::Ready(Ok(()));
+            }
+            if self
+                .link
+                .control
+                .as_ref()
+                .is_some_and(|control| lock(control).stopped)
+            {
+                return Poll::Ready(Err(ShutdownError::DriverStopped));
+            }
+            out.wait(cx.waker());
+            Poll::Pending
+        })
+        .await
+    }
+
+    /// Tells the supervisor, once, that shutdown was asked.
+    fn begin_shutdown(&self) {
+        let Some(control) = &self.link.control else {
+            return;
+        };
+        let now = self.rt.now();
+        let pending = {
+            let mut out = lock(&self.link.out);
+            out.outbound.refuse(Closed::Closing);
+            self.link.arm_flush(&mut out);
+            !out.outbound.is_drained()
+        };
+        let mut control = lock(control);
+        if !control.shutdown {
+            control.shutdown = true;
+            control.supervisor.handle_outbound(pending, now);
+            control.supervisor.handle_shutdown(now);
+        }
+        drop(control);
+        self.link.wake_bg();
+    }
+
+    /// Whether the write side is still open: sending may succeed.
+    pub fn is_open(&self) -> bool {
+        lock(&self.link.out).outbound.closed().is_none()
     }
 
     /// The child's process ID.
     pub fn id(&self) -> Option<u32> {
         self.pid
     }
-
-    fn sink_batch(&self) -> MutexGuard<'_, LineEncoder> {
-        self.sink_batch
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Hands the Sink's batch to the session, waiting for room.
-    fn poll_hand_over(&self, cx: &mut Context<'_>) -> Poll<Result<(), SendError<Bytes>>> {
-        let mut batch = self.sink_batch();
-        if batch.queued() == 0 {
-            return Poll::Ready(Ok(()));
-        }
-        let mut state = self.shared.lock();
-        let was_idle = state.session.queued() == 0;
-        match state.session.send_batch(&mut batch) {
-            Ok(()) => {
-                if was_idle {
-                    state.wake_driver();
-                }
-                Poll::Ready(Ok(()))
-            }
-            Err(SendErrorKind::Full) if !state.driver_stopped => {
-                State::register(&mut state.send_wakers, cx.waker());
-                Poll::Pending
-            }
-            Err(kind) => {
-                // The batch cannot go out any more: hand its lines back.
-                let lines = batch.poll_transmit().unwrap_or_default();
-                batch.clear();
-                let kind = match kind {
-                    SendErrorKind::Full => SendErrorKind::Closed(Closed::Exited),
-                    kind => kind,
-                };
-                Poll::Ready(Err(SendError::new(kind, lines)))
-            }
-        }
-    }
 }
 
-/// The outcome of one attempt to queue a message.
-enum Queued {
-    /// Queued, or refused for good.
-    Done(Result<(), SendError<Bytes>>),
-    /// The queue is full: the payload, to try again when woken.
-    Wait(Bytes),
-}
-
-impl<R: Runtime> Clone for Sender<R> {
+impl<R: Runtime, F: Framing> Clone for Sender<R, F> {
     fn clone(&self) -> Self {
-        Self::new(self.shared.clone(), self.pid)
+        Self::new(Arc::clone(&self.link), self.rt.clone(), self.pid)
     }
 }
 
-impl<R: Runtime> Drop for Sender<R> {
+impl<R: Runtime, F: Framing> Drop for Sender<R, F> {
     fn drop(&mut self) {
-        let mut batch = self.sink_batch();
-        if batch.queued() > 0 {
-            // Messages the Sink accepted are not lost with it: they go to
-            // the session even above its high-water mark (one batch at most).
-            let mut state = self.shared.lock();
-            let was_idle = state.session.queued() == 0;
-            if state.session.send_batch_now(&mut batch).is_ok() && was_idle {
-                state.wake_driver();
-            }
-        }
-        release(&self.shared);
+        release(&self.link);
     }
 }
 
-impl<R: Runtime> fmt::Debug for Sender<R> {
+impl<R: Runtime, F: Framing> fmt::Debug for Sender<R, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Sender")
             .field("pid", &self.pid)
@@ -304,109 +528,172 @@ impl<R: Runtime> fmt::Debug for Sender<R> {
     }
 }
 
-/// Queues messages for the child (C17), batched like `FramedWrite`:
-/// `start_send` checks and frames a message without touching the shared
-/// state, and the batch goes to the child on `poll_flush` or once it holds
-/// 64 KiB (`poll_ready` then waits for room: backpressure). A refused
-/// message (newline, size) fails `start_send` and is handed back.
-/// `poll_flush` waits until the child has been handed every byte;
-/// `poll_close` flushes, then begins the graceful shutdown (it does not wait
-/// for the exit: use [`Sender::shutdown`] for the report).
-impl<R: Runtime, B: Into<Bytes>> Sink<B> for Sender<R> {
+/// Queues messages like [`Sender::send`], batched like `FramedWrite`:
+/// `poll_ready` waits for room (writing meanwhile), `start_send` checks,
+/// frames and queues a message (a refused one fails `start_send` and is
+/// handed back), `poll_flush` writes until everything queued reached the
+/// peer, `poll_close` flushes and closes the write side (for a child, it
+/// begins the graceful shutdown; use [`Sender::shutdown`] for the report).
+///
+/// The item type is [`Bytes`] alone, so `SinkExt` methods need no
+/// turbofish; [`Sender::send`] takes any byte slice.
+impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
     type Error = SendError<Bytes>;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        let this = self.get_mut();
-        if this.sink_batch().queued() >= SINK_BATCH {
-            return this.poll_hand_over(cx);
+        let mut out = lock(&self.link.out);
+        loop {
+            if out.outbound.send_ready() {
+                return Poll::Ready(Ok(()));
+            }
+            if out
+                .poll_write_all(Some(cx.waker()), self.rt.now())
+                .is_pending()
+                && !out.outbound.send_ready()
+            {
+                return Poll::Pending;
+            }
         }
-        Poll::Ready(Ok(()))
     }
 
-    fn start_send(self: Pin<&mut Self>, item: B) -> Result<(), Self::Error> {
-        let this = self.get_mut();
-        this.sink_batch().encode(item.into()).map_err(|err| {
-            let (kind, payload) = err.into_parts();
-            SendError::new(kind.into(), payload)
-        })
+    fn start_send(self: Pin<&mut Self>, item: Bytes) -> Result<(), Self::Error> {
+        let mut out = lock(&self.link.out);
+        out.outbound.send_anyway(item)?;
+        if out.outbound.queued() >= WRITE_BATCH {
+            self.link.write_or_arm(&mut out, self.rt.now());
+        }
+        Ok(())
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        let this = self.get_mut();
-        if this.poll_hand_over(cx)?.is_pending() {
-            return Poll::Pending;
+        let mut out = lock(&self.link.out);
+        match out.poll_write_all(Some(cx.waker()), self.rt.now()) {
+            Poll::Ready(()) if out.outbound.is_drained() => Poll::Ready(Ok(())),
+            Poll::Ready(()) => {
+                // Queued but the pipe is gone: say why.
+                let closed = out.outbound.closed().unwrap_or(Closed::PeerClosed);
+                Poll::Ready(Err(SendError::new(
+                    SendErrorKind::Closed(closed),
+                    Bytes::new(),
+                )))
+            }
+            Poll::Pending => Poll::Pending,
         }
-        let mut state = this.shared.lock();
-        if state.session.queued() == 0 || state.driver_stopped {
-            return Poll::Ready(Ok(()));
-        }
-        State::register(&mut state.send_wakers, cx.waker());
-        Poll::Pending
     }
 
-    fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        let this = self.get_mut();
-        if Sink::<B>::poll_flush(Pin::new(&mut *this), cx)?.is_pending() {
+    fn poll_close(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        if Sink::poll_flush(self.as_mut(), cx)?.is_pending() {
             return Poll::Pending;
         }
-        let mut state = this.shared.lock();
-        state.session.shutdown(Instant::now());
-        state.wake_driver();
+        if self.link.is_child() {
+            self.begin_shutdown();
+        } else {
+            let mut out = lock(&self.link.out);
+            out.outbound.close();
+            let _ = out.poll_write_all(Some(cx.waker()), self.rt.now());
+        }
         Poll::Ready(Ok(()))
     }
 }
 
 /// The receiving half of a [`Transport`].
-pub struct Receiver<R: Runtime> {
-    shared: SharedRef,
+pub struct Receiver<R: Runtime, F: Framing = Lines> {
+    link: Arc<Link<F>>,
+    rt: R,
     pid: Option<u32>,
-    /// Items taken from the session in one batch, handed out one by one
-    /// without the lock. They belong to the receiver, not to a `recv` call,
-    /// which keeps receiving cancel-safe.
-    batch: VecDeque<Received>,
-    _runtime: PhantomData<fn() -> R>,
 }
 
-impl<R: Runtime> Receiver<R> {
-    fn new(shared: SharedRef, pid: Option<u32>) -> Self {
-        shared.lock().handles += 1;
-        Self {
-            shared,
-            pid,
-            batch: VecDeque::new(),
-            _runtime: PhantomData,
-        }
+impl<R: Runtime, F: Framing> Receiver<R, F> {
+    fn new(link: Arc<Link<F>>, rt: R, pid: Option<u32>) -> Self {
+        link.acquire();
+        Self { link, rt, pid }
     }
 
-    /// The next item. See [`Transport::recv`]; cancel-safe (C05).
+    /// The next item. See [`Transport::recv`]; cancel-safe.
     pub async fn recv(&mut self) -> Option<Received> {
         poll_fn(|cx| self.poll_recv(cx)).await
     }
 
-    /// Polls for the next item: messages and notices in the order the child
-    /// wrote them, then the exit report, then `None`.
+    /// Waits for the next item, then moves it and every other item
+    /// available now into `into`, up to `limit` in all: one lock for many
+    /// messages. Returns how many were moved; 0 only at the end of the
+    /// stream (or for a `limit` of 0).
+    pub async fn recv_many(&mut self, into: &mut Vec<Received>, limit: usize) -> usize {
+        if limit == 0 {
+            return 0;
+        }
+        let Some(first) = self.recv().await else {
+            return 0;
+        };
+        into.push(first);
+        let mut moved = 1;
+        let mut inn = lock(&self.link.inn);
+        while moved < limit {
+            let Some(frame) = inn.inbound.poll_received() else {
+                break;
+            };
+            into.push(frame.into());
+            moved += 1;
+        }
+        moved
+    }
+
+    /// Polls for the next item: messages and notices in the order the peer
+    /// wrote them, then (for a child) the exit report, then `None`.
     ///
-    /// Items are taken from the shared queue in batches into the receiver
-    /// itself, and out of it only in the call that returns one: a dropped
-    /// `recv` future loses nothing, which is what makes receiving
-    /// cancel-safe.
+    /// Reads and decodes in the calling task when nothing is queued. Frames
+    /// belong to the transport until returned, so a dropped `recv` future
+    /// loses nothing: receiving is cancel-safe.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Received>> {
-        if let Some(item) = self.batch.pop_front() {
-            return Poll::Ready(Some(item));
-        }
-        let mut state = self.shared.lock();
-        let was_paused = !state.session.wants_stdout();
-        if state.session.drain_received(&mut self.batch) > 0 {
-            if was_paused && state.session.wants_stdout() {
-                state.wake_driver();
+        let mut flushed = false;
+        loop {
+            let mut inn = lock(&self.link.inn);
+            if let Some(frame) = inn.inbound.poll_received() {
+                return Poll::Ready(Some(frame.into()));
             }
-            return Poll::Ready(self.batch.pop_front());
+            if inn.finished {
+                return Poll::Ready(None);
+            }
+            if let Some(report) = inn.report.take() {
+                inn.finished = true;
+                return Poll::Ready(Some(Received::Exited(Box::new(report))));
+            }
+            if inn.broken.is_some() {
+                inn.finished = true;
+                return Poll::Ready(None);
+            }
+            if inn.inbound.is_eof() {
+                if !self.link.is_child() {
+                    inn.finished = true;
+                    return Poll::Ready(None);
+                }
+                // The report follows once the supervisor decides the end.
+                inn.wait(cx.waker());
+                return Poll::Pending;
+            }
+            if !flushed {
+                // About to wait for the peer: send what this transport
+                // queued first, from this task.
+                flushed = true;
+                drop(inn);
+                self.link.flush_if_armed(self.rt.now());
+                continue;
+            }
+            match inn.read_once(cx.waker()) {
+                ReadOutcome::Progress => {
+                    if inn.eof_unreported && self.link.is_child() {
+                        self.link.wake_bg();
+                    }
+                }
+                ReadOutcome::Pending => return Poll::Pending,
+                ReadOutcome::Stopped => {
+                    // Nothing queued, nothing to read: the report (or the
+                    // driver's end) will wake us.
+                    inn.wait(cx.waker());
+                    return Poll::Pending;
+                }
+            }
         }
-        if state.session.is_finished() || state.driver_stopped {
-            return Poll::Ready(None);
-        }
-        state.recv_waker = Some(cx.waker().clone());
-        Poll::Pending
     }
 
     /// The child's process ID.
@@ -415,13 +702,13 @@ impl<R: Runtime> Receiver<R> {
     }
 }
 
-impl<R: Runtime> Drop for Receiver<R> {
+impl<R: Runtime, F: Framing> Drop for Receiver<R, F> {
     fn drop(&mut self) {
-        release(&self.shared);
+        release(&self.link);
     }
 }
 
-impl<R: Runtime> fmt::Debug for Receiver<R> {
+impl<R: Runtime, F: Framing> fmt::Debug for Receiver<R, F> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Receiver")
             .field("pid", &self.pid)
@@ -429,7 +716,7 @@ impl<R: Runtime> fmt::Debug for Receiver<R> {
     }
 }
 
-impl<R: Runtime> Stream for Receiver<R> {
+impl<R: Runtime, F: Framing> Stream for Receiver<R, F> {
     type Item = Received;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Received>> {
@@ -437,7 +724,7 @@ impl<R: Runtime> Stream for Receiver<R> {
     }
 }
 
-impl<R: Runtime> Stream for Transport<R> {
+impl<R: Runtime, F: Framing> Stream for Transport<R, F> {
     type Item = Received;
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Received>> {
@@ -445,46 +732,64 @@ impl<R: Runtime> Stream for Transport<R> {
     }
 }
 
-impl<R: Runtime, B: Into<Bytes>> Sink<B> for Transport<R> {
+impl<R: Runtime, F: Framing> Sink<Bytes> for Transport<R, F> {
     type Error = SendError<Bytes>;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Sink::<B>::poll_ready(Pin::new(&mut self.get_mut().sender), cx)
+        Pin::new(&mut self.get_mut().sender).poll_ready(cx)
     }
 
-    fn start_send(self: Pin<&mut Self>, item: B) -> Result<(), Self::Error> {
+    fn start_send(self: Pin<&mut Self>, item: Bytes) -> Result<(), Self::Error> {
         Pin::new(&mut self.get_mut().sender).start_send(item)
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Sink::<B>::poll_flush(Pin::new(&mut self.get_mut().sender), cx)
+        Pin::new(&mut self.get_mut().sender).poll_flush(cx)
     }
 
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        Sink::<B>::poll_close(Pin::new(&mut self.get_mut().sender), cx)
+        Pin::new(&mut self.get_mut().sender).poll_close(cx)
     }
 }
 
 /// A handle is gone; the last one to go abandons a child that was never
-/// asked to shut down, which the driver then kills (C14).
-fn release(shared: &Shared) {
-    let mut state = shared.lock();
-    state.handles -= 1;
-    if state.handles == 0 && !state.session.lifecycle().shutdown_requested() {
-        state.abandoned = true;
-        state.wake_driver();
+/// asked to shut down, which the background task then kills.
+fn release<F: Framing>(link: &Link<F>) {
+    if !link.release() {
+        return;
     }
+    if let Some(control) = &link.control {
+        let mut control = lock(control);
+        if !control.shutdown {
+            control.abandoned = true;
+        }
+    }
+    link.wake_bg();
 }
 
-/// The task driving the child ended before the child's end was known: its
-/// runtime shut down. The child was killed.
+/// Why [`Sender::shutdown`] or [`Sender::close`] could not complete.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct DriverStopped;
+#[non_exhaustive]
+pub enum ShutdownError {
+    /// The background task ended before the child's end was known: its
+    /// runtime shut down. The child was killed.
+    DriverStopped,
+    /// A channel over a pipe pair has no child to shut down; its write side
+    /// was closed.
+    NoChild,
+}
 
-impl fmt::Display for DriverStopped {
+impl fmt::Display for ShutdownError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("the task driving the child stopped before the child's end (its runtime shut down); the child was killed")
+        f.write_str(match self {
+            ShutdownError::DriverStopped => {
+                "the task driving the child stopped before the child's end (its runtime shut down); the child was killed"
+            }
+            ShutdownError::NoChild => {
+                "this channel has no child to shut down; its write side was closed"
+            }
+        })
     }
 }
 
-impl std::error::Error for DriverStopped {}
+impl std::error::Error for ShutdownError {}

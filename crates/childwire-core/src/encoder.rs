@@ -130,7 +130,23 @@ impl<F: Framing> Encoder<F> {
         if let Err(kind) = self.check(payload.as_ref()) {
             return Err(EncodeError { kind, payload });
         }
-        let bytes = payload.as_ref();
+        self.push(payload.as_ref());
+        Ok(())
+    }
+
+    /// [`encode`](Self::encode) even above the high-water mark: for a writer
+    /// that was told there was room (a `Sink`'s `poll_ready`) and must not
+    /// fail because another writer took it meanwhile. The bound is then
+    /// exceeded by that message at most per writer.
+    pub fn encode_anyway<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<(), EncodeError<B>> {
+        if let Err(kind) = self.framing.check(payload.as_ref(), self.max_message_size) {
+            return Err(EncodeError { kind, payload });
+        }
+        self.push(payload.as_ref());
+        Ok(())
+    }
+
+    fn push(&mut self, bytes: &[u8]) {
         let framed = bytes.len() + self.framing.overhead(bytes.len());
         // Reserve a pipe's worth at a time: a batch then grows without
         // reallocating, and the memory of a batch written out is reclaimed
@@ -140,7 +156,6 @@ impl<F: Framing> Encoder<F> {
         self.enqueued += framed as u64;
         self.boundaries
             .push_back((self.enqueued, bytes.len() as u64));
-        Ok(())
     }
 
     /// Whether `payload` would be accepted now, without queueing it.

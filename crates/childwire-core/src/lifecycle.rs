@@ -449,6 +449,7 @@ impl Lifecycle {
                 elapsed: now.saturating_duration_since(since),
                 pipes_drained: true,
                 stderr_tail: String::new(),
+                stderr_callback_panicked: false,
                 counters: Counters::default(),
             });
             // Undelivered steps are moot now, and a signal could hit a reused PID.

@@ -94,6 +94,19 @@ impl<F: Framing> Outbound<F> {
         })
     }
 
+    /// [`send`](Self::send) even above the high-water mark (see
+    /// [`Encoder::encode_anyway`]); still refused when sending is over or the
+    /// payload cannot be carried.
+    pub fn send_anyway<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<(), SendError<B>> {
+        if let Some(closed) = self.closed {
+            return Err(SendError::new(SendErrorKind::Closed(closed), payload));
+        }
+        self.encoder.encode_anyway(payload).map_err(|err| {
+            let (kind, payload) = err.into_parts();
+            SendError::new(kind.into(), payload)
+        })
+    }
+
     /// The first `n` bytes of [`poll_transmit`](Self::poll_transmit) were
     /// written.
     pub fn handle_written(&mut self, n: usize, now: Instant) {

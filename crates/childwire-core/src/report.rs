@@ -66,6 +66,8 @@ pub struct ExitReport {
     pub pipes_drained: bool,
     /// The child's last stderr lines (empty when stderr was not captured).
     pub stderr_tail: String,
+    /// The stderr callback panicked; it was not called again.
+    pub stderr_callback_panicked: bool,
     /// Traffic counters.
     pub counters: Counters,
 }
@@ -83,6 +85,7 @@ impl ExitReport {
             elapsed,
             pipes_drained: true,
             stderr_tail: String::new(),
+            stderr_callback_panicked: false,
             counters: Counters::default(),
         }
     }
@@ -165,6 +168,9 @@ impl fmt::Display for ExitReport {
         }
         if !self.pipes_drained {
             f.write_str("; something it started still held its output pipes open")?;
+        }
+        if self.stderr_callback_panicked {
+            f.write_str("; the stderr callback panicked")?;
         }
         if self.success() {
             return Ok(());

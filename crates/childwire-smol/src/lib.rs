@@ -11,8 +11,8 @@
 //! while let Some(item) = server.recv().await {
 //!     match item {
 //!         Received::Message(m) => println!("{}", String::from_utf8_lossy(&m)),
-//!         Received::Oversized(notice) => eprintln!("{notice}"),
 //!         Received::Exited(report) => eprintln!("server {report}"),
+//!         other => eprintln!("{other:?}"),
 //!     }
 //!     break;
 //! }
@@ -21,48 +21,70 @@
 //! # Ok(()) }
 //! ```
 //!
-//! The child is driven by a task on smol's global executor
-//! ([`smol::spawn`]), with its pipes and timers on `async-io`'s reactor, so
-//! [`Transport::spawn`] works from any thread, inside `smol::block_on` or
-//! not.
+//! The background task runs on smol's global executor ([`smol::spawn`]), with
+//! pipes and timers on `async-io`'s reactor, so [`Transport::spawn`] works
+//! from any thread, inside `smol::block_on` or not.
 //!
 //! [childwire]: https://github.com/childwire/childwire
 
 use std::future::Future;
+use std::io;
 use std::pin::Pin;
 use std::time::Instant;
 
-use childwire_async::async_process::{self, AsyncProcessChild};
-
+use childwire_async::async_process::{self, FuturesIo};
 pub use childwire_async::{
-    Closed, Command, Config, Counters, DriverStopped, EndedBy, EnvPolicy, Exit, ExitReport,
-    Message, Oversized, Received, SendError, SendErrorKind, SpawnError, StderrMode,
+    ChannelConfig, Closed, Command, Config, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit,
+    ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized, Received, SendError,
+    SendErrorKind, ShutdownError, SpawnError, StderrMode,
 };
+use childwire_async::{Runtime, SpawnedChild, Timer};
 
-/// The [`childwire_async::Runtime`] for smol.
-#[derive(Debug, Clone, Copy)]
+/// The [`childwire_async::Runtime`] for Smol.
+#[derive(Debug, Clone, Copy, Default)]
 pub struct Smol;
 
-impl childwire_async::Runtime for Smol {
-    type Child = AsyncProcessChild;
-    type Sleep = async_process::Sleep;
-
-    fn spawn_child(command: &Command) -> std::io::Result<AsyncProcessChild> {
-        async_process::spawn_child(command)
+impl Runtime for Smol {
+    fn current() -> Result<Self, NoRuntime> {
+        // A global executor: there is always one.
+        Ok(Smol)
     }
 
-    fn spawn_task(task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn timer(&self, deadline: Instant) -> Pin<Box<dyn Timer>> {
+        async_process::timer(deadline)
+    }
+
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
         smol::spawn(task).detach();
     }
 
-    fn sleep_until(deadline: Instant) -> async_process::Sleep {
-        async_process::sleep_until(deadline)
+    fn spawn_child(
+        &self,
+        command: std::process::Command,
+        stderr: StderrMode,
+    ) -> io::Result<SpawnedChild> {
+        async_process::spawn_child(command, stderr)
     }
 }
 
-/// A child process and the message channel to it, on smol.
-pub type Transport = childwire_async::Transport<Smol>;
+/// A transport over this process's own stdin and stdout: the server side of
+/// stdio, for a program that is the child (an MCP server). NDJSON with the
+/// given limits; the stream ends at stdin's EOF.
+pub fn stdio(config: &ChannelConfig) -> Result<Transport, NoRuntime> {
+    Transport::from_pipes(
+        FuturesIo(smol::Unblock::new(std::io::stdin())),
+        FuturesIo(smol::Unblock::new(std::io::stdout())),
+        config,
+    )
+}
+
+/// A child process (or a peer) and the message channel to it.
+pub type Transport<F = Lines> = childwire_async::Transport<Smol, F>;
 /// The cloneable sending half of a [`Transport`].
-pub type Sender = childwire_async::Sender<Smol>;
+pub type Sender<F = Lines> = childwire_async::Sender<Smol, F>;
 /// The receiving half of a [`Transport`].
-pub type Receiver = childwire_async::Receiver<Smol>;
+pub type Receiver<F = Lines> = childwire_async::Receiver<Smol, F>;

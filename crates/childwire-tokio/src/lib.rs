@@ -1,6 +1,7 @@
 #![forbid(unsafe_code)]
-//! [childwire] on Tokio: run a child process and exchange newline-delimited
-//! messages (NDJSON, JSON-RPC, MCP's stdio transport) with it.
+//! [childwire] on Tokio: run a child process and exchange messages
+//! (NDJSON, JSON-RPC, MCP's stdio transport) with it, or talk to a peer
+//! over any Tokio reader and writer.
 //!
 //! ```no_run
 //! use childwire_tokio::{Command, Config, Received, Transport};
@@ -11,8 +12,8 @@
 //! while let Some(item) = server.recv().await {
 //!     match item {
 //!         Received::Message(m) => println!("{}", String::from_utf8_lossy(&m)),
-//!         Received::Oversized(notice) => eprintln!("{notice}"),
 //!         Received::Exited(report) => eprintln!("server {report}"),
+//!         other => eprintln!("{other:?}"),
 //!     }
 //!     break;
 //! }
@@ -21,25 +22,150 @@
 //! # Ok(()) }
 //! ```
 //!
-//! [`Transport::spawn`] must be called from within a Tokio runtime; the
-//! child is driven by a task on it.
+//! [`Transport::spawn`] must be called from within a Tokio runtime (else it
+//! fails before starting anything); the background task runs on it. Time is
+//! Tokio's: with a paused clock (`start_paused`) the shutdown graces pass in
+//! virtual time.
 //!
 //! [childwire]: https://github.com/childwire/childwire
 
-mod child;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
 
 pub use childwire_async::{
-    Closed, Command, Config, Counters, DriverStopped, EndedBy, EnvPolicy, Exit, ExitReport,
-    Message, Oversized, Received, SendError, SendErrorKind, SpawnError, StderrMode,
+    ChannelConfig, Closed, Command, Config, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit,
+    ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized, Received, SendError,
+    SendErrorKind, ShutdownError, SpawnError, StderrMode,
 };
+use childwire_async::{PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-/// The [`childwire_async::Runtime`] for Tokio.
-#[derive(Debug, Clone, Copy)]
-pub struct Tokio;
+/// The [`childwire_async::Runtime`] for Tokio: the runtime the transport was
+/// created in.
+#[derive(Debug, Clone)]
+pub struct Tokio {
+    handle: tokio::runtime::Handle,
+}
 
-/// A child process and the message channel to it, on Tokio.
-pub type Transport = childwire_async::Transport<Tokio>;
+impl Runtime for Tokio {
+    fn current() -> Result<Self, NoRuntime> {
+        tokio::runtime::Handle::try_current()
+            .map(|handle| Tokio { handle })
+            .map_err(|_| NoRuntime("a Tokio runtime"))
+    }
+
+    fn now(&self) -> Instant {
+        tokio::time::Instant::now().into_std()
+    }
+
+    fn timer(&self, deadline: Instant) -> Pin<Box<dyn Timer>> {
+        let _runtime = self.handle.enter();
+        Box::pin(TokioTimer(Box::pin(tokio::time::sleep_until(
+            deadline.into(),
+        ))))
+    }
+
+    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
+        self.handle.spawn(task);
+    }
+
+    fn spawn_child(
+        &self,
+        command: std::process::Command,
+        _stderr: StderrMode,
+    ) -> io::Result<SpawnedChild> {
+        let _runtime = self.handle.enter();
+        let mut child = tokio::process::Command::from(command).spawn()?;
+        let (stdin, stdout, stderr) =
+            (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        Ok(SpawnedChild {
+            pid: child.id(),
+            stdin: Box::new(TokioIo(
+                stdin.ok_or_else(|| io::Error::other("stdin not piped"))?,
+            )),
+            stdout: Box::new(TokioIo(
+                stdout.ok_or_else(|| io::Error::other("stdout not piped"))?,
+            )),
+            stderr: stderr.map(|pipe| Box::new(TokioIo(pipe)) as Box<dyn PipeRead>),
+            // The pipes are out of `child`: `wait` would close stdin itself,
+            // and closing it is a lifecycle step of its own.
+            exit: Box::pin(async move { child.wait().await }),
+        })
+    }
+}
+
+struct TokioTimer(Pin<Box<tokio::time::Sleep>>);
+
+impl Timer for TokioTimer {
+    fn reset(mut self: Pin<&mut Self>, deadline: Instant) {
+        self.0.as_mut().reset(deadline.into());
+    }
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        self.0.as_mut().poll(cx)
+    }
+}
+
+/// A Tokio reader or writer (a socket, a TCP stream, stdio) as a childwire
+/// pipe, to build a [`Transport`] over it with [`Transport::from_pipes`].
+#[derive(Debug)]
+pub struct TokioIo<T>(pub T);
+
+impl<T: AsyncRead + Send + Unpin + 'static> PipeRead for TokioIo<T> {
+    fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
+        let mut buf = ReadBuf::new(buf);
+        match Pin::new(&mut self.0).poll_read(cx, &mut buf) {
+            Poll::Ready(Ok(())) => Poll::Ready(Ok(buf.filled().len())),
+            Poll::Ready(Err(err)) => Poll::Ready(Err(err)),
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl<T: AsyncWrite + Send + Unpin + 'static> PipeWrite for TokioIo<T> {
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+/// A transport over this process's own stdin and stdout: the server side of
+/// stdio, for a program that is the child (an MCP server). NDJSON with the
+/// given limits; the stream ends at stdin's EOF.
+///
+/// ```no_run
+/// # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+/// use childwire_tokio::{ChannelConfig, Received};
+///
+/// let mut peer = childwire_tokio::stdio(&ChannelConfig::default())?;
+/// while let Some(item) = peer.recv().await {
+///     if let Received::Message(request) = item {
+///         peer.send(&request[..]).await?; // echo
+///     }
+/// }
+/// # Ok(()) }
+/// ```
+pub fn stdio(config: &ChannelConfig) -> Result<Transport, NoRuntime> {
+    Transport::from_pipes(
+        TokioIo(tokio::io::stdin()),
+        TokioIo(tokio::io::stdout()),
+        config,
+    )
+}
+
+/// A child process (or a peer) and the message channel to it, on Tokio.
+pub type Transport<F = Lines> = childwire_async::Transport<Tokio, F>;
 /// The cloneable sending half of a [`Transport`].
-pub type Sender = childwire_async::Sender<Tokio>;
+pub type Sender<F = Lines> = childwire_async::Sender<Tokio, F>;
 /// The receiving half of a [`Transport`].
-pub type Receiver = childwire_async::Receiver<Tokio>;
+pub type Receiver<F = Lines> = childwire_async::Receiver<Tokio, F>;

@@ -97,13 +97,16 @@
 //! }
 //! ```
 
+pub use childwire_async::{
+    ChannelConfig, Closed, Command, Config, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit,
+    ExitReport, Framing, Lines, Malformed, Message, Oversized, Received, SendError, SendErrorKind,
+    ShutdownError, SpawnError, StderrCallback, StderrMode,
+};
 /// Runtime-generic handles and the trait to bind another runtime: write
 /// `fn serve<R: Runtime>(t: Transport<R>)` once and call it with any of the
 /// runtime modules' transports.
-pub use childwire_async::{ChildProcess, Receiver, Runtime, Sender, Transport};
 pub use childwire_async::{
-    Closed, Command, Config, Counters, DriverStopped, EndedBy, EnvPolicy, Exit, ExitReport,
-    Message, Oversized, Received, SendError, SendErrorKind, SpawnError, StderrMode,
+    NoRuntime, PipeRead, PipeWrite, Receiver, Runtime, Sender, SpawnedChild, Timer, Transport,
 };
 /// The sans-IO core: the framer on its own (usable over any byte stream),
 /// the encoder, the lifecycle and session state machines.

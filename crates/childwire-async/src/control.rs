@@ -1,0 +1,347 @@
+//! The background task of a child transport: what must happen while no
+//! caller is there. It drains stderr, watches the exit, runs the shutdown
+//! timers and signals, flushes what senders queued and left, and after the
+//! exit reads the rest of stdout within the receive bound. Every decision is
+//! the supervisor's; this task only carries events and actions.
+
+use std::future::Future;
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use bytes::Bytes;
+use childwire_core::{Action, Closed, Framing};
+
+use crate::StderrCallback;
+use crate::link::{Link, ReadOutcome, lock};
+use crate::os;
+use crate::runtime::{PipeRead, Runtime, Timer};
+
+/// Stderr is for diagnostics: smaller reads keep an idle child's footprint
+/// small, and a flood only takes more rounds.
+const STDERR_CHUNK: usize = 8 * 1024;
+
+/// Rounds per poll before yielding, so a child that floods its pipes cannot
+/// starve the runtime's other tasks.
+const ROUNDS_PER_POLL: usize = 32;
+
+pub(crate) struct Control<R: Runtime, F: Framing> {
+    link: Arc<Link<F>>,
+    rt: R,
+    pid: Option<u32>,
+    group: bool,
+    program: String,
+    exit: Option<Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>>,
+    stderr: Option<Box<dyn PipeRead>>,
+    stderr_buf: Box<[u8]>,
+    on_stderr_line: Option<StderrCallback>,
+    /// Lines taken from the supervisor, delivered outside every lock.
+    stderr_lines: Vec<Bytes>,
+    /// The callback panicked once; it is not called again.
+    callback_panicked: bool,
+    timer: Option<(Instant, Pin<Box<dyn Timer>>)>,
+    killed_on_abandon: bool,
+    stall_reported: bool,
+}
+
+pub(crate) struct ControlParts {
+    pub(crate) pid: Option<u32>,
+    pub(crate) group: bool,
+    pub(crate) program: String,
+    pub(crate) exit: Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>,
+    pub(crate) stderr: Option<Box<dyn PipeRead>>,
+    pub(crate) on_stderr_line: Option<StderrCallback>,
+}
+
+impl<R: Runtime, F: Framing> Control<R, F> {
+    pub(crate) fn new(link: Arc<Link<F>>, rt: R, parts: ControlParts) -> Self {
+        let stderr_buf = vec![
+            0;
+            if parts.stderr.is_some() {
+                STDERR_CHUNK
+            } else {
+                0
+            }
+        ];
+        Self {
+            link,
+            rt,
+            pid: parts.pid,
+            group: parts.group,
+            program: parts.program,
+            exit: Some(parts.exit),
+            stderr: parts.stderr,
+            stderr_buf: stderr_buf.into_boxed_slice(),
+            on_stderr_line: parts.on_stderr_line,
+            stderr_lines: Vec::new(),
+            callback_panicked: false,
+            timer: None,
+            killed_on_abandon: false,
+            stall_reported: false,
+        }
+    }
+
+    /// One round: carries every event in, every action out. Returns whether
+    /// anything happened, and the next deadline; `None` once the report is
+    /// out and nothing is left to do.
+    fn round(&mut self, cx: &mut Context<'_>) -> Option<(bool, Option<Instant>)> {
+        let now = self.rt.now();
+        let link = Arc::clone(&self.link);
+        let mut progress = self.deliver_stderr_lines();
+
+        // What the sending half did: flush for the senders, then route.
+        let (drained, stalled, write_failed, out_deadline) = {
+            let mut out = lock(&link.out);
+            if out.flush_armed {
+                let _ = out.poll_write_all(Some(cx.waker()), now);
+                link.flush_armed
+                    .store(out.flush_armed, std::sync::atomic::Ordering::Release);
+            }
+            out.outbound.handle_timeout(now);
+            let stalled = !self.stall_reported
+                && matches!(out.outbound.closed(), Some(Closed::Stalled { .. }));
+            if stalled {
+                // The write timeout gave up: senders learn it now, the
+                // supervisor closes stdin.
+                self.stall_reported = true;
+                let _ = out.outbound.poll_close();
+                out.close_pipe();
+                progress = true;
+            }
+            (
+                out.outbound.is_drained(),
+                stalled,
+                std::mem::take(&mut out.write_failed),
+                out.outbound.poll_timeout(),
+            )
+        };
+        let stdout_eof = std::mem::take(&mut lock(&link.inn).eof_unreported);
+
+        // The OS's events, without any lock.
+        let mut stderr_read = None;
+        if let Some(pipe) = self.stderr.as_mut() {
+            if let Poll::Ready(result) = pipe.poll_read(cx, &mut self.stderr_buf) {
+                stderr_read = Some(result);
+                progress = true;
+            }
+        }
+        let mut exited = None;
+        if let Some(exit) = self.exit.as_mut() {
+            if let Poll::Ready(status) = exit.as_mut().poll(cx) {
+                self.exit = None;
+                exited = Some(status);
+                progress = true;
+            }
+        }
+
+        let mut control = lock(link.control.as_ref()?);
+        let sup = &mut control.supervisor;
+        sup.handle_outbound(!drained, now);
+        if stalled {
+            sup.handle_close_stdin(now);
+        }
+        if write_failed {
+            sup.handle_stdin_closed(now);
+        }
+        if stdout_eof {
+            sup.handle_stdout_eof(now);
+        }
+        match stderr_read {
+            Some(Ok(n)) if n > 0 => sup.handle_stderr(&self.stderr_buf[..n], now),
+            Some(result) => {
+                if let Err(err) = result {
+                    tracing::warn!(program = %self.program, "reading the child's stderr failed: {err}");
+                }
+                self.stderr = None;
+                sup.handle_stderr_eof(now);
+            }
+            None => {}
+        }
+        if let Some(status) = exited {
+            let exit = match status {
+                Ok(status) => os::exit_of(status),
+                Err(err) => {
+                    // Only possible if something else reaped our child.
+                    tracing::warn!(program = %self.program, "waiting for the child failed: {err}");
+                    childwire_core::Exit::Code(-1)
+                }
+            };
+            lock(&link.out).abort(Closed::Exited);
+            sup.handle_exit(exit, now);
+        }
+        if control.abandoned && !self.killed_on_abandon {
+            self.killed_on_abandon = true;
+            if let Some(action) = control.supervisor.drop_action() {
+                let _ = os::deliver(action, self.pid, self.group);
+            }
+        }
+        let sup = &mut control.supervisor;
+        if sup.poll_timeout().is_some_and(|at| at <= now) {
+            sup.handle_timeout(now);
+        }
+        while let Some(action) = sup.poll_action() {
+            progress = true;
+            match action {
+                Action::CloseStdin => {
+                    lock(&link.out).abort(Closed::Closing);
+                    sup.handle_stdin_closed(now);
+                }
+                Action::Signal(signal) => {
+                    if let Err(err) = os::deliver(action, self.pid, self.group) {
+                        sup.handle_signal_failed(signal, err, now);
+                    }
+                }
+                // ESRCH is the usual answer: nothing was left behind.
+                Action::SweepGroup => {
+                    let _ = os::deliver(action, self.pid, self.group);
+                }
+            }
+        }
+        self.stderr_lines
+            .extend(std::iter::from_fn(|| sup.poll_stderr_line()));
+        let report_ready = sup.report_ready();
+        let exited = sup.lifecycle().exit().is_some();
+        let deadline = earliest(sup.poll_timeout(), out_deadline);
+        if report_ready && control.report.is_none() {
+            drop(control);
+            self.publish_report();
+            return None;
+        }
+        drop(control);
+
+        // After the exit nobody may be receiving: read the rest of stdout
+        // (within the receive bound) so its EOF is seen and the report made.
+        if exited {
+            let mut inn = lock(&link.inn);
+            if matches!(inn.read_once(cx.waker()), ReadOutcome::Progress) {
+                progress = true;
+                inn.wake_waiters();
+            }
+        }
+        Some((progress, deadline))
+    }
+
+    /// Completes the report with the counters and hands it to the receiver
+    /// and to `shutdown()` callers.
+    fn publish_report(&mut self) {
+        let counters = self.link.counters();
+        let Some(control) = self.link.control.as_ref() else {
+            return;
+        };
+        let mut control = lock(control);
+        let Some(mut report) = control.supervisor.take_report(counters) else {
+            return;
+        };
+        if self.callback_panicked {
+            report.stderr_callback_panicked = true;
+        }
+        control.report = Some(report.clone());
+        control.done_waiters.wake_all();
+        drop(control);
+        let mut inn = lock(&self.link.inn);
+        // The pipe may still be held by something the child started: stop.
+        inn.stop_reading();
+        inn.report = Some(report);
+        inn.wake_waiters();
+        lock(&self.link.out).wake_waiters();
+    }
+
+    /// Hands stderr lines to `tracing` and the callback, outside every
+    /// lock (a callback may call back into the transport). A panicking
+    /// callback is caught: the transport goes on, the report says so.
+    fn deliver_stderr_lines(&mut self) -> bool {
+        if self.stderr_lines.is_empty() {
+            return false;
+        }
+        for line in self.stderr_lines.drain(..) {
+            tracing::debug!(target: "childwire::stderr", program = %self.program, "{}", String::from_utf8_lossy(&line));
+            if let (Some(callback), false) = (&self.on_stderr_line, self.callback_panicked) {
+                if catch_unwind(AssertUnwindSafe(|| callback(&line))).is_err() {
+                    tracing::error!(program = %self.program, "the stderr callback panicked; it is not called again");
+                    self.callback_panicked = true;
+                }
+            }
+        }
+        if let Some(control) = &self.link.control {
+            lock(control).supervisor.handle_stderr_delivered();
+        }
+        true
+    }
+
+    /// Arms the timer for `deadline`; `true` if it already passed.
+    fn poll_timer(&mut self, deadline: Option<Instant>, cx: &mut Context<'_>) -> bool {
+        let Some(deadline) = deadline else {
+            self.timer = None;
+            return false;
+        };
+        match &mut self.timer {
+            Some((at, timer)) if *at != deadline => {
+                timer.as_mut().reset(deadline);
+                *at = deadline;
+            }
+            Some(_) => {}
+            None => self.timer = Some((deadline, self.rt.timer(deadline))),
+        }
+        let (_, timer) = self.timer.as_mut().expect("armed above");
+        timer.as_mut().poll(cx).is_ready()
+    }
+}
+
+fn earliest(a: Option<Instant>, b: Option<Instant>) -> Option<Instant> {
+    match (a, b) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+impl<R: Runtime, F: Framing> Future for Control<R, F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        this.link.set_bg_waker(cx.waker());
+        for _ in 0..ROUNDS_PER_POLL {
+            let Some((progress, deadline)) = this.round(cx) else {
+                // Lines taken in the last round still reach the callback.
+                this.deliver_stderr_lines();
+                return Poll::Ready(());
+            };
+            if !progress && !this.poll_timer(deadline, cx) {
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl<R: Runtime, F: Framing> Drop for Control<R, F> {
+    /// The task was dropped before the child's end (its runtime shut down):
+    /// kill the child and release whoever waits, naming the cause.
+    fn drop(&mut self) {
+        let Some(control) = &self.link.control else {
+            return;
+        };
+        let mut control = lock(control);
+        if control.report.is_some() {
+            return;
+        }
+        if let Some(action) = control.supervisor.drop_action() {
+            let _ = os::deliver(action, self.pid, self.group);
+        }
+        control.stopped = true;
+        control.done_waiters.wake_all();
+        drop(control);
+        let mut inn = lock(&self.link.inn);
+        inn.broken = Some(Closed::DriverStopped);
+        inn.wake_waiters();
+        drop(inn);
+        let mut out = lock(&self.link.out);
+        out.abort(Closed::DriverStopped);
+        out.wake_waiters();
+    }
+}

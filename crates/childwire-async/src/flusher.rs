@@ -1,0 +1,71 @@
+//! The background task of a channel over a pipe pair: it writes what
+//! senders queued and left, and runs the write timeout. Nothing else needs
+//! doing while no caller is there.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use childwire_core::Framing;
+
+use crate::link::{Link, lock};
+use crate::runtime::{Runtime, Timer};
+
+pub(crate) struct Flusher<R: Runtime, F: Framing> {
+    link: Arc<Link<F>>,
+    rt: R,
+    timer: Option<(Instant, Pin<Box<dyn Timer>>)>,
+}
+
+impl<R: Runtime, F: Framing> Flusher<R, F> {
+    pub(crate) fn new(link: Arc<Link<F>>, rt: R) -> Self {
+        Self {
+            link,
+            rt,
+            timer: None,
+        }
+    }
+}
+
+impl<R: Runtime, F: Framing> Future for Flusher<R, F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        this.link.set_bg_waker(cx.waker());
+        loop {
+            let now = this.rt.now();
+            let deadline = {
+                let mut out = lock(&this.link.out);
+                out.outbound.handle_timeout(now);
+                let written = out.poll_write_all(Some(cx.waker()), now);
+                this.link
+                    .flush_armed
+                    .store(out.flush_armed, std::sync::atomic::Ordering::Release);
+                if !out.is_pipe_open() || (this.link.is_abandoned() && written.is_ready()) {
+                    // Closed, or nobody is left and everything was written.
+                    return Poll::Ready(());
+                }
+                out.outbound.poll_timeout()
+            };
+            let Some(deadline) = deadline else {
+                this.timer = None;
+                return Poll::Pending;
+            };
+            match &mut this.timer {
+                Some((at, timer)) if *at != deadline => {
+                    timer.as_mut().reset(deadline);
+                    *at = deadline;
+                }
+                Some(_) => {}
+                None => this.timer = Some((deadline, this.rt.timer(deadline))),
+            }
+            let (_, timer) = this.timer.as_mut().expect("armed above");
+            if timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+}

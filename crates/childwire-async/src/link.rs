@@ -1,0 +1,377 @@
+//! The state the user's handles and the background task share: the sending
+//! half with the writing pipe, the receiving half with the reading pipe, and
+//! (for a child) the supervisor. Each behind its own plain mutex, locked only
+//! inside `poll` functions and never across an `.await`, so the two
+//! directions never wait for each other.
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use childwire_core::{
+    Closed, Counters, ExitReport, Framing, Inbound, Outbound, Supervisor, channel,
+};
+
+use crate::runtime::{PipeRead, PipeWrite};
+use crate::wake::{WakeSet, fan_out};
+
+/// One read's worth: what a Linux pipe holds.
+pub(crate) const READ_CHUNK: usize = 64 * 1024;
+
+/// Queued bytes at which a sender writes them itself instead of leaving
+/// them to the background flush: a pipe's worth, one write.
+pub(crate) const WRITE_BATCH: usize = 64 * 1024;
+
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // A panic elsewhere while holding a lock leaves these states consistent
+    // (their own methods keep them so); go on with them.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+pub(crate) struct Link<F: Framing> {
+    pub(crate) out: Mutex<OutSide<F>>,
+    pub(crate) inn: Mutex<InSide<F>>,
+    /// The child's part; `None` for a channel over a pipe pair.
+    pub(crate) control: Option<Mutex<ControlSide>>,
+    /// The background task, woken when it has something to do.
+    bg: Mutex<Option<Waker>>,
+    /// Mirrors "bytes wait for the background flush", so a receiver can
+    /// look without taking the sending half's lock.
+    pub(crate) flush_armed: AtomicBool,
+    /// Live user handles (senders and the receiver).
+    handles: AtomicUsize,
+    /// Every handle is gone.
+    abandoned: AtomicBool,
+}
+
+impl<F: Framing> Link<F> {
+    pub(crate) fn new(
+        outbound: Outbound<F>,
+        stdin: Box<dyn PipeWrite>,
+        inbound: Inbound<F>,
+        stdout: Box<dyn PipeRead>,
+        control: Option<ControlSide>,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            out: Mutex::new(OutSide::new(outbound, stdin)),
+            inn: Mutex::new(InSide::new(inbound, stdout)),
+            control: control.map(Mutex::new),
+            bg: Mutex::new(None),
+            flush_armed: AtomicBool::new(false),
+            handles: AtomicUsize::new(0),
+            abandoned: AtomicBool::new(false),
+        })
+    }
+
+    pub(crate) fn is_child(&self) -> bool {
+        self.control.is_some()
+    }
+
+    pub(crate) fn set_bg_waker(&self, waker: &Waker) {
+        let mut slot = lock(&self.bg);
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+    }
+
+    pub(crate) fn wake_bg(&self) {
+        if let Some(waker) = lock(&self.bg).as_ref() {
+            waker.wake_by_ref();
+        }
+    }
+
+    /// Asks the background task to write what is queued, once per batch.
+    pub(crate) fn arm_flush(&self, out: &mut OutSide<F>) {
+        if !out.flush_armed {
+            out.flush_armed = true;
+            self.flush_armed.store(true, Ordering::Release);
+            self.wake_bg();
+        }
+    }
+
+    /// Writes what `out` holds from the caller's task; if the pipe is full,
+    /// leaves the rest to the background task.
+    pub(crate) fn write_or_arm(&self, out: &mut OutSide<F>, now: Instant) {
+        if out.poll_write_all(None, now).is_pending() {
+            self.arm_flush(out);
+        }
+    }
+
+    /// Writes what is queued if the background flush was armed: a caller
+    /// about to wait for an answer sends its request itself, with no
+    /// hand-off to another task.
+    pub(crate) fn flush_if_armed(&self, now: Instant) {
+        if self.flush_armed.load(Ordering::Acquire) {
+            let mut out = lock(&self.out);
+            let _ = out.poll_write_all(None, now);
+        }
+    }
+
+    pub(crate) fn acquire(&self) {
+        self.handles.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A handle is gone; `true` if it was the last one.
+    pub(crate) fn release(&self) -> bool {
+        let last = self.handles.fetch_sub(1, Ordering::AcqRel) == 1;
+        if last {
+            self.abandoned.store(true, Ordering::Release);
+        }
+        last
+    }
+
+    /// Whether every handle is gone.
+    pub(crate) fn is_abandoned(&self) -> bool {
+        self.abandoned.load(Ordering::Acquire)
+    }
+
+    /// The channel's counters now.
+    pub(crate) fn counters(&self) -> Counters {
+        let out = lock(&self.out);
+        let inn = lock(&self.inn);
+        let mut counters = channel::counters(&inn.inbound, &out.outbound);
+        if let Some(control) = &self.control {
+            counters.stderr_bytes = lock(control).supervisor.stderr_bytes();
+        }
+        counters
+    }
+}
+
+/// The sending half and the writing pipe.
+pub(crate) struct OutSide<F: Framing> {
+    pub(crate) outbound: Outbound<F>,
+    pipe: Option<Box<dyn PipeWrite>>,
+    /// Bytes were written since the last flush.
+    unflushed: bool,
+    /// The background task is asked to flush.
+    pub(crate) flush_armed: bool,
+    /// A write failed: the peer closed its end. For the supervisor.
+    pub(crate) write_failed: bool,
+    /// Tasks waiting for room, for the queue to drain, or for the pipe.
+    waiters: Arc<WakeSet>,
+    pipe_waker: Waker,
+}
+
+impl<F: Framing> OutSide<F> {
+    fn new(outbound: Outbound<F>, pipe: Box<dyn PipeWrite>) -> Self {
+        let waiters = WakeSet::new();
+        Self {
+            outbound,
+            pipe: Some(pipe),
+            unflushed: false,
+            flush_armed: false,
+            write_failed: false,
+            pipe_waker: fan_out(&waiters),
+            waiters,
+        }
+    }
+
+    /// Registers a task to wake on progress (room, drain, the pipe).
+    pub(crate) fn wait(&self, waker: &Waker) {
+        self.waiters.register(waker);
+    }
+
+    pub(crate) fn wake_waiters(&self) {
+        self.waiters.wake_all();
+    }
+
+    /// Writes and flushes everything queued. `Ready` when nothing is left
+    /// to write (or nothing can be: the pipe is closed); `Pending` when the
+    /// pipe is full, with `waiter` (and everyone registered) woken when it
+    /// takes more.
+    pub(crate) fn poll_write_all(&mut self, waiter: Option<&Waker>, now: Instant) -> Poll<()> {
+        if let Some(waker) = waiter {
+            self.waiters.register(waker);
+        }
+        let pipe_waker = self.pipe_waker.clone();
+        let mut cx = Context::from_waker(&pipe_waker);
+        let mut progress = false;
+        let outcome = loop {
+            if self.outbound.poll_close() {
+                self.close_pipe();
+                break Poll::Ready(());
+            }
+            let Some(pipe) = self.pipe.as_mut() else {
+                break Poll::Ready(());
+            };
+            match self.outbound.poll_transmit(now) {
+                Some(bytes) => match pipe.poll_write(&mut cx, &bytes) {
+                    Poll::Ready(Ok(n)) if n > 0 => {
+                        self.outbound.handle_written(n, now);
+                        self.unflushed = true;
+                        progress = true;
+                    }
+                    Poll::Ready(result) => {
+                        if let Err(err) = result {
+                            if err.kind() != std::io::ErrorKind::BrokenPipe {
+                                tracing::debug!("writing to the peer failed: {err}");
+                            }
+                        }
+                        self.fail();
+                        progress = true;
+                    }
+                    Poll::Pending => break Poll::Pending,
+                },
+                None if self.unflushed => match pipe.poll_flush(&mut cx) {
+                    Poll::Ready(Ok(())) => self.unflushed = false,
+                    Poll::Ready(Err(_)) => {
+                        self.fail();
+                        progress = true;
+                    }
+                    Poll::Pending => break Poll::Pending,
+                },
+                None => break Poll::Ready(()),
+            }
+        };
+        if outcome.is_ready() && self.flush_armed && self.outbound.is_drained() {
+            // Nothing left for the background flush.
+            self.flush_armed = false;
+        }
+        if progress {
+            self.waiters.wake_all();
+        }
+        outcome
+    }
+
+    /// The peer closed its end: drop what is queued, refuse from now on.
+    fn fail(&mut self) {
+        self.outbound.handle_write_failed();
+        let _ = self.outbound.poll_close();
+        self.pipe = None;
+        self.write_failed = true;
+    }
+
+    /// Closes the writing pipe (the peer reads EOF).
+    pub(crate) fn close_pipe(&mut self) {
+        self.pipe = None;
+        self.waiters.wake_all();
+    }
+
+    /// Ends sending for `reason`: drop what is queued and close the pipe.
+    pub(crate) fn abort(&mut self, reason: Closed) {
+        self.outbound.abort(reason);
+        let _ = self.outbound.poll_close();
+        self.close_pipe();
+    }
+
+    pub(crate) fn is_pipe_open(&self) -> bool {
+        self.pipe.is_some()
+    }
+}
+
+/// The receiving half, the reading pipe, and the end of the stream.
+pub(crate) struct InSide<F: Framing> {
+    pub(crate) inbound: Inbound<F>,
+    pipe: Option<Box<dyn PipeRead>>,
+    buf: Box<[u8]>,
+    /// The pipe reached EOF and the supervisor was not told yet.
+    pub(crate) eof_unreported: bool,
+    /// The child's end, delivered after the last frame.
+    pub(crate) report: Option<ExitReport>,
+    /// Why the stream ended without a report (the task driving it stopped).
+    pub(crate) broken: Option<Closed>,
+    /// The report (or the end of a channel's stream) was delivered.
+    pub(crate) finished: bool,
+    /// Tasks waiting for frames, the report, or the pipe.
+    waiters: Arc<WakeSet>,
+    pipe_waker: Waker,
+}
+
+/// What one attempt to read brought.
+pub(crate) enum ReadOutcome {
+    /// Frames may be waiting.
+    Progress,
+    /// Nothing to read now; the waiter is registered.
+    Pending,
+    /// No more reading: EOF seen, the pipe gone, or the queue at its bound.
+    Stopped,
+}
+
+impl<F: Framing> InSide<F> {
+    fn new(inbound: Inbound<F>, pipe: Box<dyn PipeRead>) -> Self {
+        let waiters = WakeSet::new();
+        Self {
+            inbound,
+            pipe: Some(pipe),
+            buf: vec![0; READ_CHUNK].into_boxed_slice(),
+            eof_unreported: false,
+            report: None,
+            broken: None,
+            finished: false,
+            pipe_waker: fan_out(&waiters),
+            waiters,
+        }
+    }
+
+    pub(crate) fn wait(&self, waker: &Waker) {
+        self.waiters.register(waker);
+    }
+
+    pub(crate) fn wake_waiters(&self) {
+        self.waiters.wake_all();
+    }
+
+    /// Reads once and decodes what came, within the receive bound.
+    pub(crate) fn read_once(&mut self, waiter: &Waker) -> ReadOutcome {
+        if !self.inbound.wants_read() {
+            return ReadOutcome::Stopped;
+        }
+        let Some(pipe) = self.pipe.as_mut() else {
+            return ReadOutcome::Stopped;
+        };
+        self.waiters.register(waiter);
+        let pipe_waker = self.pipe_waker.clone();
+        let mut cx = Context::from_waker(&pipe_waker);
+        match pipe.poll_read(&mut cx, &mut self.buf) {
+            Poll::Ready(Ok(n)) if n > 0 => {
+                self.inbound.handle_data(&self.buf[..n]);
+                ReadOutcome::Progress
+            }
+            Poll::Ready(result) => {
+                if let Err(err) = result {
+                    tracing::warn!("reading from the peer failed: {err}");
+                }
+                self.pipe = None;
+                self.inbound.handle_eof();
+                self.eof_unreported = true;
+                ReadOutcome::Progress
+            }
+            Poll::Pending => ReadOutcome::Pending,
+        }
+    }
+
+    /// Stops reading: the pipe is dropped (a grandchild may still hold it).
+    pub(crate) fn stop_reading(&mut self) {
+        self.pipe = None;
+    }
+}
+
+/// The child's part, driven by the background task.
+pub(crate) struct ControlSide {
+    pub(crate) supervisor: Supervisor,
+    /// Shutdown was asked.
+    pub(crate) shutdown: bool,
+    /// Every handle was dropped without a shutdown: the child is to be
+    /// killed.
+    pub(crate) abandoned: bool,
+    /// A copy of the report for `shutdown()` callers.
+    pub(crate) report: Option<ExitReport>,
+    /// The background task ended before the end (its runtime shut down).
+    pub(crate) stopped: bool,
+    /// `shutdown()` calls waiting for the report.
+    pub(crate) done_waiters: Arc<WakeSet>,
+}
+
+impl ControlSide {
+    pub(crate) fn new(supervisor: Supervisor) -> Self {
+        Self {
+            supervisor,
+            shutdown: false,
+            abandoned: false,
+            report: None,
+            stopped: false,
+            done_waiters: WakeSet::new(),
+        }
+    }
+}

@@ -1,0 +1,113 @@
+//! From childwire's plain [`Command`] to an OS process: the environment
+//! policy applied to the real environment, the pipes, the process group,
+//! and a spawn error that says what was really missing. Written once for
+//! every runtime.
+
+use std::ffi::OsStr;
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+
+use childwire_core::command::minimal_env;
+use childwire_core::{Command, EnvPolicy, SpawnError, StderrMode};
+
+/// The `std::process::Command` that carries `command` out, with stdin and
+/// stdout piped and stderr as its mode says. Runtimes convert it to their
+/// own process type.
+pub fn to_std(command: &Command) -> std::process::Command {
+    let mut std = std::process::Command::new(command.get_program());
+    std.args(command.get_args());
+    if command.get_env_policy() == EnvPolicy::Minimal {
+        std.env_clear();
+        std.envs(minimal_env(std::env::vars_os()));
+    }
+    std.envs(command.get_envs());
+    if let Some(dir) = command.get_current_dir() {
+        std.current_dir(dir);
+    }
+    std.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(match command.get_stderr() {
+            StderrMode::Capture => Stdio::piped(),
+            StderrMode::Inherit => Stdio::inherit(),
+            StderrMode::Discard => Stdio::null(),
+        });
+    #[cfg(unix)]
+    if command.get_process_group() {
+        use std::os::unix::process::CommandExt;
+        std.process_group(0);
+    }
+    std
+}
+
+/// The error for `command` failing to start with `err`, saying what was
+/// missing when the OS only says "not found": the working directory, or a
+/// script's `#!` interpreter.
+pub fn spawn_error(command: &Command, err: io::Error) -> SpawnError {
+    let not_found = err.kind() == io::ErrorKind::NotFound;
+    let error = SpawnError::new(command, err);
+    if !not_found {
+        return error;
+    }
+    if let Some(dir) = command.get_current_dir().filter(|dir| !dir.is_dir()) {
+        return error.with_missing_dir(dir.to_owned());
+    }
+    match resolve(command.get_program()).and_then(|script| missing_interpreter(&script)) {
+        Some(interpreter) => error.with_missing_interpreter(interpreter),
+        None => error,
+    }
+}
+
+/// Where the OS would find `program`: itself if it is a path, else the
+/// first match on `PATH`.
+fn resolve(program: &OsStr) -> Option<PathBuf> {
+    let path = Path::new(program);
+    if path.components().count() > 1 {
+        return path.is_file().then(|| path.to_owned());
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?)
+        .map(|dir| dir.join(program))
+        .find(|candidate| candidate.is_file())
+}
+
+/// The interpreter named on `script`'s `#!` line, if it does not exist.
+fn missing_interpreter(script: &Path) -> Option<PathBuf> {
+    let mut head = [0u8; 256];
+    let n = std::fs::File::open(script).ok()?.read(&mut head).ok()?;
+    let line = head[..n].strip_prefix(b"#!")?;
+    let line = line.split(|&b| b == b'\n').next()?;
+    let interpreter = String::from_utf8_lossy(line);
+    let interpreter = PathBuf::from(interpreter.split_whitespace().next()?);
+    (!interpreter.exists()).then_some(interpreter)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c16_std_command_carries_args_cwd_and_explicit_env_unchanged() {
+        let mut command = Command::new("server");
+        command
+            .args(["--flag", "a b", "-"])
+            .current_dir("/tmp")
+            .env_policy(EnvPolicy::Minimal)
+            .env("EXTRA", "1");
+        let std = to_std(&command);
+        let args: Vec<_> = std.get_args().collect();
+        assert_eq!(args, ["--flag", "a b", "-"]);
+        assert_eq!(std.get_current_dir(), Some(Path::new("/tmp")));
+        assert!(
+            std.get_envs()
+                .any(|(k, v)| k == "EXTRA" && v == Some(OsStr::new("1")))
+        );
+    }
+
+    #[test]
+    fn c11_a_missing_working_directory_is_named() {
+        let mut command = Command::new("sh");
+        command.current_dir("/definitely/not/a/dir");
+        let err = spawn_error(&command, io::Error::from(io::ErrorKind::NotFound));
+        assert!(err.to_string().contains("working directory"), "{err}");
+    }
+}
