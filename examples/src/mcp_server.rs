@@ -158,8 +158,14 @@ impl McpServer {
     }
 
     fn request(&mut self, id: Value, method: &str, params: Option<Value>) -> String {
-        self.log(format_args!("<- {method} (id {id})"));
-        let outcome = self.stateless_revision(params.as_ref()).and_then(|stateless| {
+        let stateless = self.stateless_revision(params.as_ref());
+        match &stateless {
+            Ok(Some(version)) => self.log(format_args!(
+                "<- {method} (id {id}, protocol {version} in _meta)"
+            )),
+            _ => self.log(format_args!("<- {method} (id {id})")),
+        }
+        let outcome = stateless.and_then(|stateless| {
             let result = self.dispatch(method, params, stateless)?;
             Ok(match (stateless, result) {
                 // Every stateless result says it is whole (2026-07-28:
@@ -232,10 +238,15 @@ impl McpServer {
             // an `initialize`d session, where `_meta` has no such rule.
             return Ok(None);
         }
-        if !meta.get(META_CLIENT_CAPABILITIES).is_some_and(Value::is_object) {
+        if !meta
+            .get(META_CLIENT_CAPABILITIES)
+            .is_some_and(Value::is_object)
+        {
             return Err(Failure(
                 INVALID_PARAMS,
-                format!("Invalid params: _meta must carry {META_CLIENT_CAPABILITIES} (an object) in protocol {version}"),
+                format!(
+                    "Invalid params: _meta must carry {META_CLIENT_CAPABILITIES} (an object) in protocol {version}"
+                ),
                 None,
             ));
         }

@@ -110,7 +110,12 @@ pub(super) fn failure(id: Value, code: i64, message: impl Display) -> String {
 }
 
 /// An error response with `data` (MCP puts the supported revisions there).
-pub(super) fn failure_with_data(id: Value, code: i64, message: impl Display, data: Value) -> String {
+pub(super) fn failure_with_data(
+    id: Value,
+    code: i64,
+    message: impl Display,
+    data: Value,
+) -> String {
     json!({
         "jsonrpc": "2.0",
         "id": id,
