@@ -2,6 +2,7 @@
 //!
 //! ```text
 //! cargo run --example example_server
+//! cargo run --example example_server -- --legacy   # no server/discover
 //! ```
 //!
 //! Reads JSON-RPC messages from stdin, one per line, and answers on stdout,
@@ -12,11 +13,26 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
-use childwire_examples::mcp_server::{McpServer, serve};
+use childwire_examples::cli::Parsed;
+use childwire_examples::mcp_server::{McpServer, USAGE, parse_args, serve};
 
 fn main() -> ExitCode {
-    let mut server = McpServer::with_logger(|line| log(format_args!("{line}")));
-    log(format_args!("ready, reading JSON-RPC from stdin"));
+    let versions = match parse_args(std::env::args_os().skip(1)) {
+        Ok(Parsed::Run(versions)) => versions,
+        Ok(Parsed::Help) => {
+            let _ = io::stdout().write_all(USAGE.as_bytes());
+            return ExitCode::SUCCESS;
+        }
+        Err(err) => {
+            log(format_args!("{err} (see --help)"));
+            return ExitCode::from(2);
+        }
+    };
+    let mut server = McpServer::with_logger(|line| log(format_args!("{line}"))).speaking(&versions);
+    log(format_args!(
+        "ready, reading JSON-RPC from stdin (protocols {})",
+        versions.join(", ")
+    ));
     match serve(&mut server, io::stdin().lock(), io::stdout().lock()) {
         Ok(()) => {
             log(format_args!("stdin closed, exiting"));

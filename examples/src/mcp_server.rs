@@ -6,8 +6,16 @@
 //!
 //! What it answers:
 //! - `initialize`: accepts the client's protocol revision if it is one of
-//!   [`SUPPORTED_PROTOCOL_VERSIONS`](crate::protocol::SUPPORTED_PROTOCOL_VERSIONS),
-//!   else offers [`LATEST_PROTOCOL_VERSION`]; capabilities `{"tools": {}}`.
+//!   the handshake revisions it speaks, else offers the newest of those;
+//!   capabilities `{"tools": {}}`.
+//! - `server/discover` (MCP 2026-07-28): its revisions, capabilities,
+//!   identity and instructions. A request whose `params._meta` names a
+//!   stateless revision is checked (a revision it does not speak is error
+//!   -32004 listing the ones it does; missing client capabilities are
+//!   -32602) and its result says `"resultType": "complete"`.
+//! - Told to speak only older revisions ([`McpServer::speaking`], the
+//!   binary's `--legacy`), it acts like a server from before 2026-07-28:
+//!   `server/discover` is an unknown method and `_meta` is not looked at.
 //! - `ping`, `tools/list` (`echo` and `add`, with JSON Schemas), `tools/call`.
 //! - Bad tool arguments are tool errors (a result with `isError: true`); an
 //!   unknown tool is JSON-RPC error -32602, an unknown method -32601, an
@@ -21,11 +29,13 @@ use std::io::{self, BufRead, Write};
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
+use crate::cli::{ArgWalker, Parsed, UsageError};
 use crate::protocol::{
-    INVALID_PARAMS, INVALID_REQUEST, LATEST_PROTOCOL_VERSION, METHOD_NOT_FOUND, PARSE_ERROR,
-    supported_protocol_version,
+    INVALID_PARAMS, INVALID_REQUEST, LATEST_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES,
+    META_PROTOCOL_VERSION, METHOD_NOT_FOUND, PARSE_ERROR, SUPPORTED_PROTOCOL_VERSIONS,
+    UNSUPPORTED_PROTOCOL_VERSION, is_stateless, supported_protocol_version,
 };
-use jsonrpc::{Incoming, failure, success};
+use jsonrpc::{Incoming, failure, failure_with_data, success};
 use tools::Tool;
 
 mod jsonrpc;
@@ -34,8 +44,14 @@ mod tools;
 /// The name the server gives in `serverInfo`.
 pub const SERVER_NAME: &str = "childwire-example-server";
 
+/// Instructions for the model, in `initialize` and `server/discover` results.
+const INSTRUCTIONS: &str =
+    "Example server bundled with childwire: `echo` returns its text, `add` sums two numbers.";
+
 /// The MCP server's session state.
 pub struct McpServer {
+    /// The revisions it speaks, newest first.
+    versions: Vec<&'static str>,
     negotiated: Option<&'static str>,
     client_initialized: bool,
     log: Box<dyn FnMut(&str) + Send>,
@@ -55,10 +71,31 @@ impl McpServer {
     #[must_use]
     pub fn with_logger(log: impl FnMut(&str) + Send + 'static) -> Self {
         Self {
+            versions: SUPPORTED_PROTOCOL_VERSIONS.to_vec(),
             negotiated: None,
             client_initialized: false,
             log: Box::new(log),
         }
+    }
+
+    /// Speaks only `versions` (each one of
+    /// [`SUPPORTED_PROTOCOL_VERSIONS`]; others are ignored). Without a
+    /// stateless revision among them the server acts like one from before
+    /// 2026-07-28, which never heard of `server/discover` or `_meta`.
+    #[must_use]
+    pub fn speaking(mut self, versions: &[&str]) -> Self {
+        self.versions = SUPPORTED_PROTOCOL_VERSIONS
+            .iter()
+            .copied()
+            .filter(|known| versions.contains(known))
+            .collect();
+        self
+    }
+
+    /// The revisions it speaks, newest first.
+    #[must_use]
+    pub fn protocol_versions(&self) -> &[&'static str] {
+        &self.versions
     }
 
     /// The protocol revision agreed in `initialize`, once it has been answered.
@@ -121,24 +158,110 @@ impl McpServer {
     }
 
     fn request(&mut self, id: Value, method: &str, params: Option<Value>) -> String {
-        self.log(format_args!("<- {method} (id {id})"));
-        let outcome = match method {
-            "initialize" => self.initialize(params),
+        let stateless = self.stateless_revision(params.as_ref());
+        match &stateless {
+            Ok(Some(version)) => self.log(format_args!(
+                "<- {method} (id {id}, protocol {version} in _meta)"
+            )),
+            _ => self.log(format_args!("<- {method} (id {id})")),
+        }
+        let outcome = stateless.and_then(|stateless| {
+            let result = self.dispatch(method, params, stateless)?;
+            Ok(match (stateless, result) {
+                // Every stateless result says it is whole (2026-07-28:
+                // "Results carry a resultType"); this server never answers
+                // in parts.
+                (Some(_), Value::Object(mut result)) => {
+                    result.insert("resultType".to_owned(), json!("complete"));
+                    Value::Object(result)
+                }
+                (_, result) => result,
+            })
+        });
+        match outcome {
+            Ok(result) => success(id, result),
+            Err(Failure(code, message, data)) => {
+                self.log(format_args!("-> error {code} (id {id}): {message}"));
+                match data {
+                    Some(data) => failure_with_data(id, code, message, data),
+                    None => failure(id, code, message),
+                }
+            }
+        }
+    }
+
+    fn dispatch(
+        &mut self,
+        method: &str,
+        params: Option<Value>,
+        stateless: Option<&'static str>,
+    ) -> Result<Value, Failure> {
+        match method {
+            "initialize" if self.handshake_versions().next().is_some() => self.initialize(params),
+            "server/discover" if self.speaks_stateless() => Ok(self.discover(stateless)),
             "ping" => no_params(params).map(|()| json!({})),
             "tools/list" => no_params(params).map(|()| json!({ "tools": tools::definitions() })),
             "tools/call" => self.call_tool(params),
             _ => Err(Failure(
                 METHOD_NOT_FOUND,
                 format!("Method not found: {method}"),
+                None,
             )),
-        };
-        match outcome {
-            Ok(result) => success(id, result),
-            Err(Failure(code, message)) => {
-                self.log(format_args!("-> error {code} (id {id}): {message}"));
-                failure(id, code, message)
-            }
         }
+    }
+
+    /// The stateless revision a request speaks, from its `params._meta`;
+    /// `None` for a request of the handshake era. A server that speaks no
+    /// stateless revision never looks: `_meta` was free-form before.
+    fn stateless_revision(&self, params: Option<&Value>) -> Result<Option<&'static str>, Failure> {
+        if !self.speaks_stateless() {
+            return Ok(None);
+        }
+        let Some(meta) = params.and_then(|params| params.get("_meta")) else {
+            return Ok(None);
+        };
+        let Some(requested) = meta.get(META_PROTOCOL_VERSION) else {
+            return Ok(None);
+        };
+        let Some(version) = requested
+            .as_str()
+            .and_then(|requested| self.versions.iter().copied().find(|v| *v == requested))
+        else {
+            return Err(Failure(
+                UNSUPPORTED_PROTOCOL_VERSION,
+                format!("Unsupported protocol version: {requested}"),
+                Some(json!({ "supported": self.versions, "requested": requested })),
+            ));
+        };
+        if !is_stateless(version) {
+            // A handshake revision named in `_meta`: the request belongs to
+            // an `initialize`d session, where `_meta` has no such rule.
+            return Ok(None);
+        }
+        if !meta
+            .get(META_CLIENT_CAPABILITIES)
+            .is_some_and(Value::is_object)
+        {
+            return Err(Failure(
+                INVALID_PARAMS,
+                format!(
+                    "Invalid params: _meta must carry {META_CLIENT_CAPABILITIES} (an object) in protocol {version}"
+                ),
+                None,
+            ));
+        }
+        Ok(Some(version))
+    }
+
+    fn speaks_stateless(&self) -> bool {
+        self.versions.iter().any(|version| is_stateless(version))
+    }
+
+    fn handshake_versions(&self) -> impl Iterator<Item = &'static str> + '_ {
+        self.versions
+            .iter()
+            .copied()
+            .filter(|version| !is_stateless(version))
     }
 
     fn notification(&mut self, method: &str) {
@@ -156,11 +279,19 @@ impl McpServer {
             return Err(Failure(
                 INVALID_REQUEST,
                 format!("initialize was already answered (protocol {version})"),
+                None,
             ));
         }
         let params: InitializeParams = parse_params(params)?;
-        let version =
-            supported_protocol_version(&params.protocol_version).unwrap_or(LATEST_PROTOCOL_VERSION);
+        // The client's revision if this server speaks it in a handshake,
+        // else its newest handshake revision (a stateless one cannot be
+        // agreed in `initialize`).
+        let version = self
+            .handshake_versions()
+            .find(|known| *known == params.protocol_version)
+            .or_else(|| self.handshake_versions().next())
+            // Unreachable: `initialize` is an unknown method without one.
+            .unwrap_or(LATEST_PROTOCOL_VERSION);
         let client = params
             .client_info
             .as_ref()
@@ -175,9 +306,28 @@ impl McpServer {
         Ok(json!({
             "protocolVersion": version,
             "capabilities": { "tools": {} },
-            "serverInfo": { "name": SERVER_NAME, "version": env!("CARGO_PKG_VERSION") },
-            "instructions": "Example server bundled with childwire: `echo` returns its text, `add` sums two numbers.",
+            "serverInfo": server_info(),
+            "instructions": INSTRUCTIONS,
         }))
+    }
+
+    /// `server/discover`: what `initialize` would say, for every revision
+    /// at once, with no session behind it.
+    fn discover(&mut self, stateless: Option<&'static str>) -> Value {
+        self.log(format_args!(
+            "discovery ({}), answering with protocols {}",
+            stateless.map_or_else(
+                || "no protocol named in _meta".to_owned(),
+                |version| format!("protocol {version}")
+            ),
+            self.versions.join(", ")
+        ));
+        json!({
+            "supportedVersions": self.versions,
+            "capabilities": { "tools": {} },
+            "serverInfo": server_info(),
+            "instructions": INSTRUCTIONS,
+        })
     }
 
     fn call_tool(&mut self, params: Option<Value>) -> Result<Value, Failure> {
@@ -186,6 +336,7 @@ impl McpServer {
             return Err(Failure(
                 INVALID_PARAMS,
                 format!("Unknown tool: {}", params.name),
+                None,
             ));
         };
         let (text, is_error) = match tool.call(params.arguments) {
@@ -215,14 +366,19 @@ impl Default for McpServer {
 impl fmt::Debug for McpServer {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("McpServer")
+            .field("versions", &self.versions)
             .field("negotiated", &self.negotiated)
             .field("client_initialized", &self.client_initialized)
             .finish_non_exhaustive()
     }
 }
 
-/// A JSON-RPC error: code and message.
-struct Failure(i64, String);
+/// A JSON-RPC error: code, message and data.
+struct Failure(i64, String, Option<Value>);
+
+fn server_info() -> Value {
+    json!({ "name": SERVER_NAME, "version": env!("CARGO_PKG_VERSION") })
+}
 
 #[derive(Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -247,7 +403,7 @@ fn parse_params<T: serde::de::DeserializeOwned>(params: Option<Value>) -> Result
         Some(other) => return Err(not_an_object(&other)),
     };
     serde_json::from_value(params)
-        .map_err(|error| Failure(INVALID_PARAMS, format!("Invalid params: {error}")))
+        .map_err(|error| Failure(INVALID_PARAMS, format!("Invalid params: {error}"), None))
 }
 
 /// For methods without parameters: anything but an object (MCP's `_meta`,
@@ -266,6 +422,7 @@ fn not_an_object(params: &Value) -> Failure {
             "Invalid params: expected an object, got {}",
             jsonrpc::kind(params)
         ),
+        None,
     )
 }
 
@@ -303,6 +460,61 @@ pub fn serve(
             output.flush()?;
         }
     }
+}
+
+/// `example_server --help`.
+pub const USAGE: &str = "\
+Usage: example_server [OPTIONS]
+
+A small MCP server over stdio with an `echo` and an `add` tool: JSON-RPC
+requests on stdin, one per line, answers on stdout, logs on stderr. Exits
+when stdin closes.
+
+Options:
+  --protocol-versions LIST  speak only these revisions (comma-separated);
+                            default: 2026-07-28, 2025-11-25, 2025-06-18,
+                            2025-03-26, 2024-11-05
+  --legacy                  act like a server from before 2026-07-28: no
+                            `server/discover` (-32601), `_meta` not looked at
+                            (the same as every default revision but 2026-07-28)
+  -h, --help                print this help
+";
+
+/// Parses `example_server`'s arguments (without the program name) into
+/// the revisions it is to speak, newest first.
+pub fn parse_args(
+    args: impl IntoIterator<Item = std::ffi::OsString>,
+) -> Result<Parsed<Vec<&'static str>>, UsageError> {
+    let mut args = ArgWalker::new(args);
+    let mut versions = SUPPORTED_PROTOCOL_VERSIONS.to_vec();
+    while let Some(option) = args.next_option()? {
+        match option.as_str() {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "--legacy" => versions.retain(|version| !is_stateless(version)),
+            "--protocol-versions" => {
+                let list = args.value(&option)?;
+                versions = list
+                    .split(',')
+                    .map(|version| {
+                        supported_protocol_version(version.trim()).ok_or_else(|| {
+                            UsageError(format!(
+                                "unknown protocol revision `{version}` (known: {})",
+                                SUPPORTED_PROTOCOL_VERSIONS.join(", ")
+                            ))
+                        })
+                    })
+                    .collect::<Result<_, _>>()?;
+            }
+            other => return Err(UsageError(format!("unknown option `{other}`"))),
+        }
+    }
+    if let Some(command) = args.into_command() {
+        return Err(UsageError(format!(
+            "unexpected argument `{}`",
+            command.program.to_string_lossy()
+        )));
+    }
+    Ok(Parsed::Run(versions))
 }
 
 #[cfg(test)]

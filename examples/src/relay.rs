@@ -5,6 +5,12 @@
 //! the relay's stdout, one `\n` after each; nothing is lost or reordered.
 //! Put it between an MCP host and a server (`relay --log mcp.ndjson npx
 //! some-server`) to see their conversation.
+//!
+//! The host ends relay the way it ends any server: closing relay's stdin,
+//! then SIGTERM, then SIGKILL. Either of the first two starts the MCP
+//! shutdown of the child, with graces short enough that the child is gone
+//! before the host's next step (a SIGKILL of relay would orphan it); a
+//! second signal SIGKILLs the child's process group at once.
 
 use std::future::Future;
 

@@ -39,8 +39,8 @@ fn assert_bundled_transcript(out: &Output) {
     let stdout = out.stdout_text();
     assert!(out.status.success(), "{out:?}");
     for expected in [
-        "-> initialize (protocol 2025-06-18)",
-        "<- initialize: protocol 2025-06-18",
+        "-> initialize (protocol 2025-11-25)",
+        "<- initialize: protocol 2025-11-25",
         "server: childwire-example-server",
         "-> notifications/initialized",
         "<- 2 tools",
@@ -49,6 +49,111 @@ fn assert_bundled_transcript(out: &Output) {
         "-> tools/call add {\"a\":2,\"b\":40}",
         "<- result: 42",
         "server exited with code 0 after stdin was closed",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn each_handshake_revision_is_negotiated_with_the_bundled_server() {
+    for revision in ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"] {
+        let out = mcp_client(&["--protocol", revision]);
+        let stdout = out.stdout_text();
+        assert!(out.status.success(), "{revision}: {out:?}");
+        for expected in [
+            format!("-> initialize (protocol {revision})"),
+            format!("<- initialize: protocol {revision}\n"),
+            "-> notifications/initialized".to_owned(),
+            "<- result: 42".to_owned(),
+        ] {
+            assert!(
+                stdout.contains(&expected),
+                "{revision}: missing {expected:?} in:\n{stdout}"
+            );
+        }
+    }
+}
+
+#[test]
+fn the_client_accepts_an_older_revision_the_server_picks() {
+    let server = example("example_server");
+    let out = mcp_client(&[
+        server.to_str().unwrap(),
+        "--protocol-versions",
+        "2025-03-26",
+    ]);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    assert!(
+        stdout.contains("-> initialize (protocol 2025-11-25)"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("<- initialize: protocol 2025-03-26 (the server's choice"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("<- 2 tools"), "{stdout}");
+}
+
+#[test]
+fn revision_2026_07_28_discovers_and_sends_meta_on_every_request() {
+    let out = mcp_client(&["--protocol", "2026-07-28", "--show-stderr"]);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    for expected in [
+        "-> server/discover (protocol 2026-07-28, in _meta)",
+        "<- server/discover: protocol 2026-07-28",
+        "server: childwire-example-server",
+        "no handshake: every request carries protocol 2026-07-28 in _meta",
+        "<- 2 tools",
+        "<- result: 42",
+        "server exited with code 0 after stdin was closed",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("initialize"), "{stdout}");
+    // The server saw the revision in each request's _meta.
+    for method in ["server/discover", "tools/list", "tools/call"] {
+        let seen = format!("<- {method} (id ");
+        assert!(
+            out.stderr
+                .lines()
+                .any(|line| line.contains(&seen) && line.contains("protocol 2026-07-28 in _meta)")),
+            "{method}: {}",
+            out.stderr
+        );
+    }
+}
+
+#[test]
+fn revision_2026_07_28_falls_back_to_initialize_on_method_not_found() {
+    let server = example("example_server");
+    let out = mcp_client(&[
+        "--protocol",
+        "2026-07-28",
+        "--call",
+        "add",
+        "--args",
+        r#"{"a":1,"b":2}"#,
+        server.to_str().unwrap(),
+        "--legacy",
+    ]);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    for expected in [
+        "-> server/discover (protocol 2026-07-28, in _meta)",
+        "<- server/discover: error -32601 (method not found)",
+        "falling back to initialize",
+        "-> initialize (protocol 2025-11-25)",
+        "<- initialize: protocol 2025-11-25",
+        "-> notifications/initialized",
+        "<- result: 3",
     ] {
         assert!(
             stdout.contains(expected),
@@ -165,6 +270,14 @@ fn c10_a_server_that_dies_during_the_handshake_shows_its_stderr_tail() {
             out.stderr
         );
     }
+    // Once, in the tail, not again in the paragraph's report.
+    assert_eq!(out.stderr.matches("left-pad").count(), 1, "{}", out.stderr);
+    // The command is shown as it would be typed.
+    assert!(
+        out.stdout_text()
+            .contains("spawned sh -c 'echo '\\''starting up'\\''"),
+        "{out:?}"
+    );
 }
 
 #[test]

@@ -2,10 +2,12 @@
 
 mod support;
 
-use std::time::Duration;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
 
+use rustix::process::Signal;
 use serde_json::Value;
-use support::{example, run};
+use support::{Running, assert_group_gone, example, run};
 
 const DEADLINE: Duration = Duration::from_secs(60);
 
@@ -147,4 +149,265 @@ fn c11_a_missing_program_exits_127_with_the_reason() {
         "{}",
         out.stderr
     );
+}
+
+/// A log file of this test's own, removed when the test ends.
+struct TempLog(PathBuf);
+
+impl TempLog {
+    fn new(name: &str) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "childwire-relay-{name}-{}.ndjson",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_file(&path);
+        Self(path)
+    }
+
+    fn path(&self) -> &str {
+        self.0.to_str().unwrap()
+    }
+
+    fn records(&self) -> Vec<Value> {
+        std::fs::read_to_string(&self.0)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).unwrap_or_else(|e| panic!("{e}: {line}")))
+            .collect()
+    }
+}
+
+impl Drop for TempLog {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A server that ignores its stdin closing (it never reads it): prints its
+/// pid, which is also its process group's id, then sleeps. With
+/// `ignore_term` it ignores SIGTERM too, so only SIGKILL ends it.
+fn stubborn_child(ignore_term: bool) -> String {
+    let trap = if ignore_term { "trap '' TERM; " } else { "" };
+    format!("{trap}echo \"child pid $$\" >&2; exec sleep 1000")
+}
+
+/// Starts relay with `args` before the child's command, and waits until
+/// the child has said its pid.
+fn start_relay(args: &[&str], ignore_term: bool) -> (Running, u32) {
+    let script = stubborn_child(ignore_term);
+    let mut all: Vec<&str> = args.to_vec();
+    all.extend(["sh", "-c", &script]);
+    let mut relay = Running::start(&example("relay"), &all);
+    let line = relay.wait_for_stderr(|line| line.starts_with("child pid "), DEADLINE);
+    let pid = line["child pid ".len()..].parse().unwrap();
+    (relay, pid)
+}
+
+fn exit_records(log: &TempLog) -> Vec<Value> {
+    log.records()
+        .into_iter()
+        .filter(|record| record["dir"] == "exit")
+        .collect()
+}
+
+#[test]
+fn c12_sigterm_sigint_and_sighup_shut_an_eof_ignoring_child_down_and_log_its_exit() {
+    // SIGHUP's child ignores SIGTERM as well: the sequence must reach SIGKILL.
+    let cases = [
+        (Signal::TERM, "SIGTERM", false, 128 + 15),
+        (Signal::INT, "SIGINT", false, 128 + 15),
+        (Signal::HUP, "SIGHUP", true, 128 + 9),
+    ];
+    for (signal, name, ignore_term, code) in cases {
+        let log = TempLog::new(name);
+        // relay's stdin stays open: the signal alone must end everything.
+        let (mut relay, child) = start_relay(&["--log", log.path()], ignore_term);
+        relay.signal(signal);
+        let status = relay
+            .wait_for_exit(DEADLINE)
+            .unwrap_or_else(|| panic!("{name}: relay still running"));
+        let stderr = relay.stderr();
+        assert_eq!(status.code(), Some(code), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("relay: {name}: shutting the child down")),
+            "{name}: {stderr}"
+        );
+        assert_group_gone(child, Duration::from_secs(1));
+        let exits = exit_records(&log);
+        assert_eq!(exits.len(), 1, "{name}: {:?}", log.records());
+        assert_eq!(exits[0]["exit_code"], code, "{name}");
+        assert!(
+            exits[0]["report"]
+                .as_str()
+                .is_some_and(|report| report.contains("after shutdown")),
+            "{name}: {}",
+            exits[0]
+        );
+    }
+}
+
+#[test]
+fn c12_a_second_signal_kills_the_child_at_once() {
+    let log = TempLog::new("second-signal");
+    // Graces so long that only the second signal can end it in time.
+    let (mut relay, child) = start_relay(
+        &[
+            "--log",
+            log.path(),
+            "--stdin-grace",
+            "60",
+            "--term-grace",
+            "60",
+        ],
+        true,
+    );
+    relay.signal(Signal::TERM);
+    relay.wait_for_stderr(
+        |line| line.contains("SIGTERM: shutting the child down"),
+        DEADLINE,
+    );
+    let second = Instant::now();
+    relay.signal(Signal::INT);
+    let status = relay.wait_for_exit(Duration::from_secs(10));
+    let stderr = relay.stderr();
+    let status = status.unwrap_or_else(|| panic!("relay still running: {stderr}"));
+    assert!(second.elapsed() < Duration::from_secs(10), "{stderr}");
+    assert_eq!(status.code(), Some(128 + 9), "{stderr}");
+    assert!(
+        stderr.contains("SIGINT, a second signal: killing"),
+        "{stderr}"
+    );
+    assert_group_gone(child, Duration::from_secs(1));
+    let exits = exit_records(&log);
+    assert_eq!(exits.len(), 1, "{:?}", log.records());
+    assert_eq!(exits[0]["exit_code"], 128 + 9);
+}
+
+#[test]
+fn c12_a_host_closing_stdin_then_signalling_leaves_no_process() {
+    // What hosts do: close the server's stdin, SIGTERM it if it is still
+    // there 2 s later, SIGKILL it 2 s after that. The server (behind relay)
+    // ignores both stdin closing and SIGTERM.
+    let host_grace = Duration::from_secs(2);
+    let (mut relay, child) = start_relay(&[], true);
+    relay.close_stdin();
+    let mut status = relay.wait_for_exit(host_grace);
+    if status.is_none() {
+        relay.signal(Signal::TERM);
+        status = relay.wait_for_exit(host_grace);
+    }
+    let stderr = relay.stderr();
+    // Had relay needed the host's SIGKILL, the child would be left behind.
+    let status = status.unwrap_or_else(|| panic!("relay outlived the host's graces: {stderr}"));
+    assert_eq!(status.code(), Some(128 + 9), "{stderr}");
+    assert_group_gone(child, Duration::from_secs(1));
+}
+
+#[test]
+fn c15_every_request_is_logged_before_its_response_over_1000_concurrent_requests() {
+    // All requests written at once, without waiting for answers. `cat`
+    // answers each at once with a line carrying its id: the fastest server
+    // there is, so a log written after the hand-over loses the race (it did
+    // here). Records are matched by id, not by order.
+    let mut input = Vec::new();
+    for id in 0..1000 {
+        input.extend_from_slice(
+            format!("{{\"jsonrpc\":\"2.0\",\"id\":{id},\"method\":\"ping\"}}\n").as_bytes(),
+        );
+    }
+    for runtime in ["tokio", "smol", "async-std"] {
+        let log = TempLog::new(&format!("order-{runtime}"));
+        let out = run(
+            &example("relay"),
+            &["--quiet", "--runtime", runtime, "--log", log.path(), "cat"],
+            input.clone(),
+            DEADLINE,
+        );
+        assert!(out.status.success(), "{runtime}: {out:?}");
+        let records = log.records();
+        let mut requested = vec![None; 1000];
+        let mut answered = 0;
+        for (at, record) in records.iter().enumerate() {
+            let Some(id) = record["msg"]["id"].as_u64() else {
+                continue;
+            };
+            let id = usize::try_from(id).unwrap();
+            match record["dir"].as_str() {
+                Some("to_child") => requested[id] = Some(at),
+                Some("from_child") => {
+                    assert!(
+                        requested[id].is_some(),
+                        "{runtime}: the response to {id} (record {at}) was logged before its request"
+                    );
+                    answered += 1;
+                }
+                other => panic!("{runtime}: {other:?}"),
+            }
+        }
+        assert_eq!(answered, 1000, "{runtime}");
+        assert!(requested.iter().all(Option::is_some), "{runtime}");
+    }
+}
+
+#[test]
+fn c02_max_message_size_passes_lines_up_to_it_and_reports_longer_ones_both_ways() {
+    let log = TempLog::new("max-size");
+    let fits = format!("{{\"id\":1,\"pad\":\"{}\"}}\n", "x".repeat(1000 - 17));
+    let too_long = format!("{{\"id\":2,\"pad\":\"{}\"}}\n", "y".repeat(2000));
+    // Exactly the limit: framing (`\n`) is not counted.
+    assert_eq!(fits.len(), 1000 + 1);
+    let input = format!("{fits}{too_long}{fits}");
+    // The child echoes what it gets and adds a line of its own over the
+    // limit: both directions are checked.
+    let out = run(
+        &example("relay"),
+        &[
+            "--max-message-size",
+            "1000",
+            "--log",
+            log.path(),
+            "sh",
+            "-c",
+            "cat; head -c 5000 /dev/zero | tr '\\0' z; echo",
+        ],
+        input.into_bytes(),
+        DEADLINE,
+    );
+    assert!(out.status.success(), "{out:?}");
+    assert_eq!(out.stdout_text(), format!("{fits}{fits}"));
+    assert!(
+        out.stderr
+            .contains("relay: from stdin: dropped a 2017-byte message"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        out.stderr
+            .contains("relay: from the child: dropped a 5000-byte message"),
+        "{}",
+        out.stderr
+    );
+    let oversized: Vec<(String, u64)> = log
+        .records()
+        .iter()
+        .filter_map(|r| Some((r["dir"].as_str()?.to_owned(), r["oversized"].as_u64()?)))
+        .collect();
+    assert_eq!(
+        oversized,
+        [
+            ("to_child".to_owned(), 2017),
+            ("from_child".to_owned(), 5000)
+        ]
+    );
+}
+
+#[test]
+fn c02_the_default_limit_lets_a_25_mb_message_through_both_ways() {
+    let mut input = b"{\"id\":1,\"result\":\"".to_vec();
+    input.resize(25_000_000, b'a');
+    input.extend_from_slice(b"\"}\n");
+    let out = run(&example("relay"), &["cat"], input.clone(), DEADLINE);
+    assert!(out.status.success(), "{}", out.stderr);
+    assert!(!out.stderr.contains("dropped"), "{}", out.stderr);
+    assert!(out.stdout == input, "{} bytes back", out.stdout.len());
 }

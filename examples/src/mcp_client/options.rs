@@ -6,6 +6,9 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::cli::{self, ArgWalker, ChildCommand, UsageError, parse_env, parse_seconds};
+use crate::protocol::{
+    LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, supported_protocol_version,
+};
 use crate::rt::RuntimeChoice;
 
 /// How long to wait for each answer by default: long enough for `npx -y` or
@@ -30,6 +33,12 @@ Options:
   --env KEY=VALUE    set a variable for the server (repeatable); the server
                      otherwise sees only HOME, LOGNAME, PATH, SHELL, TERM, USER
   --inherit-env      pass the whole environment instead
+  --protocol REV      the MCP revision to ask for (default 2025-11-25):
+                     2024-11-05, 2025-03-26, 2025-06-18 or 2025-11-25
+                     open with `initialize`; 2026-07-28 is stateless: it
+                     opens with `server/discover`, puts the revision in
+                     every request's _meta, and falls back to `initialize`
+                     when the server answers -32601 (method not found)
   --timeout SECS     how long to wait for each answer (default 60)
   --runtime NAME     tokio (default), smol or async-std
   --show-stderr      print the server's stderr lines as they come
@@ -38,6 +47,7 @@ Options:
 Examples:
   mcp_client
   mcp_client -- npx -y @modelcontextprotocol/server-everything
+  mcp_client --protocol 2026-07-28
   mcp_client --call get_current_time --args '{\"timezone\":\"UTC\"}' uvx mcp-server-time
 ";
 
@@ -67,6 +77,8 @@ pub struct ClientOptions {
     pub runtime: RuntimeChoice,
     /// Print the server's stderr lines as they come.
     pub show_stderr: bool,
+    /// The protocol revision to ask for.
+    pub protocol: &'static str,
 }
 
 /// The outcome of parsing the command line; `Help` prints [`USAGE`].
@@ -85,6 +97,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
         timeout: DEFAULT_TIMEOUT,
         runtime: RuntimeChoice::default(),
         show_stderr: false,
+        protocol: LATEST_PROTOCOL_VERSION,
     };
     while let Some(option) = args.next_option()? {
         match option.as_str() {
@@ -96,6 +109,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
             "--timeout" => options.timeout = parse_seconds(&option, &args.value(&option)?)?,
             "--runtime" => options.runtime = args.value(&option)?.parse().map_err(UsageError)?,
             "--show-stderr" => options.show_stderr = true,
+            "--protocol" => options.protocol = parse_protocol(&args.value(&option)?)?,
             other => return Err(UsageError(format!("unknown option `{other}`"))),
         }
     }
@@ -109,6 +123,15 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
     };
     options.server = args.into_command();
     Ok(Parsed::Run(options))
+}
+
+fn parse_protocol(text: &str) -> Result<&'static str, UsageError> {
+    supported_protocol_version(text).ok_or_else(|| {
+        UsageError(format!(
+            "--protocol: unknown revision `{text}` (known: {})",
+            SUPPORTED_PROTOCOL_VERSIONS.join(", ")
+        ))
+    })
 }
 
 fn parse_arguments(text: &str) -> Result<Value, UsageError> {
@@ -146,6 +169,8 @@ mod tests {
         assert_eq!(options.timeout, DEFAULT_TIMEOUT);
         assert_eq!(options.runtime, RuntimeChoice::Tokio);
         assert!(!options.inherit_env);
+        assert_eq!(options.protocol, "2025-11-25");
+        assert_eq!(run(&["--protocol", "2026-07-28"]).protocol, "2026-07-28");
     }
 
     #[test]
@@ -177,12 +202,13 @@ mod tests {
 
     #[test]
     fn bad_input_is_a_usage_error_that_says_what_is_wrong() {
-        let cases: [(&[&str], &str); 5] = [
+        let cases: [(&[&str], &str); 6] = [
             (&["--args", "{}"], "--call"),
             (&["--call", "x", "--args", "[1]"], "JSON object"),
             (&["--call", "x", "--args", "{"], "not valid JSON"),
             (&["--runtime", "glommio"], "unknown runtime"),
             (&["--frobnicate"], "unknown option"),
+            (&["--protocol", "2099-01-01"], "unknown revision"),
         ];
         for (args, expected) in cases {
             let err = parse_strs(args).unwrap_err();

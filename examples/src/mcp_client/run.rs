@@ -6,13 +6,15 @@ use std::sync::Arc;
 use childwire::{
     Command, Config, EnvPolicy, ExitReport, Runtime, SpawnError, StderrMode, Transport,
 };
-use serde_json::{Value, json};
+use serde_json::{Map, Value, json};
 
 use super::options::{ClientOptions, ToolCall};
 use super::session::{Failure, Session};
 use super::{describe, locate};
 use crate::protocol::{
-    LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, supported_protocol_version,
+    HANDSHAKE_PROTOCOL_VERSIONS, LATEST_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES,
+    META_CLIENT_INFO, META_PROTOCOL_VERSION, METHOD_NOT_FOUND, SUPPORTED_PROTOCOL_VERSIONS,
+    UNSUPPORTED_PROTOCOL_VERSION, is_stateless, supported_protocol_version,
 };
 
 /// The name this client gives in `clientInfo`.
@@ -88,7 +90,14 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     );
 
     let mut session = Session::new(transport, options.timeout);
-    let outcome = match converse(&mut session, options.call.as_ref(), bundled).await {
+    let outcome = match converse(
+        &mut session,
+        options.protocol,
+        options.call.as_ref(),
+        bundled,
+    )
+    .await
+    {
         Ok(outcome) => outcome,
         Err(failed) => Outcome::Failed(failed),
     };
@@ -138,46 +147,21 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     }
 }
 
-/// The conversation: handshake, tools, one call.
+/// The conversation: handshake (or discovery), tools, one call.
 async fn converse<R: Runtime>(
     session: &mut Session<R>,
+    protocol: &'static str,
     call: Option<&ToolCall>,
     bundled: bool,
 ) -> Result<Outcome, StepFailed> {
-    say!("-> initialize (protocol {LATEST_PROTOCOL_VERSION})");
-    let init = step(
-        "initialize",
-        session.request(
-            "initialize",
-            json!({
-                "protocolVersion": LATEST_PROTOCOL_VERSION,
-                "capabilities": {},
-                "clientInfo": { "name": CLIENT_NAME, "version": env!("CARGO_PKG_VERSION") },
-            }),
-        ),
-    )
-    .await?;
-    let version = init
-        .get("protocolVersion")
-        .and_then(Value::as_str)
-        .unwrap_or("(none)");
-    match supported_protocol_version(version) {
-        Some(version) => say!("<- initialize: protocol {version}"),
-        None => say!(
-            "<- initialize: protocol {version}, which this client does not know (it speaks {}); \
-             the spec lets a client disconnect here, this one goes on to show what the server offers",
-            SUPPORTED_PROTOCOL_VERSIONS.join(", ")
-        ),
-    }
-    for line in describe::server(&init) {
-        say!("   {line}");
-    }
-    say!("-> notifications/initialized");
-    step(
-        "notifications/initialized",
-        session.notify("notifications/initialized"),
-    )
-    .await?;
+    let init = if is_stateless(protocol) {
+        match discover(session, protocol).await? {
+            Discovered::Stateless(result) => result,
+            Discovered::Handshake(version) => initialize(session, version).await?,
+        }
+    } else {
+        initialize(session, protocol).await?
+    };
 
     if init.pointer("/capabilities/tools").is_none() {
         say!("   the server declares no tools capability: nothing to list or call");
@@ -225,6 +209,173 @@ async fn converse<R: Runtime>(
     })
 }
 
+/// What `server/discover` led to.
+enum Discovered {
+    /// The stateless revision is in use; the discovery result describes
+    /// the server as an `initialize` result would.
+    Stateless(Value),
+    /// The server needs the `initialize` handshake, with this revision.
+    Handshake(&'static str),
+}
+
+/// Opens a stateless session (MCP 2026-07-28): `server/discover` with the
+/// revision in `_meta`, then the same `_meta` on every request. A server
+/// from before that revision answers -32601 (method not found): it gets the
+/// `initialize` handshake instead, as the spec's stdio fallback says.
+async fn discover<R: Runtime>(
+    session: &mut Session<R>,
+    protocol: &'static str,
+) -> Result<Discovered, StepFailed> {
+    say!("-> server/discover (protocol {protocol}, in _meta)");
+    let answer = session
+        .request("server/discover", json!({ "_meta": meta(protocol) }))
+        .await;
+    let offered = match answer {
+        Ok(result) => {
+            let offered = versions(result.get("supportedVersions"));
+            let chosen = choose(protocol, &offered).ok_or_else(|| StepFailed {
+                step: "server/discover".to_owned(),
+                failure: Failure::NoCommonVersion(offered.clone()),
+            })?;
+            say!(
+                "<- server/discover: protocol {chosen} (the server speaks {})",
+                offered.join(", ")
+            );
+            if is_stateless(chosen) {
+                for line in describe::server(&result) {
+                    say!("   {line}");
+                }
+                say!("   no handshake: every request carries protocol {chosen} in _meta");
+                session.set_meta(meta(chosen));
+                return Ok(Discovered::Stateless(result));
+            }
+            return Ok(Discovered::Handshake(chosen));
+        }
+        Err(Failure::Error {
+            code: METHOD_NOT_FOUND,
+            ..
+        }) => {
+            say!(
+                "<- server/discover: error {METHOD_NOT_FOUND} (method not found): the server \
+                 predates {protocol}; falling back to initialize"
+            );
+            return Ok(Discovered::Handshake(LATEST_PROTOCOL_VERSION));
+        }
+        // The server is of the stateless era but not of this revision: its
+        // list says which to use instead.
+        Err(Failure::Error {
+            code: UNSUPPORTED_PROTOCOL_VERSION,
+            data,
+            ..
+        }) => versions(data.as_ref().and_then(|data| data.get("supported"))),
+        Err(failure) => {
+            return Err(StepFailed {
+                step: "server/discover".to_owned(),
+                failure,
+            });
+        }
+    };
+    say!(
+        "<- server/discover: error {UNSUPPORTED_PROTOCOL_VERSION} (unsupported protocol \
+         version), the server speaks {}",
+        offered.join(", ")
+    );
+    // Only handshake revisions are worth a try here: the one stateless
+    // revision this client knows was just refused.
+    match choose(protocol, &offered).filter(|chosen| !is_stateless(chosen)) {
+        Some(chosen) => Ok(Discovered::Handshake(chosen)),
+        None => Err(StepFailed {
+            step: "server/discover".to_owned(),
+            failure: Failure::NoCommonVersion(offered),
+        }),
+    }
+}
+
+/// `initialize` offering `protocol`, then `notifications/initialized`;
+/// returns the `initialize` result.
+async fn initialize<R: Runtime>(
+    session: &mut Session<R>,
+    protocol: &str,
+) -> Result<Value, StepFailed> {
+    say!("-> initialize (protocol {protocol})");
+    let init = step(
+        "initialize",
+        session.request(
+            "initialize",
+            json!({
+                "protocolVersion": protocol,
+                "capabilities": {},
+                "clientInfo": client_info(),
+            }),
+        ),
+    )
+    .await?;
+    let version = init
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or("(none)");
+    // Whatever the server picks among the handshake revisions this client
+    // knows is fine (MCP lifecycle, "Version Negotiation").
+    match supported_protocol_version(version).filter(|version| !is_stateless(version)) {
+        Some(version) if version == protocol => say!("<- initialize: protocol {version}"),
+        Some(version) => {
+            say!("<- initialize: protocol {version} (the server's choice; it is known here)")
+        }
+        None => say!(
+            "<- initialize: protocol {version}, which this client does not know (it speaks {}); \
+             the spec lets a client disconnect here, this one goes on to show what the server offers",
+            HANDSHAKE_PROTOCOL_VERSIONS.join(", ")
+        ),
+    }
+    for line in describe::server(&init) {
+        say!("   {line}");
+    }
+    say!("-> notifications/initialized");
+    step(
+        "notifications/initialized",
+        session.notify("notifications/initialized"),
+    )
+    .await?;
+    Ok(init)
+}
+
+/// The `_meta` of a stateless request: revision, capabilities, identity.
+fn meta(protocol: &str) -> Map<String, Value> {
+    let mut meta = Map::new();
+    meta.insert(META_PROTOCOL_VERSION.to_owned(), json!(protocol));
+    meta.insert(META_CLIENT_CAPABILITIES.to_owned(), json!({}));
+    meta.insert(META_CLIENT_INFO.to_owned(), client_info());
+    meta
+}
+
+fn client_info() -> Value {
+    json!({ "name": CLIENT_NAME, "version": env!("CARGO_PKG_VERSION") })
+}
+
+/// The strings of a JSON array of revisions.
+fn versions(list: Option<&Value>) -> Vec<String> {
+    list.and_then(Value::as_array)
+        .map(|list| {
+            list.iter()
+                .filter_map(Value::as_str)
+                .map(str::to_owned)
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// `wanted` if the server offers it, else the newest revision both sides
+/// know.
+fn choose(wanted: &'static str, offered: &[String]) -> Option<&'static str> {
+    if offered.iter().any(|version| version == wanted) {
+        return Some(wanted);
+    }
+    SUPPORTED_PROTOCOL_VERSIONS
+        .iter()
+        .copied()
+        .find(|known| offered.iter().any(|version| version == known))
+}
+
 /// `tools/list`, following `nextCursor` through every page.
 async fn list_tools<R: Runtime>(session: &mut Session<R>) -> Result<(), StepFailed> {
     let mut tools = Vec::new();
@@ -269,12 +420,25 @@ async fn step<T>(
     })
 }
 
+/// The command as a shell would need it typed: each argument quoted when
+/// it holds anything but plain characters, so what is shown can be pasted.
 fn shown_command(program: &std::ffi::OsStr, args: &[std::ffi::OsString]) -> String {
     std::iter::once(program)
         .chain(args.iter().map(|arg| arg.as_os_str()))
-        .map(|part| part.to_string_lossy().into_owned())
+        .map(|part| shell_quote(&part.to_string_lossy()))
         .collect::<Vec<_>>()
         .join(" ")
+}
+
+/// `word` as one POSIX shell word: unchanged when nothing in it is special
+/// to a shell, else in single quotes (a `'` inside becomes `'\''`).
+fn shell_quote(word: &str) -> String {
+    let plain = |c: char| c.is_ascii_alphanumeric() || "@%+=:,./_-".contains(c);
+    if !word.is_empty() && word.chars().all(plain) {
+        word.to_owned()
+    } else {
+        format!("'{}'", word.replace('\'', r"'\''"))
+    }
 }
 
 fn explain_spawn(err: &SpawnError) -> String {
@@ -288,6 +452,12 @@ fn explain_spawn(err: &SpawnError) -> String {
 /// try; then the server's last stderr lines.
 fn explain(failed: &StepFailed, report: &ExitReport, shown: &str) -> String {
     let StepFailed { step, failure } = failed;
+    let tail = tail(report);
+    // The report's own one-line stderr summary would repeat what the tail
+    // shows in full.
+    let mut brief = report.clone();
+    brief.stderr_tail.clear();
+    let report = &brief;
     let paragraph = match failure {
         Failure::Exited(_) => format!(
             "mcp_client: the server ended during {step}: {report}. It may have crashed on \
@@ -302,7 +472,7 @@ fn explain(failed: &StepFailed, report: &ExitReport, shown: &str) -> String {
         ),
         other => format!("mcp_client: {step} failed: {other}. The server was shut down: {report}."),
     };
-    format!("{paragraph}{}", tail(report))
+    format!("{paragraph}{tail}")
 }
 
 /// The last lines of the server's stderr, indented, or nothing.
@@ -318,4 +488,44 @@ fn tail(report: &ExitReport) -> String {
         text.push_str(line);
     }
     text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn commands_are_shown_as_they_would_be_typed() {
+        let args: Vec<std::ffi::OsString> = vec![
+            "-c".into(),
+            "echo oops >&2; exit 3".into(),
+            "it's".into(),
+            "".into(),
+        ];
+        assert_eq!(
+            shown_command("sh".as_ref(), &args),
+            r#"sh -c 'echo oops >&2; exit 3' 'it'\''s' ''"#
+        );
+        assert_eq!(
+            shell_quote("@modelcontextprotocol/server-everything"),
+            "@modelcontextprotocol/server-everything"
+        );
+    }
+
+    #[test]
+    fn the_wanted_revision_wins_else_the_newest_both_know() {
+        let offered = |list: &[&str]| list.iter().map(|v| (*v).to_owned()).collect::<Vec<_>>();
+        assert_eq!(
+            choose("2026-07-28", &offered(&["2025-06-18", "2026-07-28"])),
+            Some("2026-07-28")
+        );
+        assert_eq!(
+            choose(
+                "2026-07-28",
+                &offered(&["2099-01-01", "2025-03-26", "2025-06-18"])
+            ),
+            Some("2025-06-18")
+        );
+        assert_eq!(choose("2026-07-28", &offered(&["2099-01-01"])), None);
+    }
 }

@@ -27,7 +27,11 @@ pub enum Failure {
         code: i64,
         /// The error message.
         message: String,
+        /// The error's data, if any.
+        data: Option<Value>,
     },
+    /// The server speaks no protocol revision this client knows.
+    NoCommonVersion(Vec<String>),
     /// The message could not be sent.
     Send(SendError<bytes::Bytes>),
     /// The answer was dropped for being over the size limit.
@@ -50,9 +54,14 @@ impl fmt::Display for Failure {
             Failure::Timeout(after) => {
                 write!(f, "no answer within {}", describe::seconds(*after))
             }
-            Failure::Error { code, message } => {
+            Failure::Error { code, message, .. } => {
                 write!(f, "the server answered with error {code}: {message}")
             }
+            Failure::NoCommonVersion(offered) => write!(
+                f,
+                "the server speaks protocol {}, none of which this client knows",
+                offered.join(", ")
+            ),
             Failure::Send(err) => write!(f, "sending failed: {err}"),
             Failure::Oversized(len) => write!(
                 f,
@@ -71,6 +80,9 @@ pub struct Session<R: Runtime> {
     /// The server's exit report, once [`recv`](Transport::recv) handed it
     /// out: it comes only once.
     exited: Option<ExitReport>,
+    /// Put in every request's `params._meta`: what a stateless MCP revision
+    /// asks of each request instead of a handshake.
+    meta: Option<Map<String, Value>>,
 }
 
 impl<R: Runtime> Session<R> {
@@ -81,7 +93,14 @@ impl<R: Runtime> Session<R> {
             next_id: 1,
             timeout,
             exited: None,
+            meta: None,
         }
+    }
+
+    /// From now on, every request carries `meta`'s entries in its
+    /// `params._meta` (entries the request sets itself win).
+    pub fn set_meta(&mut self, meta: Map<String, Value>) {
+        self.meta = Some(meta);
     }
 
     /// The transport.
@@ -91,7 +110,17 @@ impl<R: Runtime> Session<R> {
 
     /// Sends a request and waits for its result, handling whatever else the
     /// server sends meanwhile.
-    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, Failure> {
+    pub async fn request(&mut self, method: &str, mut params: Value) -> Result<Value, Failure> {
+        if let (Some(meta), Value::Object(params)) = (&self.meta, &mut params) {
+            let entry = params
+                .entry("_meta")
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(entry) = entry {
+                for (key, value) in meta {
+                    entry.entry(key.clone()).or_insert_with(|| value.clone());
+                }
+            }
+        }
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
@@ -228,6 +257,7 @@ fn response(mut message: Map<String, Value>) -> Result<Value, Failure> {
     }
     let error = message.remove("error").unwrap_or(Value::Null);
     Err(Failure::Error {
+        data: error.get("data").cloned(),
         code: error.get("code").and_then(Value::as_i64).unwrap_or(0),
         message: error
             .get("message")
@@ -275,7 +305,7 @@ mod tests {
             unreachable!()
         };
         match response(err) {
-            Err(Failure::Error { code, message }) => {
+            Err(Failure::Error { code, message, .. }) => {
                 assert_eq!((code, message.as_str()), (-32601, "nope"));
             }
             other => panic!("{other:?}"),

@@ -108,3 +108,18 @@ pub(super) fn failure(id: Value, code: i64, message: impl Display) -> String {
     })
     .to_string()
 }
+
+/// An error response with `data` (MCP puts the supported revisions there).
+pub(super) fn failure_with_data(
+    id: Value,
+    code: i64,
+    message: impl Display,
+    data: Value,
+) -> String {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "error": { "code": code, "message": message.to_string(), "data": data },
+    })
+    .to_string()
+}

@@ -4,7 +4,10 @@ use std::sync::{Arc, Mutex};
 use serde_json::{Value, json};
 
 use super::{McpServer, SERVER_NAME, serve};
-use crate::protocol::{LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS};
+use crate::protocol::{
+    HANDSHAKE_PROTOCOL_VERSIONS, INVALID_PARAMS, LATEST_PROTOCOL_VERSION, METHOD_NOT_FOUND,
+    UNSUPPORTED_PROTOCOL_VERSION,
+};
 
 /// Sends `message` and returns the one answer, checked to be a single line
 /// of JSON-RPC 2.0.
@@ -75,7 +78,7 @@ fn tool_text(response: &Value) -> (&str, bool) {
 
 #[test]
 fn mcp_initialize_accepts_each_supported_client_version() {
-    for version in SUPPORTED_PROTOCOL_VERSIONS {
+    for version in HANDSHAKE_PROTOCOL_VERSIONS {
         let mut server = McpServer::new();
         let response = answer(&mut server, &initialize(version));
         assert_eq!(response["id"], 1);
@@ -86,7 +89,8 @@ fn mcp_initialize_accepts_each_supported_client_version() {
 
 #[test]
 fn mcp_initialize_answers_latest_version_for_an_unknown_one() {
-    for version in ["2099-01-01", "1.0", ""] {
+    // 2026-07-28 is known, but stateless: no handshake can agree on it.
+    for version in ["2099-01-01", "1.0", "", "2026-07-28"] {
         let mut server = McpServer::new();
         let response = answer(&mut server, &initialize(version));
         assert_eq!(
@@ -476,4 +480,122 @@ fn mcp_serve_returns_the_write_error_when_output_is_gone() {
     let input = format!("{}\n", request(1, "ping", json!({})));
     let error = serve(&mut McpServer::new(), Cursor::new(input), Closed).expect_err("write fails");
     assert_eq!(error.kind(), io::ErrorKind::BrokenPipe);
+}
+
+/// A stateless (2026-07-28) request's `_meta`.
+fn meta(version: &str) -> Value {
+    json!({
+        "io.modelcontextprotocol/protocolVersion": version,
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": { "name": "test-client", "version": "0" },
+    })
+}
+
+#[test]
+fn mcp_server_discover_lists_versions_capabilities_and_identity() {
+    let mut server = McpServer::new();
+    let response = answer(
+        &mut server,
+        &request(1, "server/discover", json!({ "_meta": meta("2026-07-28") })),
+    );
+    let result = &response["result"];
+    assert_eq!(result["resultType"], "complete", "{response}");
+    assert_eq!(result["supportedVersions"][0], "2026-07-28", "{response}");
+    assert!(
+        result["supportedVersions"]
+            .as_array()
+            .unwrap()
+            .contains(&json!("2024-11-05"))
+    );
+    assert_eq!(result["capabilities"], json!({ "tools": {} }));
+    assert_eq!(result["serverInfo"]["name"], SERVER_NAME);
+    // Stateless: nothing was negotiated, and no handshake is needed after.
+    assert_eq!(server.negotiated_protocol_version(), None);
+}
+
+#[test]
+fn mcp_stateless_requests_are_served_without_a_handshake_and_say_so() {
+    let mut server = McpServer::new();
+    let list = answer(
+        &mut server,
+        &request(2, "tools/list", json!({ "_meta": meta("2026-07-28") })),
+    );
+    assert_eq!(list["result"]["resultType"], "complete", "{list}");
+    assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 2);
+    let call = answer(
+        &mut server,
+        &request(
+            3,
+            "tools/call",
+            json!({ "name": "add", "arguments": { "a": 1, "b": 2 }, "_meta": meta("2026-07-28") }),
+        ),
+    );
+    assert_eq!(call["result"]["content"][0]["text"], "3", "{call}");
+    assert_eq!(call["result"]["resultType"], "complete", "{call}");
+    // A handshake-era request gets no resultType.
+    let old = answer(&mut server, &request(4, "tools/list", json!({})));
+    assert!(old["result"].get("resultType").is_none(), "{old}");
+}
+
+#[test]
+fn mcp_an_unknown_revision_in_meta_is_refused_with_the_supported_list() {
+    let mut server = McpServer::new();
+    let response = answer(
+        &mut server,
+        &request(5, "tools/list", json!({ "_meta": meta("2099-01-01") })),
+    );
+    assert_error(&response, json!(5), UNSUPPORTED_PROTOCOL_VERSION);
+    assert_eq!(
+        response["error"]["data"]["supported"][0], "2026-07-28",
+        "{response}"
+    );
+}
+
+#[test]
+fn mcp_a_stateless_request_without_client_capabilities_is_invalid_params() {
+    let mut server = McpServer::new();
+    let params = json!({ "_meta": { "io.modelcontextprotocol/protocolVersion": "2026-07-28" } });
+    let response = answer(&mut server, &request(6, "tools/list", params));
+    assert_error(&response, json!(6), INVALID_PARAMS);
+}
+
+#[test]
+fn mcp_a_legacy_server_knows_no_discovery_and_ignores_meta() {
+    let mut server = McpServer::new().speaking(&["2025-06-18", "2025-03-26"]);
+    let response = answer(
+        &mut server,
+        &request(1, "server/discover", json!({ "_meta": meta("2026-07-28") })),
+    );
+    assert_error(&response, json!(1), METHOD_NOT_FOUND);
+    // It negotiates down to the newest revision it speaks...
+    let init = answer(&mut server, &initialize("2025-11-25"));
+    assert_eq!(init["result"]["protocolVersion"], "2025-06-18");
+    // ... and `_meta` is free-form to it.
+    let list = answer(
+        &mut server,
+        &request(2, "tools/list", json!({ "_meta": meta("2099-01-01") })),
+    );
+    assert!(list["result"].get("resultType").is_none(), "{list}");
+    assert_eq!(list["result"]["tools"].as_array().unwrap().len(), 2);
+}
+
+#[test]
+fn the_binary_can_be_told_to_speak_fewer_revisions() {
+    use crate::cli::Parsed;
+    let parse = |args: &[&str]| super::parse_args(args.iter().map(std::ffi::OsString::from));
+    assert_eq!(
+        parse(&["--legacy"]).unwrap(),
+        Parsed::Run(HANDSHAKE_PROTOCOL_VERSIONS.to_vec())
+    );
+    assert_eq!(
+        parse(&["--protocol-versions", "2024-11-05, 2026-07-28"]).unwrap(),
+        Parsed::Run(vec!["2024-11-05", "2026-07-28"])
+    );
+    assert!(
+        parse(&["--protocol-versions", "1999-01-01"])
+            .unwrap_err()
+            .0
+            .contains("unknown protocol revision")
+    );
+    assert!(parse(&["extra"]).is_err());
 }

@@ -10,17 +10,21 @@
 //! further message is ready, so a burst costs a few big writes and a lone
 //! message still goes out at once.
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::io::{self, BufWriter, Read, Write};
+use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::thread;
 
+use async_signal::{Signal, Signals};
 use childwire::{
-    Command, Config, ExitReport, Received, Receiver, Runtime, SendErrorKind, Sender, StderrMode,
-    Transport,
+    Command, Config, ExitReport, Oversized, Received, Receiver, Runtime, SendErrorKind, Sender,
+    StderrMode, Transport,
 };
 use childwire_core::{Frame, LineDecoder};
+use futures_core::Stream;
+use rustix::process::{Pid, kill_process_group};
 
 use super::exit_code;
 use super::log::{Direction, Log};
@@ -45,6 +49,15 @@ pub(super) async fn run<R: Runtime>(options: RelayOptions) -> u8 {
             return USAGE;
         }
     };
+    // Before the child exists: a signal from here on is ours to handle,
+    // never the default action that would end relay and orphan the child.
+    let signals = match Signals::new([Signal::Term, Signal::Int, Signal::Hup]) {
+        Ok(signals) => Some(signals),
+        Err(err) => {
+            note!("relay: cannot catch signals ({err}); SIGTERM will end relay, not the child");
+            None
+        }
+    };
 
     // Transparent: the child gets the environment the host gave the relay.
     let mut command = Command::new(&options.command.program);
@@ -61,7 +74,12 @@ pub(super) async fn run<R: Runtime>(options: RelayOptions) -> u8 {
             let _ = stderr.write_all(b"\n");
         }));
     }
-    let max_message_size = config.max_message_size;
+    // One limit for both directions: what the host may send is what the
+    // child may answer.
+    config.max_message_size = options.max_message_size;
+    config.max_send_size = options.max_message_size;
+    config.stdin_grace = options.stdin_grace;
+    config.term_grace = options.term_grace;
 
     let transport = match Transport::<R>::spawn(&command, config) {
         Ok(transport) => transport,
@@ -77,6 +95,7 @@ pub(super) async fn run<R: Runtime>(options: RelayOptions) -> u8 {
     let (sender, mut receiver) = transport.split();
     let stopper = sender.clone();
     let stdin_log = log.clone();
+    let max_message_size = options.max_message_size;
     let spawned = thread::Builder::new()
         .name("relay-stdin".to_owned())
         .spawn(move || pump_stdin(&sender, stdin_log.as_ref(), max_message_size));
@@ -86,7 +105,14 @@ pub(super) async fn run<R: Runtime>(options: RelayOptions) -> u8 {
         let _ = stopper.shutdown().await;
     }
 
-    let report = pump_stdout(&mut receiver, &stopper, log.as_ref()).await;
+    let mut stop = Stop {
+        signals,
+        signalled: 0,
+        shutdown: None,
+        pid: receiver.id(),
+        options: &options,
+    };
+    let report = pump_stdout(&mut receiver, &stopper, log.as_ref(), &mut stop).await;
     match report {
         Some(report) => {
             note!("relay: child {report}");
@@ -103,18 +129,124 @@ pub(super) async fn run<R: Runtime>(options: RelayOptions) -> u8 {
     }
 }
 
+/// What the stdout pump waits for.
+enum Event {
+    /// The next item from the child, `None` once its driver is gone.
+    Child(Option<Received>),
+    /// A signal to relay.
+    Signal(Signal),
+}
+
+/// How relay ends the child when it is told to end itself.
+struct Stop<'a> {
+    signals: Option<Signals>,
+    /// Signals received so far.
+    signalled: u32,
+    /// The shutdown the first signal started, polled along with the child's
+    /// output until the exit report comes (which the receiver hands out).
+    shutdown: Option<Pin<Box<dyn Future<Output = ()> + 'a>>>,
+    /// The child's pid, which is also its process group's id.
+    pid: Option<u32>,
+    options: &'a RelayOptions,
+}
+
+impl<'a> Stop<'a> {
+    fn poll_signal(&mut self, cx: &mut Context<'_>) -> Poll<Signal> {
+        if let Some(shutdown) = &mut self.shutdown {
+            if shutdown.as_mut().poll(cx).is_ready() {
+                self.shutdown = None;
+            }
+        }
+        let Some(signals) = &mut self.signals else {
+            return Poll::Pending;
+        };
+        match Pin::new(signals).poll_next(cx) {
+            Poll::Ready(Some(Ok(signal))) => Poll::Ready(signal),
+            Poll::Ready(Some(Err(err))) => {
+                note!("relay: waiting for signals failed ({err}); no longer catching them");
+                self.signals = None;
+                Poll::Pending
+            }
+            Poll::Ready(None) => {
+                self.signals = None;
+                Poll::Pending
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+
+    /// A host ends its server with SIGTERM (or a terminal with SIGINT, a
+    /// closed session with SIGHUP): the first runs the MCP shutdown on the
+    /// child, whose end then arrives as the exit report like any other; a
+    /// second one means "now": SIGKILL to the child's group at once.
+    fn on_signal<R: Runtime>(&mut self, signal: Signal, stopper: &'a Sender<R>) {
+        self.signalled += 1;
+        let name = signal_name(signal);
+        if self.signalled == 1 {
+            note!(
+                "relay: {name}: shutting the child down (closing its stdin, SIGTERM {} later, \
+                 SIGKILL {} after that; a second signal kills it at once)",
+                seconds(self.options.stdin_grace),
+                seconds(self.options.term_grace),
+            );
+            self.shutdown = Some(Box::pin(async move {
+                // The report comes through the receiver too; this only
+                // has to start the sequence and keep it going.
+                let _ = stopper.shutdown().await;
+            }));
+            return;
+        }
+        note!("relay: {name}, a second signal: killing the child's process group with SIGKILL now");
+        // Dropping the transport would not do it here: once a shutdown is
+        // under way, childwire lets it run its course. The group's id is
+        // the child's pid (childwire starts it as a group leader), and the
+        // child is not reaped before its report, which has not come, so
+        // the id cannot have been reused yet.
+        let group = self
+            .pid
+            .and_then(|pid| i32::try_from(pid).ok())
+            .and_then(Pid::from_raw);
+        if let Some(group) = group {
+            if let Err(err) = kill_process_group(group, rustix::process::Signal::KILL) {
+                // ESRCH: the whole group is gone already; the report follows.
+                if err != rustix::io::Errno::SRCH {
+                    note!("relay: killing the child's group failed: {err}");
+                }
+            }
+        }
+    }
+}
+
+fn signal_name(signal: Signal) -> &'static str {
+    match signal {
+        Signal::Term => "SIGTERM",
+        Signal::Int => "SIGINT",
+        Signal::Hup => "SIGHUP",
+        _ => "a signal",
+    }
+}
+
+fn seconds(duration: std::time::Duration) -> String {
+    format!("{} s", duration.as_secs_f64())
+}
+
 /// Copies the child's messages to stdout until the exit report, which it
-/// returns.
-async fn pump_stdout<R: Runtime>(
+/// returns; signals to relay are handled on the way.
+async fn pump_stdout<'a, R: Runtime>(
     receiver: &mut Receiver<R>,
-    stopper: &Sender<R>,
+    stopper: &'a Sender<R>,
     log: Option<&Log>,
+    stop: &mut Stop<'a>,
 ) -> Option<ExitReport> {
     let mut out = Some(BufWriter::with_capacity(CHUNK, io::stdout().lock()));
     loop {
-        let ready = poll_fn(|cx| Poll::Ready(receiver.poll_recv(cx))).await;
-        let item = match ready {
-            Poll::Ready(item) => item,
+        let mut next = |cx: &mut Context<'_>| match stop.poll_signal(cx) {
+            Poll::Ready(signal) => Poll::Ready(Event::Signal(signal)),
+            Poll::Pending => receiver.poll_recv(cx).map(Event::Child),
+        };
+        let ready = poll_fn(|cx| Poll::Ready(next(cx))).await;
+        let event = match ready {
+            Poll::Ready(event) => event,
             Poll::Pending => {
                 // Nothing more right now: let what we have go.
                 if let Some(writer) = &mut out {
@@ -125,8 +257,15 @@ async fn pump_stdout<R: Runtime>(
                 if let Some(log) = log {
                     log.flush();
                 }
-                receiver.recv().await
+                poll_fn(&mut next).await
             }
+        };
+        let item = match event {
+            Event::Signal(signal) => {
+                stop.on_signal(signal, stopper);
+                continue;
+            }
+            Event::Child(item) => item,
         };
         match item? {
             Received::Message(message) => {
@@ -143,12 +282,7 @@ async fn pump_stdout<R: Runtime>(
                 }
             }
             Received::Malformed(notice) => note!("relay: from the child: {notice}"),
-            Received::Oversized(notice) => {
-                note!("relay: from the child: {notice}");
-                if let Some(log) = log {
-                    log.oversized(Direction::FromChild, &notice);
-                }
-            }
+            Received::Oversized(notice) => oversized(Direction::FromChild, &notice, log),
             Received::Exited(report) => {
                 if let Some(writer) = &mut out {
                     if let Err(err) = writer.flush() {
@@ -158,6 +292,26 @@ async fn pump_stdout<R: Runtime>(
                 return Some(*report);
             }
         }
+    }
+}
+
+/// A message over `--max-message-size` was dropped on its way `dir`.
+///
+/// The one place an oversized message is handled. Dropping it silently
+/// would leave whoever sent a request waiting forever for an answer that
+/// will never come; once the core recovers the JSON-RPC id of a dropped
+/// line (being added), this is where relay answers that request with a
+/// JSON-RPC error of its own (to the host for a response from the child,
+/// to the child for a request from the host). Until then: said on stderr
+/// and logged, so at least a person can see why.
+fn oversized(dir: Direction, notice: &Oversized, log: Option<&Log>) {
+    let from = match dir {
+        Direction::FromChild => "from the child",
+        Direction::ToChild => "from stdin",
+    };
+    note!("relay: {from}: {notice}");
+    if let Some(log) = log {
+        log.oversized(dir, notice);
     }
 }
 
@@ -214,24 +368,25 @@ fn forward<R: Runtime>(decoder: &mut LineDecoder, sender: &Sender<R>, log: Optio
         match frame {
             Frame::Message(message) => {
                 let bytes = message.into_bytes();
-                match block_on(sender.send(bytes.clone())) {
-                    Ok(()) => {
-                        if let Some(log) = log {
-                            log.message(Direction::ToChild, &bytes);
-                        }
-                    }
-                    Err(err) if matches!(err.kind(), SendErrorKind::Closed(_)) => return false,
+                if bytes.contains(&b'\r') {
                     // A `\r` inside the line: relaying it would corrupt
-                    // the stream (C06), so it is dropped, loudly.
+                    // the stream (C06), so it is dropped, loudly, and not
+                    // logged as sent.
+                    note!("relay: dropped a line from stdin: it holds a carriage return");
+                    continue;
+                }
+                // Logged before the child can see it, so a request's record
+                // always comes before its response's.
+                if let Some(log) = log {
+                    log.message(Direction::ToChild, &bytes);
+                }
+                match block_on(sender.send(bytes)) {
+                    Ok(()) => {}
+                    Err(err) if matches!(err.kind(), SendErrorKind::Closed(_)) => return false,
                     Err(err) => note!("relay: dropped a line from stdin: {err}"),
                 }
             }
-            Frame::Oversized(notice) => {
-                note!("relay: from stdin: {notice}");
-                if let Some(log) = log {
-                    log.oversized(Direction::ToChild, &notice);
-                }
-            }
+            Frame::Oversized(notice) => oversized(Direction::ToChild, &notice, log),
             // Line framing yields no other notice.
             _ => {}
         }

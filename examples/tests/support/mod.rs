@@ -122,3 +122,181 @@ fn wait_until(child: &mut Child, deadline: Instant) -> ExitStatus {
         thread::sleep(Duration::from_millis(10));
     }
 }
+
+/// A program left running, so a test can talk to it, signal it and watch
+/// it as things happen: its stderr arrives line by line on a channel.
+pub(crate) struct Running {
+    child: Child,
+    stdin: Option<std::process::ChildStdin>,
+    stderr_lines: std::sync::mpsc::Receiver<String>,
+    /// Every stderr line seen so far, for failure messages.
+    stderr_seen: Vec<String>,
+    stdout: Option<thread::JoinHandle<Vec<u8>>>,
+}
+
+impl Running {
+    /// Starts `program` with `args`, every standard stream piped.
+    pub(crate) fn start(program: &Path, args: &[&str]) -> Self {
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap_or_else(|err| panic!("spawning {}: {err}", program.display()));
+        let stdin = child.stdin.take();
+        let stdout = Some(drain(child.stdout.take().unwrap()));
+        let (lines, stderr_lines) = std::sync::mpsc::channel();
+        let stderr = child.stderr.take().unwrap();
+        thread::spawn(move || {
+            use std::io::BufRead as _;
+            for line in std::io::BufReader::new(stderr).lines() {
+                let Ok(line) = line else { break };
+                if lines.send(line).is_err() {
+                    break;
+                }
+            }
+        });
+        Self {
+            child,
+            stdin,
+            stderr_lines,
+            stderr_seen: Vec::new(),
+            stdout,
+        }
+    }
+
+    /// The program's pid.
+    pub(crate) fn id(&self) -> u32 {
+        self.child.id()
+    }
+
+    /// Writes `bytes` to the program's stdin.
+    pub(crate) fn write(&mut self, bytes: &[u8]) {
+        self.stdin
+            .as_mut()
+            .expect("stdin is open")
+            .write_all(bytes)
+            .unwrap();
+    }
+
+    /// Closes the program's stdin.
+    pub(crate) fn close_stdin(&mut self) {
+        self.stdin = None;
+    }
+
+    /// Sends `signal` to the program.
+    pub(crate) fn signal(&self, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(self.id().try_into().unwrap()).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
+    /// Waits until a stderr line satisfies `wanted` and returns it; fails
+    /// the test if none has by `deadline`.
+    pub(crate) fn wait_for_stderr(
+        &mut self,
+        wanted: impl Fn(&str) -> bool,
+        deadline: Duration,
+    ) -> String {
+        let until = Instant::now() + deadline;
+        loop {
+            let left = until.saturating_duration_since(Instant::now());
+            match self.stderr_lines.recv_timeout(left) {
+                Ok(line) => {
+                    self.stderr_seen.push(line.clone());
+                    if wanted(&line) {
+                        return line;
+                    }
+                }
+                Err(_) => panic!(
+                    "no such stderr line within {deadline:?}; stderr so far:\n{}",
+                    self.stderr_seen.join("\n")
+                ),
+            }
+        }
+    }
+
+    /// Waits for the program to end, at most `deadline`: `None` if it is
+    /// still running then.
+    pub(crate) fn wait_for_exit(&mut self, deadline: Duration) -> Option<ExitStatus> {
+        let until = Instant::now() + deadline;
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return Some(status);
+            }
+            if Instant::now() >= until {
+                return None;
+            }
+            // Polling for the exit with a deadline: std has no wait-with-timeout.
+            thread::sleep(Duration::from_millis(5));
+        }
+    }
+
+    /// Everything left on stderr (the program has ended), and all of it
+    /// seen so far, as one text.
+    pub(crate) fn stderr(&mut self) -> String {
+        while let Ok(line) = self.stderr_lines.recv_timeout(Duration::from_secs(10)) {
+            self.stderr_seen.push(line);
+        }
+        self.stderr_seen.join("\n")
+    }
+
+    /// Everything the program wrote to stdout (it has ended).
+    pub(crate) fn stdout(&mut self) -> Vec<u8> {
+        self.stdout
+            .take()
+            .map(|t| t.join().unwrap())
+            .unwrap_or_default()
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        // A failed test must not leave the program behind.
+        if self.child.try_wait().ok().flatten().is_none() {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+/// Processes in process group `pgid` that are still running (zombies, which
+/// have exited, are not counted), from `/proc` (Linux; empty elsewhere).
+pub(crate) fn running_in_group(pgid: u32) -> Vec<u32> {
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(|entry| entry.ok()?.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|pid| {
+            let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+                return false;
+            };
+            // Fields after the command name, which is in parentheses and may
+            // hold spaces: state, ppid, pgrp.
+            let Some(close) = stat.rfind(')') else {
+                return false;
+            };
+            let mut rest = stat[close + 1..].split_whitespace();
+            let state = rest.next().unwrap_or("?");
+            let pgrp = rest.nth(1).and_then(|pgrp| pgrp.parse::<u32>().ok());
+            pgrp == Some(pgid) && !matches!(state, "Z" | "X")
+        })
+        .collect()
+}
+
+/// Waits until no process of group `pgid` runs; fails the test if some
+/// still do after `deadline`.
+pub(crate) fn assert_group_gone(pgid: u32, deadline: Duration) {
+    let until = Instant::now() + deadline;
+    loop {
+        let left = running_in_group(pgid);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            Instant::now() < until,
+            "processes of group {pgid} still running: {left:?}"
+        );
+        thread::sleep(Duration::from_millis(5));
+    }
+}
