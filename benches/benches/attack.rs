@@ -160,7 +160,7 @@ async fn childwire<R: Runtime>(flood: &str) -> Result<Outcome, String> {
                 items.push("message".to_string());
             }
             Received::Exited(report) => items.push(format!("exit ({})", report.exit)),
-            Received::Malformed(notice) => items.push(format!("malformed ({})", notice.reason)),
+            other => items.push(format!("{other:?}")),
         }
     }
     outcome.note = items.join(", ");

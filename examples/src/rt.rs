@@ -101,13 +101,17 @@ pub fn run_on<P: Program>(choice: RuntimeChoice, program: P) -> Result<P::Output
 /// deadline came first.
 pub async fn timeout_at<R: Runtime, F: Future>(deadline: Instant, future: F) -> Option<F::Output> {
     let mut future = pin!(future);
-    let mut sleep = pin!(R::sleep_until(deadline));
+    let Ok(runtime) = R::current() else {
+        // No runtime, no timer: wait without a deadline.
+        return Some(future.await);
+    };
+    let mut timer = runtime.timer(deadline);
     poll_fn(|cx| {
         if let Poll::Ready(output) = future.as_mut().poll(cx) {
             return Poll::Ready(Some(output));
         }
         // Checked by hand too: a runtime may poll an elapsed timer late.
-        if Instant::now() >= deadline || sleep.as_mut().poll(cx).is_ready() {
+        if runtime.now() >= deadline || timer.as_mut().poll(cx).is_ready() {
             return Poll::Ready(None);
         }
         Poll::Pending

@@ -288,7 +288,10 @@ fn c12_a_silent_server_times_out_and_is_shut_down() {
     assert!(
         out.stderr
             .contains("did not answer initialize within 0.3 s")
-            && out.stderr.contains("after SIGTERM"),
+            && out
+                .stderr
+                .contains("killed by SIGTERM, 2.0 s after shutdown")
+            && !out.stderr.contains("after SIGTERM"),
         "{}",
         out.stderr
     );

@@ -16,7 +16,7 @@ use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use childwire_async::{Config, DriverStopped, ExitReport, Runtime, Transport};
+use childwire_async::{Config, ExitReport, Runtime, ShutdownError, Transport};
 use childwire_bench::proc_status_kib;
 use tokio_util::codec::{FramedRead, FramedWrite, LinesCodec};
 
@@ -282,7 +282,7 @@ pub(crate) fn spawn<R: Runtime>(
 
 /// Checks what `shutdown()` returned: an echo run must end with a clean
 /// exit, or its timing means nothing.
-pub(crate) fn clean_exit(shutdown: Result<ExitReport, DriverStopped>) -> Result<(), String> {
+pub(crate) fn clean_exit(shutdown: Result<ExitReport, ShutdownError>) -> Result<(), String> {
     let report = shutdown.map_err(|e| format!("shutdown: {e}"))?;
     if !report.success() {
         return Err(format!("child did not exit cleanly: {report}"));

@@ -1,8 +1,6 @@
 //! The client's steps: spawn, handshake, list tools, call one, shut down,
 //! report; and the explanation when a step fails.
 
-use std::sync::Arc;
-
 use childwire::{
     Command, Config, EnvPolicy, ExitReport, Runtime, SpawnError, StderrMode, Transport,
 };
@@ -63,9 +61,9 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     command.stderr(StderrMode::Capture);
     let mut config = Config::default();
     if options.show_stderr {
-        config.on_stderr_line = Some(Arc::new(|line: &[u8]| {
+        config.on_stderr_line(|line: &[u8]| {
             note!("   server stderr | {}", String::from_utf8_lossy(line));
-        }));
+        });
     }
 
     let shown = shown_command(&program, &args);

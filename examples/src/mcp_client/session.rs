@@ -5,8 +5,9 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
+use bytes::Bytes;
 use childwire::{
-    Closed, DriverStopped, ExitReport, Received, Runtime, SendError, SendErrorKind, Transport,
+    Closed, ExitReport, Received, Runtime, SendError, SendErrorKind, ShutdownError, Transport,
 };
 use serde_json::{Map, Value, json};
 
@@ -152,11 +153,12 @@ impl<R: Runtime> Session<R> {
                         return Err(Failure::Oversized(notice.len));
                     }
                 }
-                Some(Received::Malformed(notice)) => say!("<- {notice}"),
                 Some(Received::Exited(report)) => {
                     self.exited = Some((*report).clone());
                     return Err(Failure::Exited(*report));
                 }
+                // Malformed frames: line framing never has them.
+                Some(other) => say!("<- {other:?}"),
                 None => {
                     return Err(match &self.exited {
                         Some(report) => Failure::Exited(report.clone()),
@@ -175,7 +177,7 @@ impl<R: Runtime> Session<R> {
 
     /// Shuts the server down the MCP way and returns its exit report (or
     /// the one already received, if it ended on its own).
-    pub async fn shutdown(self) -> Result<ExitReport, DriverStopped> {
+    pub async fn shutdown(self) -> Result<ExitReport, ShutdownError> {
         match self.exited {
             Some(report) => Ok(report),
             None => self.transport.shutdown().await,
@@ -187,7 +189,7 @@ impl<R: Runtime> Session<R> {
         self.transport
             .send(message.to_string())
             .await
-            .map_err(Failure::Send)
+            .map_err(|err| Failure::Send(err.map_payload(Bytes::from)))
     }
 
     /// Handles one message while waiting for the answer to `id`; returns

@@ -13,7 +13,6 @@
 use std::future::{Future, poll_fn};
 use std::io::{self, BufWriter, Read, Write};
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::thread;
 
@@ -68,18 +67,18 @@ pub(super) async fn run<R: Runtime>(options: RelayOptions) -> u8 {
     if !options.quiet {
         // Verbatim, as if the relay were not there; the tail is still kept
         // for the exit report.
-        config.on_stderr_line = Some(Arc::new(|line: &[u8]| {
+        config.on_stderr_line(|line: &[u8]| {
             let mut stderr = io::stderr().lock();
             let _ = stderr.write_all(line);
             let _ = stderr.write_all(b"\n");
-        }));
+        });
     }
     // One limit for both directions: what the host may send is what the
     // child may answer.
-    config.max_message_size = options.max_message_size;
-    config.max_send_size = options.max_message_size;
-    config.stdin_grace = options.stdin_grace;
-    config.term_grace = options.term_grace;
+    config.max_message_size(options.max_message_size);
+    config.max_send_size(options.max_message_size);
+    config.stdin_grace(options.stdin_grace);
+    config.term_grace(options.term_grace);
 
     let transport = match Transport::<R>::spawn(&command, config) {
         Ok(transport) => transport,
@@ -281,7 +280,6 @@ async fn pump_stdout<'a, R: Runtime>(
                     }
                 }
             }
-            Received::Malformed(notice) => note!("relay: from the child: {notice}"),
             Received::Oversized(notice) => oversized(Direction::FromChild, &notice, log),
             Received::Exited(report) => {
                 if let Some(writer) = &mut out {
@@ -291,6 +289,8 @@ async fn pump_stdout<'a, R: Runtime>(
                 }
                 return Some(*report);
             }
+            // Malformed frames: line framing never has them.
+            other => note!("relay: from the child: {other:?}"),
         }
     }
 }
