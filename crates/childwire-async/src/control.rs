@@ -94,7 +94,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         let mut progress = self.deliver_stderr_lines();
 
         // What the sending half did: flush for the senders, then route.
-        let (drained, stalled, write_failed, out_deadline) = {
+        let (stalled, write_failed, out_deadline) = {
             let mut out = lock(&link.out);
             if out.flush_armed {
                 let _ = out.poll_write_all(Some(cx.waker()), now);
@@ -113,7 +113,6 @@ impl<R: Runtime, F: Framing> Control<R, F> {
                 progress = true;
             }
             (
-                out.outbound.is_drained(),
                 stalled,
                 std::mem::take(&mut out.write_failed),
                 out.outbound.poll_timeout(),
@@ -139,6 +138,10 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         }
 
         let mut control = lock(link.control.as_ref()?);
+        // Read under the supervisor's lock (the order is always control, then
+        // out): a value read before it could be stale by now, and a stale
+        // "drained" would close stdin on bytes a shutdown still flushes.
+        let drained = lock(&link.out).outbound.is_drained();
         let sup = &mut control.supervisor;
         sup.handle_outbound(!drained, now);
         if stalled {

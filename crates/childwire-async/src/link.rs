@@ -9,9 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use childwire_core::{
-    Closed, Counters, ExitReport, Framing, Inbound, Outbound, Supervisor, channel,
-};
+use childwire_core::{Closed, Counters, ExitReport, Framing, Inbound, Outbound, Supervisor};
 
 use crate::runtime::{PipeRead, PipeWrite};
 use crate::wake::{WakeSet, fan_out};
@@ -128,12 +126,29 @@ impl<F: Framing> Link<F> {
 
     /// The channel's counters now.
     pub(crate) fn counters(&self) -> Counters {
-        let out = lock(&self.out);
+        // One lock at a time: no order to keep.
+        let stderr_bytes = self
+            .control
+            .as_ref()
+            .map_or(0, |control| lock(control).supervisor.stderr_bytes());
+        let (messages_out, bytes_out) = {
+            let out = lock(&self.out);
+            (
+                out.outbound.messages_written(),
+                out.outbound.bytes_written(),
+            )
+        };
         let inn = lock(&self.inn);
-        let mut counters = channel::counters(&inn.inbound, &out.outbound);
-        if let Some(control) = &self.control {
-            counters.stderr_bytes = lock(control).supervisor.stderr_bytes();
-        }
+        let stats = inn.inbound.stats();
+        let mut counters = Counters::default();
+        counters.messages_in = stats.messages;
+        counters.bytes_in = stats.bytes;
+        counters.messages_out = messages_out;
+        counters.bytes_out = bytes_out;
+        counters.oversized = stats.oversized;
+        counters.malformed = stats.malformed;
+        counters.blank_lines = stats.blank_lines;
+        counters.stderr_bytes = stderr_bytes;
         counters
     }
 }

@@ -456,17 +456,19 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             lock(&self.link.out).outbound.close();
         }
         poll_fn(|cx| {
+            // Never the control lock while holding out's: the order is
+            // always control, then out.
+            let stopped = self
+                .link
+                .control
+                .as_ref()
+                .is_some_and(|control| lock(control).stopped);
             let mut out = lock(&self.link.out);
             let _ = out.poll_write_all(Some(cx.waker()), self.rt.now());
             if !out.is_pipe_open() {
                 return Poll::Ready(Ok(()));
             }
-            if self
-                .link
-                .control
-                .as_ref()
-                .is_some_and(|control| lock(control).stopped)
-            {
+            if stopped {
                 return Poll::Ready(Err(ShutdownError::DriverStopped));
             }
             out.wait(cx.waker());
