@@ -27,6 +27,7 @@
 //! [childwire]: https://github.com/childwire/childwire
 
 pub mod command;
+pub mod content_length;
 pub mod decoder;
 pub mod encoder;
 pub mod frame;
@@ -40,6 +41,7 @@ pub mod stderr_tail;
 pub mod codec;
 
 pub use command::{Command, EnvPolicy, SpawnError, StderrMode};
+pub use content_length::{ContentLength, ContentLengthDecoder};
 pub use decoder::LineDecoder;
 pub use encoder::LineEncoder;
 pub use frame::{Frame, Malformed, MalformedReason, Message, Oversized};
