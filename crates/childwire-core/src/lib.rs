@@ -40,6 +40,9 @@ pub mod stderr_tail;
 #[cfg(feature = "tokio-util")]
 pub mod codec;
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 pub use command::{Command, EnvPolicy, SpawnError, StderrMode};
 pub use content_length::{ContentLength, ContentLengthDecoder};
 pub use decoder::LineDecoder;
