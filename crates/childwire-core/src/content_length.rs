@@ -15,7 +15,6 @@
 use std::ops::Deref;
 
 use bytes::{Buf, Bytes, BytesMut};
-use memchr::memmem;
 
 use crate::decoder::DEFAULT_MAX_MESSAGE_SIZE;
 use crate::encoder::EncodeErrorKind;
@@ -219,7 +218,7 @@ fn decimal_digits(mut n: usize) -> usize {
 ///
 /// # Cost
 ///
-/// Header bytes are scanned once for `\r\n\r\n` (with `memchr`'s `memmem`);
+/// Header bytes are scanned once for `\r\n\r\n` (with `memchr`);
 /// body bytes are counted, never scanned. A body that lies wholly inside a
 /// chunk given to [`handle_bytes`](Self::handle_bytes) (or inside the copy
 /// [`handle_data`](Self::handle_data) makes) is split off as [`Bytes`]
@@ -433,7 +432,6 @@ pub(crate) struct Parser {
     /// The start of a body that began in an earlier chunk, allocated at the
     /// body's length so it never grows.
     body: BytesMut,
-    finder: memmem::Finder<'static>,
     max_message_size: usize,
     pub(crate) stats: DecoderStats,
 }
@@ -463,7 +461,6 @@ impl Parser {
             state: State::Header,
             header: BytesMut::new(),
             body: BytesMut::new(),
-            finder: memmem::Finder::new(TERMINATOR).into_owned(),
             max_message_size,
             stats: DecoderStats::default(),
         }
@@ -505,6 +502,12 @@ impl Parser {
     /// Looks for the end of the current header block in `src`.
     fn read_header<S: Source>(&mut self, src: &mut S) -> Option<Frame> {
         let held = self.header.len();
+        if held == 0
+            && let Some((len, end)) = canonical_header(src)
+        {
+            src.skip(end);
+            return self.after_header(Ok(len), &[]);
+        }
         // Only a terminator that ends within the bound counts here.
         let window = &src[..src.len().min(MAX_HEADER_LEN - held)];
         let Some(end) = self.terminator_end(window) else {
@@ -570,7 +573,7 @@ impl Parser {
     /// `data`, counting the header bytes already held before it.
     fn terminator_end(&self, data: &[u8]) -> Option<usize> {
         let held = &self.header[self.header.len().saturating_sub(3)..];
-        joint_terminator_end(held, data).or_else(|| self.finder.find(data).map(|i| i + 4))
+        joint_terminator_end(held, data).or_else(|| terminator_end(data))
     }
 
     /// The header block has reached [`MAX_HEADER_LEN`] without an end: one
@@ -608,7 +611,7 @@ impl Parser {
             return;
         };
         let before = &tail[..usize::from(*tail_len)];
-        match joint_terminator_end(before, src).or_else(|| self.finder.find(src).map(|i| i + 4)) {
+        match joint_terminator_end(before, src).or_else(|| terminator_end(src)) {
             Some(end) => {
                 src.skip(end);
                 self.state = State::Header;
@@ -722,8 +725,33 @@ fn joint_terminator_end(before: &[u8], data: &[u8]) -> Option<usize> {
     joint[before.len()..before.len() + from_data].copy_from_slice(&data[..from_data]);
     // A match here starts in `before`: four bytes never fit in the three
     // taken from `data`. So it is the first terminator ending in `data`.
-    memmem::find(&joint[..before.len() + from_data], TERMINATOR)
+    joint[..before.len() + from_data]
+        .windows(TERMINATOR.len())
+        .position(|window| window == TERMINATOR)
         .map(|start| start + TERMINATOR.len() - before.len())
+}
+
+/// The end (exclusive) of the first `\r\n\r\n` in `data`.
+///
+/// Header blocks are a few dozen bytes: finding each `\n` with `memchr` and
+/// looking back costs less than setting up a substring search per block.
+fn terminator_end(data: &[u8]) -> Option<usize> {
+    memchr::memchr_iter(b'\n', data)
+        .find(|&i| i >= 3 && data[i - 3..=i] == *TERMINATOR)
+        .map(|i| i + 1)
+}
+
+/// Splits `rest` at its first `\r\n`: the line before it and what follows.
+/// A `\n` without `\r` belongs to the line.
+fn next_line(rest: &[u8]) -> (&[u8], &[u8]) {
+    let mut from = 0;
+    while let Some(i) = memchr::memchr(b'\n', &rest[from..]).map(|i| i + from) {
+        if i > 0 && rest[i - 1] == b'\r' {
+            return (&rest[..i - 1], &rest[i + 1..]);
+        }
+        from = i + 1;
+    }
+    (rest, &[])
 }
 
 /// Writes the last (up to) three bytes of `a` followed by `b` to `out`,
@@ -736,16 +764,38 @@ fn last_three(a: &[u8], b: &[u8], out: &mut [u8; 3]) -> u8 {
     (from_a + from_b) as u8
 }
 
+/// Reads the header block nearly every LSP and DAP peer sends,
+/// `Content-Length: N\r\n\r\n` and nothing else, without scanning for its
+/// end: the body length and the block's length. `None` for any other
+/// block (more headers, white space, a value that is not a byte count, a
+/// block not complete yet), which the general path then reads with the
+/// same rules.
+fn canonical_header(data: &[u8]) -> Option<(u64, usize)> {
+    const PREFIX: &[u8] = b"content-length: ";
+    let rest = data.get(PREFIX.len()..)?;
+    if !data[..PREFIX.len()].eq_ignore_ascii_case(PREFIX) {
+        return None;
+    }
+    // `u64::MAX` has 20 digits; a longer run is left to the general path.
+    let digits = rest
+        .iter()
+        .take(20)
+        .take_while(|b| b.is_ascii_digit())
+        .count();
+    if rest.get(digits..digits + TERMINATOR.len())? != TERMINATOR {
+        return None;
+    }
+    let len = parse_decimal(&rest[..digits])?;
+    Some((len, PREFIX.len() + digits + TERMINATOR.len()))
+}
+
 /// Reads a header block (its final `\r\n\r\n` removed): the body length, or
 /// why the block cannot be used. The first line with a problem decides it.
 fn parse_header(block: &[u8]) -> Result<u64, MalformedReason> {
     let mut length = None;
     let mut rest = block;
     while !rest.is_empty() {
-        let (line, next) = match memmem::find(rest, b"\r\n") {
-            Some(at) => (&rest[..at], &rest[at + 2..]),
-            None => (rest, &[][..]),
-        };
+        let (line, next) = next_line(rest);
         rest = next;
         if line.is_empty() {
             continue;
@@ -815,6 +865,29 @@ mod tests {
         assert_eq!(&out[..1], b"a");
         assert_eq!(last_three(b"", b"wxyz", &mut out), 3);
         assert_eq!(&out, b"xyz");
+    }
+
+    #[test]
+    fn canonical_header_is_only_the_exact_form() {
+        assert_eq!(
+            canonical_header(b"Content-Length: 12\r\n\r\n{"),
+            Some((12, 22))
+        );
+        assert_eq!(
+            canonical_header(b"content-LENGTH: 0\r\n\r\n"),
+            Some((0, 21))
+        );
+        for other in [
+            &b"Content-Length: 12\r\n\r"[..],
+            b"Content-Length: 12 \r\n\r\n",
+            b"Content-Length:12\r\n\r\n",
+            b"Content-Length: \r\n\r\n",
+            b"Content-Length: 12\r\nContent-Type: x\r\n\r\n",
+            b"Content-Length: 123456789012345678901\r\n\r\n",
+            b"Content-Length: 99999999999999999999\r\n\r\n",
+        ] {
+            assert_eq!(canonical_header(other), None, "{other:?}");
+        }
     }
 
     #[test]
