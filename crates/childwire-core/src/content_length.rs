@@ -209,16 +209,27 @@ fn decimal_digits(mut n: usize) -> usize {
 /// # Memory
 ///
 /// Besides the chunk given to the latest `handle_*` call, the decoder holds
-/// at most one of: a body being collected (`max_message_size` bytes at most,
-/// allocated once at its full length when it straddles chunks), a header
-/// block that straddles chunks ([`MAX_HEADER_LEN`]), or an oversized body's
-/// head ([`OVERSIZED_HEAD_LEN`]). So it never holds more than
-/// `max_message_size + MAX_HEADER_LEN + OVERSIZED_HEAD_LEN` bytes plus one
-/// chunk, whatever the peer sends. [`buffered`](Self::buffered) reports it.
+/// at most one of:
+///
+/// - a body that straddles chunks, in a buffer of the body's length (so at
+///   most `max_message_size`), allocated when its first bytes arrive; the
+///   OS commits its pages only as they are written. With a limit raised
+///   past [`DEFAULT_MAX_MESSAGE_SIZE`], a body over that size gets a buffer
+///   that doubles as bytes arrive instead (the old one freed once copied),
+///   so a header claiming more than memory holds costs nothing until the
+///   bytes come;
+/// - a header block that straddles chunks ([`MAX_HEADER_LEN`]);
+/// - an oversized body's head ([`OVERSIZED_HEAD_LEN`]).
+///
+/// So it never holds more than `max_message_size + MAX_HEADER_LEN +
+/// OVERSIZED_HEAD_LEN` bytes plus one chunk, whatever the peer sends.
+/// [`buffered`](Self::buffered) reports it.
 ///
 /// # Cost
 ///
-/// Header bytes are scanned once for `\r\n\r\n` (with `memchr`);
+/// Header bytes are scanned once for `\r\n\r\n` (with `memchr`; a block
+/// over the bound excepted), and the usual one-line block
+/// `Content-Length: N\r\n\r\n` is read without a scan;
 /// body bytes are counted, never scanned. A body that lies wholly inside a
 /// chunk given to [`handle_bytes`](Self::handle_bytes) (or inside the copy
 /// [`handle_data`](Self::handle_data) makes) is split off as [`Bytes`]
@@ -631,10 +642,8 @@ impl Parser {
             // The common case: the whole body is in this chunk.
             src.take(len)
         } else {
-            if self.body.capacity() == 0 {
-                self.body = BytesMut::with_capacity(len);
-            }
             let n = (len - self.body.len()).min(src.len());
+            self.reserve_body(len, n);
             self.body.extend_from_slice(&src[..n]);
             src.skip(n);
             if self.body.len() < len {
@@ -646,6 +655,31 @@ impl Parser {
         self.stats.messages += 1;
         self.stats.bytes += len as u64;
         Some(Frame::Message(Message::new(message)))
+    }
+
+    /// Makes room in `body` for `incoming` more bytes of a body of `len`,
+    /// never past `len`: the memory bound counts capacity, and `BytesMut`'s
+    /// own growth could double it.
+    fn reserve_body(&mut self, len: usize, incoming: usize) {
+        let needed = self.body.len() + incoming;
+        if needed <= self.body.capacity() {
+            return;
+        }
+        // Up to the default limit, the whole body at once: one allocation,
+        // and pages the OS commits only as bytes arrive. Past it (a limit
+        // raised that far), grow by doubling, so that a header claiming
+        // more than memory holds costs nothing until the bytes come.
+        let capacity = if len <= DEFAULT_MAX_MESSAGE_SIZE {
+            len
+        } else {
+            needed
+                .max(self.body.capacity().saturating_mul(2))
+                .max(DEFAULT_MAX_MESSAGE_SIZE)
+                .min(len)
+        };
+        let mut grown = BytesMut::with_capacity(capacity);
+        grown.extend_from_slice(&self.body);
+        self.body = grown;
     }
 
     /// Drops the next bytes of an oversized body, keeping its head.

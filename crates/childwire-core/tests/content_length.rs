@@ -288,6 +288,52 @@ fn length_beyond_u64_or_memory_is_a_notice_not_an_allocation() {
 }
 
 #[test]
+fn body_over_the_default_limit_grows_as_it_arrives_within_its_length() {
+    const DEFAULT: usize = 16 * 1024 * 1024;
+    const BIG: usize = 20 * 1024 * 1024;
+    let mut decoder = ContentLengthDecoder::new(usize::MAX);
+    decoder.handle_data(format!("Content-Length: {BIG}\r\n\r\n").as_bytes());
+    assert_eq!(decoder.poll_frame(), None);
+    let chunk = vec![b'b'; 1024 * 1024];
+    let mut arrived = 0;
+    let mut frames = Vec::new();
+    while arrived < BIG {
+        decoder.handle_data(&chunk);
+        arrived += chunk.len();
+        frames.extend(std::iter::from_fn(|| decoder.poll_frame()));
+        if arrived < BIG {
+            // The default limit's worth first, then (doubling, capped) the
+            // body's length: never the claimed length up front.
+            let expected = if arrived <= DEFAULT { DEFAULT } else { BIG };
+            assert_eq!(decoder.buffered(), expected, "after {arrived} bytes");
+        }
+    }
+    assert!(
+        matches!(&frames[..], [Frame::Message(m)] if m.len() == BIG && m.iter().all(|&b| b == b'b'))
+    );
+    assert_eq!(decoder.buffered(), 0);
+}
+
+#[test]
+fn header_claiming_more_than_memory_holds_costs_nothing_until_bytes_come() {
+    let mut decoder = ContentLengthDecoder::new(usize::MAX);
+    decoder.handle_data(b"Content-Length: 1152921504606846976\r\n\r\nabc");
+    assert_eq!(decoder.poll_frame(), None);
+    assert!(decoder.buffered() <= 16 * 1024 * 1024);
+    decoder.handle_eof();
+    assert_eq!(
+        decoder.poll_frame(),
+        Some(malformed(
+            MalformedReason::Truncated {
+                expected: 1 << 60,
+                got: 3
+            },
+            b"abc"
+        ))
+    );
+}
+
+#[test]
 fn each_header_problem_is_one_notice_and_decoding_resumes_after_the_block() {
     let cases: &[(&[u8], MalformedReason)] = &[
         (
