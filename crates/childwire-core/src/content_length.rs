@@ -200,11 +200,14 @@ fn decimal_digits(mut n: usize) -> usize {
 /// A header block is always consumed through its `\r\n\r\n`, usable or not.
 /// After a malformed block, the bytes that follow its `\r\n\r\n` are read as
 /// the next header block: the body a broken header announced cannot be
-/// measured, so it is not skipped, and if it was sent it usually shows up
-/// as more malformed notices until a real header block is found. A block
-/// over [`MAX_HEADER_LEN`] is dropped through its `\r\n\r\n`, however far
-/// that is, holding none of its bytes. The rule is the same however the
-/// input is chunked.
+/// measured, so it is not skipped. If one was sent, it is read as header
+/// lines up to the next `\r\n\r\n`, which is usually the end of the next
+/// real header block: one more malformed notice, which takes that frame's
+/// header with it (its body then meets the same rule). Decoding is back in
+/// step at the first header block that starts right after a `\r\n\r\n`.
+/// A block over [`MAX_HEADER_LEN`] is dropped through its `\r\n\r\n`,
+/// however far that is, holding none of its bytes. The rule is the same
+/// however the input is chunked.
 ///
 /// # Memory
 ///
