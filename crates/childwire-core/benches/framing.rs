@@ -684,7 +684,7 @@ fn cl_targets_table(rows: &[ClRow]) -> Table {
         "Bytes/BufRead",
     ]);
     for row in rows {
-        let ratio = |t: &Target| format!("{:.2}x (>= {:.1}x) {}", t.value, t.min, t.verdict());
+        let ratio = |t: &Target| format!("{:.2}x (>= {:.2}x) {}", t.value, t.min, t.verdict());
         table.row([
             row.corpus.name.to_string(),
             ratio(&row.targets[0]),
