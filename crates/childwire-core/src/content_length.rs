@@ -443,8 +443,8 @@ pub(crate) struct Parser {
     /// The start of a header block that began in an earlier chunk; never
     /// longer than [`MAX_HEADER_LEN`], allocated only while it holds bytes.
     header: BytesMut,
-    /// The start of a body that began in an earlier chunk, allocated at the
-    /// body's length so it never grows.
+    /// The start of a body that began in an earlier chunk; its capacity
+    /// never exceeds the body's length (see `reserve_body`).
     body: BytesMut,
     max_message_size: usize,
     pub(crate) stats: DecoderStats,
