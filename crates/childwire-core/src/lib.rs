@@ -11,7 +11,7 @@
 //!
 //! | module | what it decides |
 //! |---|---|
-//! | [`framing`], [`decoder`], [`encoder`], [`frame`] | what a message is on the wire; over-long or broken frames become notices |
+//! | [`framing`], [`decoder`], [`content_length`], [`encoder`], [`frame`] | what a message is on the wire (NDJSON lines, `Content-Length` frames); over-long or broken frames become notices |
 //! | [`inbound`], [`outbound`] | the two halves of a channel: queues, backpressure, write timeout, why sending stopped |
 //! | [`channel`] | both halves over one byte stream, no process in it |
 //! | [`lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known |
@@ -31,7 +31,7 @@
 //!
 //! A transport over a socket, a TCP stream or in-memory pipes needs no
 //! process: create a [`Channel`] with a [`Framing`] ([`Lines`] or
-//! `ContentLength`), then loop: feed what you read to
+//! [`ContentLength`]), then loop: feed what you read to
 //! [`handle_read`](Channel::handle_read) (and EOF to
 //! [`handle_read_eof`](Channel::handle_read_eof)); after every input drain
 //! [`poll_close_write`](Channel::poll_close_write),
@@ -48,6 +48,7 @@
 pub mod channel;
 pub mod command;
 pub mod config;
+pub mod content_length;
 pub mod decoder;
 pub mod encoder;
 pub mod frame;
@@ -63,9 +64,13 @@ pub mod supervisor;
 #[cfg(feature = "tokio-util")]
 pub mod codec;
 
+#[cfg(feature = "testing")]
+pub mod testing;
+
 pub use channel::Channel;
 pub use command::{Command, EnvPolicy, SpawnError, StderrMode};
 pub use config::{ChannelConfig, Config, ConfigError};
+pub use content_length::{ContentLength, ContentLengthDecoder};
 pub use decoder::LineDecoder;
 pub use encoder::{EncodeErrorKind, Encoder, LineEncoder};
 pub use frame::{Frame, Malformed, MalformedReason, Message, Oversized};
