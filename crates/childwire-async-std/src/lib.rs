@@ -19,6 +19,7 @@
 //!     match item {
 //!         Received::Message(m) => println!("{}", String::from_utf8_lossy(&m)),
 //!         Received::Oversized(notice) => eprintln!("{notice}"),
+//!         Received::Malformed(notice) => eprintln!("{notice}"),
 //!         Received::Exited(report) => eprintln!("server {report}"),
 //!     }
 //!     break;
