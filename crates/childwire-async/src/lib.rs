@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! childwire's async transport, written once for every runtime.
 //!
 //! [`Transport`] runs a child process and exchanges newline-delimited
@@ -12,6 +13,7 @@
 //! Use it through the `childwire` crate, which picks the runtime by feature.
 
 #[cfg(feature = "async-process")]
+#[cfg_attr(docsrs, doc(cfg(feature = "async-process")))]
 pub mod async_process;
 mod driver;
 mod os;

@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! The sans-IO core of [childwire]: everything a stdio transport decides,
 //! with no I/O, no threads and no clock.
 //!
@@ -37,6 +38,7 @@ pub mod session;
 pub mod stderr_tail;
 
 #[cfg(feature = "tokio-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-util")))]
 pub mod codec;
 
 pub use command::{Command, EnvPolicy, SpawnError, StderrMode};
