@@ -2,8 +2,8 @@
 //! promise, proven on that very toolchain.
 //!
 //! The toolchain is installed with rustup when missing (minimal profile, about
-//! a minute once), and everything builds in its own target directory so the
-//! main build's artifacts are not thrown out.
+//! 10 s once), and everything builds in its own target directory so the main
+//! build's artifacts are not thrown out.
 
 use std::process::Command;
 
