@@ -43,3 +43,21 @@ pub mod rt;
 #[cfg(doctest)]
 #[doc = include_str!("../../README.md")]
 struct ReadmeSnippets;
+
+/// The published crates' READMEs (their crates.io pages), compiled the same
+/// way.
+#[cfg(doctest)]
+mod crate_readmes {
+    #[doc = include_str!("../../crates/childwire/README.md")]
+    struct Childwire;
+    #[doc = include_str!("../../crates/childwire-core/README.md")]
+    struct Core;
+    #[doc = include_str!("../../crates/childwire-async/README.md")]
+    struct Async;
+    #[doc = include_str!("../../crates/childwire-tokio/README.md")]
+    struct Tokio;
+    #[doc = include_str!("../../crates/childwire-smol/README.md")]
+    struct Smol;
+    #[doc = include_str!("../../crates/childwire-async-std/README.md")]
+    struct AsyncStd;
+}

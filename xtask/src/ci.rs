@@ -5,7 +5,7 @@ use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::{bench, cmd, fuzz};
+use crate::{bench, cmd, fuzz, msrv};
 
 /// The facade crate whose runtime features must build alone and together.
 const FACADE: &str = "childwire";
@@ -103,6 +103,25 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
             cmd::run(&mut doc).map(|()| Outcome::Passed)
         }),
         step("facade feature matrix", facade_matrix),
+        cargo_step(
+            "publish --dry-run",
+            // Packages every published crate as crates.io would get it and
+            // builds each from its package, unpublished siblings included
+            // (cargo serves them from a local registry under target/package).
+            // `--allow-dirty` so local runs with uncommitted work pass too:
+            // CI's clone is clean anyway.
+            &[
+                "publish",
+                "--dry-run",
+                "--workspace",
+                "--locked",
+                "--allow-dirty",
+            ],
+        ),
+        step("msrv", {
+            let tally = Rc::clone(&tally);
+            move || msrv::check(|line| tally.borrow_mut().add(line)).map(|()| Outcome::Passed)
+        }),
     ];
     steps.push(if options.skip_fuzz {
         step("fuzz smoke", || Ok(Outcome::Skipped("--skip-fuzz".into())))

@@ -146,8 +146,7 @@ fn bin_names(manifest: &str) -> Vec<String> {
         if !in_bin {
             continue;
         }
-        if let Some((key, value)) = line.split_once('=')
-            && key.trim() == "name"
+        if let Some(("name", value)) = line.split_once('=').map(|(key, value)| (key.trim(), value))
         {
             names.push(value.trim().trim_matches('"').to_string());
         }

@@ -1,4 +1,4 @@
-//! Project automation: `cargo xtask ci | fuzz | bench`.
+//! Project automation: `cargo xtask ci | fuzz | bench | msrv`.
 //!
 //! Std only, so `cargo xtask` starts in seconds on a fresh clone. Every cargo
 //! invocation goes through `$CARGO`, the cargo that started us.
@@ -7,6 +7,7 @@ mod bench;
 mod ci;
 mod cmd;
 mod fuzz;
+mod msrv;
 
 use std::process::ExitCode;
 
@@ -14,7 +15,8 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  ci      fmt, clippy, test, doc, facade feature matrix, fuzz smoke, quick bench
+  ci      fmt, clippy, test, doc, facade feature matrix, publish --dry-run,
+          msrv (build and test on the rust-version toolchain), fuzz smoke, quick bench
             --skip-fuzz            leave out the fuzz smoke run
             --skip-bench           leave out the quick bench run
             --fuzz-seconds N       seconds per fuzz target (default 30,
@@ -22,6 +24,8 @@ commands:
   fuzz    run fuzz targets with cargo-fuzz (installed when missing)
             [TARGET]               one target; all targets in fuzz/Cargo.toml if omitted
             --seconds N            seconds per target (default 30, env CHILDWIRE_FUZZ_SECONDS)
+  msrv    build everything and test the libraries on the toolchain of rust-version
+            (installed with rustup when missing)
   bench   run the benchmarks and print their tables
             --quick                small inputs, few repetitions (proves the benches work)
             --check                exit non-zero when a performance target is missed
@@ -38,6 +42,8 @@ fn main() -> ExitCode {
         "ci" => ci::Options::parse(&rest).and_then(ci::run),
         "fuzz" => fuzz::Options::parse(&rest).and_then(fuzz::run),
         "bench" => bench::Options::parse(&rest).and_then(bench::run),
+        "msrv" if rest.is_empty() => msrv::check(|_| {}),
+        "msrv" => Err(format!("`cargo xtask msrv` takes no options\n\n{USAGE}")),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;

@@ -176,9 +176,7 @@ impl Sim {
             return false;
         }
         self.now = self.now.max(next);
-        if let Some((at, exit)) = self.exit_at
-            && at <= self.now
-        {
+        if let Some((_, exit)) = self.exit_at.filter(|&(at, _)| at <= self.now) {
             self.exit_at = None;
             self.lc.handle_exit(exit, self.now);
             self.drain();

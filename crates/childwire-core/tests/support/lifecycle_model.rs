@@ -251,9 +251,7 @@ impl Checker {
             self.phase
         );
         let timeout = self.lc.poll_timeout();
-        if phase == self.phase
-            && let (Some(before), Some(after)) = (self.timeout, timeout)
-        {
+        if let (true, Some(before), Some(after)) = (phase == self.phase, self.timeout, timeout) {
             check!(after >= before, "poll_timeout went backwards in {phase:?}");
         }
         if self.exit.is_some() {
