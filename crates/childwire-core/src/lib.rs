@@ -11,6 +11,7 @@
 //! | module | what it decides |
 //! |---|---|
 //! | [`decoder`] | what a message is; over-long lines become notices (C01–C04) |
+//! | [`jsonrpc`] | the JSON-RPC id of an over-long message, and its error response (C28) |
 //! | [`encoder`] | what may be sent; the bounded write queue (C06–C08) |
 //! | [`stderr_tail`] | the bounded tail of stderr and its lines (C09, C10) |
 //! | [`lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known (C12–C15) |
@@ -31,6 +32,7 @@ pub mod decoder;
 pub mod encoder;
 pub mod frame;
 pub mod framing;
+pub mod jsonrpc;
 pub mod lifecycle;
 pub mod report;
 pub mod session;
@@ -44,6 +46,7 @@ pub use decoder::LineDecoder;
 pub use encoder::LineEncoder;
 pub use frame::{Frame, Malformed, MalformedReason, Message, Oversized};
 pub use framing::{FrameDecoder, Framing, Lines};
+pub use jsonrpc::{IdScanner, oversized_error};
 pub use lifecycle::{
     Action, EndedBy, Ending, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
 };
