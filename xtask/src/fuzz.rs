@@ -9,7 +9,14 @@ const SECONDS_ENV: &str = "CHILDWIRE_FUZZ_SECONDS";
 /// libFuzzer's `-max_len` per target. The framer's interesting cases are
 /// lines around its small (<= 64 byte) limit spread over many chunks, so a few
 /// KiB already covers many oversized lines; longer inputs only slow each run.
-const MAX_LEN: &[(&str, usize)] = &[("framer", 4096), ("encoder", 4096), ("lifecycle", 4096)];
+/// The JSON-RPC id scanner gets more room: its structured inputs build nested
+/// objects and ids up to past its 256-byte cap, which take a few KiB of input.
+const MAX_LEN: &[(&str, usize)] = &[
+    ("framer", 4096),
+    ("encoder", 4096),
+    ("lifecycle", 4096),
+    ("jsonrpc_id", 8192),
+];
 const DEFAULT_MAX_LEN: usize = 4096;
 
 /// Well above what the targets need, so a real leak trips it, not ordinary use.
