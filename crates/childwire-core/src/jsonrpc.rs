@@ -93,21 +93,24 @@ const LITERALS: [&[u8]; 3] = [b"true", b"false", b"null"];
 /// are `key: value` separated by commas, numbers and `true`/`false`/`null`
 /// are well formed, and nothing but whitespace follows the object. More
 /// than 127 levels of nesting (the top-level object included) is refused,
-/// as serde_json refuses it. Inside
-/// strings, escapes are checked (`\n`, `\"`, `\u` with four hex digits, …),
-/// but the other characters are skipped without a look: a string holding
-/// raw control characters, invalid UTF-8 or unpaired surrogate escapes does
-/// not change what is top-level, so it does not stop the id from being
-/// found. The id itself is checked strictly: when it is returned it is
-/// valid JSON text (valid UTF-8, no raw control characters, surrogate
+/// as serde_json refuses it. Inside a string, only what decides where it
+/// ends is looked at (a `"` after an even run of backslashes): raw control
+/// characters, invalid UTF-8, unknown escapes such as `\x` and unpaired
+/// surrogates do not change what is top-level, so they do not stop the id
+/// from being found. The strings that matter are read in full: top-level
+/// keys are decoded to compare them with `id`, and the id itself is
+/// checked strictly, so that when it is returned it is valid JSON text
+/// (known escapes, valid UTF-8, no raw control characters, surrogate
 /// escapes in pairs), safe to copy into a response.
 ///
 /// # Cost
 ///
 /// The state is a few dozen bytes plus the [`MAX_ID_LEN`]-byte id buffer,
 /// all inline: the scanner never allocates, whatever it is fed. String
-/// contents, most of a large message, are skipped with `memchr` to the next
-/// `"` or `\`; other bytes go through a small state machine one at a time.
+/// contents, most of a large message, are skipped with `memchr` from one
+/// `"` to the next; other bytes go through a small state machine one at a
+/// time (runs of digits in a tight loop), so a message made mostly of
+/// numbers is read several times slower than one made mostly of strings.
 /// Once the bytes are known not to be a JSON object, the rest is not looked
 /// at.
 ///
@@ -210,6 +213,7 @@ enum Num {
 
 impl Num {
     /// The state after `b`, or `None` if `b` ends the number (or breaks it).
+    #[inline]
     fn next(self, b: u8) -> Option<Num> {
         use Num::*;
         Some(match (self, b) {
@@ -225,6 +229,7 @@ impl Num {
     }
 
     /// Whether a number may end here.
+    #[inline]
     fn is_complete(self) -> bool {
         matches!(self, Num::Zero | Num::Int | Num::Frac | Num::Exp)
     }
@@ -285,29 +290,52 @@ impl IdScanner {
     }
 
     /// Takes the message's next bytes.
-    pub fn feed(&mut self, mut data: &[u8]) {
-        while let Some(&byte) = data.first() {
+    pub fn feed(&mut self, data: &[u8]) {
+        let mut i = 0;
+        while let Some(&byte) = data.get(i) {
             match self.state {
                 State::Failed => return,
                 // The common case in a large message: the contents of a
                 // string that is neither the id nor a top-level key. Only
-                // its end and its escapes matter.
-                State::Str if self.id != Id::Reading && self.key_pos == NO_MATCH => {
-                    match memchr::memchr2(b'"', b'\\', data) {
-                        Some(at) => {
-                            let special = data[at];
-                            data = &data[at + 1..];
-                            if special == b'"' {
-                                self.end_string();
-                            } else {
+                // which `"` ends it matters: one after an even run of
+                // backslashes.
+                State::Str | State::Escape
+                    if self.id != Id::Reading && self.key_pos == NO_MATCH =>
+                {
+                    if self.state == State::Escape {
+                        // The byte after a `\`, whatever it is.
+                        i += 1;
+                        self.state = State::Str;
+                        continue;
+                    }
+                    match skip_string(&data[i..]) {
+                        Ok(quote) => {
+                            i += quote + 1;
+                            self.end_string();
+                        }
+                        Err(escaping) => {
+                            if escaping {
                                 self.state = State::Escape;
                             }
+                            return;
                         }
-                        None => return,
+                    }
+                }
+                // A number that is not the id: read in a tight loop.
+                State::Num(mut num) if self.id != Id::Reading => {
+                    while let Some(next) = data.get(i).and_then(|&b| num.next(b)) {
+                        num = next;
+                        i += 1;
+                    }
+                    self.state = State::Num(num);
+                    if let Some(&next) = data.get(i) {
+                        // Not part of the number: it ends it, or breaks it.
+                        i += 1;
+                        self.step(next);
                     }
                 }
                 _ => {
-                    data = &data[1..];
+                    i += 1;
                     self.step(byte);
                 }
             }
@@ -454,11 +482,13 @@ impl IdScanner {
         }
     }
 
+    #[inline]
     fn fail(&mut self) {
         self.state = State::Failed;
     }
 
     /// Keeps a byte of the id, while one is being read.
+    #[inline]
     fn keep(&mut self, b: u8) {
         if self.id == Id::Reading {
             match self.id_buf.get_mut(usize::from(self.id_len)) {
@@ -472,6 +502,7 @@ impl IdScanner {
     }
 
     /// Takes one decoded character of the current string.
+    #[inline]
     fn match_key(&mut self, c: u32) {
         if self.key_pos != NO_MATCH {
             match b"id".get(usize::from(self.key_pos)) {
@@ -542,6 +573,7 @@ impl IdScanner {
         }
     }
 
+    #[inline]
     fn end_value(&mut self) {
         if self.id == Id::Reading {
             self.id = Id::Read;
@@ -579,11 +611,38 @@ impl IdScanner {
         self.end_value();
     }
 
+    #[inline]
     fn in_array(&self) -> bool {
         self.depth > 0 && (self.arrays >> (self.depth - 1)) & 1 == 1
     }
 }
 
+/// Where the `"` that ends a string is in `data`, which starts inside the
+/// string (not after a `\`): the first `"` after an even run of
+/// backslashes. Without one, whether `data` ends in an odd run, which
+/// escapes the next chunk's first byte.
+fn skip_string(data: &[u8]) -> Result<usize, bool> {
+    let backslashes_before = |end: usize, from: usize| {
+        data[from..end]
+            .iter()
+            .rev()
+            .take_while(|&&b| b == b'\\')
+            .count()
+    };
+    let mut from = 0;
+    while let Some(at) = memchr::memchr(b'"', &data[from..]) {
+        let quote = from + at;
+        // `from` follows a quote or starts the string: the run cannot
+        // reach back past it.
+        if backslashes_before(quote, from) % 2 == 0 {
+            return Ok(quote);
+        }
+        from = quote + 1;
+    }
+    Err(backslashes_before(data.len(), from) % 2 == 1)
+}
+
+#[inline]
 fn is_whitespace(b: u8) -> bool {
     matches!(b, b' ' | b'\t' | b'\n' | b'\r')
 }
