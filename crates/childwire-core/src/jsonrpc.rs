@@ -228,6 +228,17 @@ impl Num {
         })
     }
 
+    /// The state after a number's first byte, if `b` can start one.
+    #[inline]
+    fn start(b: u8) -> Option<Num> {
+        match b {
+            b'-' => Some(Num::Minus),
+            b'0' => Some(Num::Zero),
+            b'1'..=b'9' => Some(Num::Int),
+            _ => None,
+        }
+    }
+
     /// Whether a number may end here.
     #[inline]
     fn is_complete(self) -> bool {
@@ -321,19 +332,35 @@ impl IdScanner {
                         }
                     }
                 }
-                // A number that is not the id: read in a tight loop.
-                State::Num(mut num) if self.id != Id::Reading => {
+                // A number that is not the id: read in a tight loop, and
+                // so are the numbers that follow it in an array (`1,2,3`).
+                State::Num(mut num) if self.id != Id::Reading => loop {
                     while let Some(next) = data.get(i).and_then(|&b| num.next(b)) {
                         num = next;
                         i += 1;
                     }
-                    self.state = State::Num(num);
-                    if let Some(&next) = data.get(i) {
-                        // Not part of the number: it ends it, or breaks it.
-                        i += 1;
-                        self.step(next);
+                    let Some(&end) = data.get(i) else {
+                        self.state = State::Num(num);
+                        return;
+                    };
+                    i += 1;
+                    if end == b',' && num.is_complete() && self.in_array() {
+                        // In an array, `id_key` is never set and `keep`
+                        // keeps nothing: the next number needs no more
+                        // than its first byte.
+                        if let Some(first) = data.get(i).and_then(|&b| Num::start(b)) {
+                            num = first;
+                            i += 1;
+                            continue;
+                        }
+                        self.state = State::Value;
+                    } else {
+                        // It ends the number (or breaks it).
+                        self.state = State::Num(num);
+                        self.step(end);
                     }
-                }
+                    break;
+                },
                 _ => {
                     i += 1;
                     self.step(byte);
@@ -561,15 +588,13 @@ impl IdScanner {
                 self.lit_pos = 1;
                 self.state = State::Lit;
             }
-            b'-' | b'0'..=b'9' => {
-                self.keep(b);
-                self.state = State::Num(match b {
-                    b'-' => Num::Minus,
-                    b'0' => Num::Zero,
-                    _ => Num::Int,
-                });
-            }
-            _ => self.fail(),
+            _ => match Num::start(b) {
+                Some(num) => {
+                    self.keep(b);
+                    self.state = State::Num(num);
+                }
+                None => self.fail(),
+            },
         }
     }
 

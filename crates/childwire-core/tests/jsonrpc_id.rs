@@ -724,3 +724,14 @@ fn c28_scanner_state_is_small_and_fixed() {
     let size = std::mem::size_of::<IdScanner>();
     assert!(size <= MAX_ID_LEN + 64, "IdScanner is {size} bytes");
 }
+
+#[test]
+fn c28_number_arrays_are_read_strictly() {
+    assert_id(r#"{"v":[1,-2,3.5e1,0,-0.0,10,2E-3],"id":1}"#, Some("1"));
+    assert_id(r#"{"v":[1, -2 ,3],"w":[[0],[1,2]],"id":1}"#, Some("1"));
+    for broken in [
+        "[1,01]", "[1,-]", "[1,2.]", "[1,,2]", "[1,2,]", "[1 2]", "[1,2e]", "[0-1]", "[1,2",
+    ] {
+        assert_id(&format!(r#"{{"v":{broken},"id":1}}"#), None);
+    }
+}
