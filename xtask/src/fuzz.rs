@@ -10,11 +10,14 @@ const SECONDS_ENV: &str = "CHILDWIRE_FUZZ_SECONDS";
 /// lines around its small (<= 64 byte) limit spread over many chunks, so a few
 /// KiB already covers many oversized lines; longer inputs only slow each run.
 /// `content_length` gets room for a header block over its 8 KiB bound.
+/// The JSON-RPC id scanner gets more room: its structured inputs build nested
+/// objects and ids up to past its 256-byte cap, which take a few KiB of input.
 const MAX_LEN: &[(&str, usize)] = &[
     ("framer", 4096),
     ("encoder", 4096),
     ("lifecycle", 4096),
     ("content_length", 12288),
+    ("jsonrpc_id", 8192),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 

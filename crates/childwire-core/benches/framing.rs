@@ -151,6 +151,10 @@ fn main() -> ExitCode {
         Err(error) => eprintln!("framing: could not write results: {error}"),
     }
 
+    if !discard_rows(&args) {
+        return ExitCode::FAILURE;
+    }
+
     let missed = rows
         .iter()
         .flat_map(|row| &row.targets)
@@ -739,4 +743,174 @@ fn cl_json(rows: &[ClRow]) -> Json {
             ),
         ),
     ])
+}
+
+/// Discarding: oversized JSON-RPC responses that the decoder drops while it
+/// reads each one for its top-level id (C28), against a bare `memchr`
+/// newline scan of the same bytes, and the id scanner alone. The limit is
+/// one chunk, so nearly every byte goes through the discarding path. The
+/// id comes last, as the TypeScript SDK writes it, so every byte must be
+/// read. Prints its own table (and results file); `false` if a contender
+/// did the wrong job.
+fn discard_rows(args: &Args) -> bool {
+    use childwire_core::jsonrpc::IdScanner;
+
+    const LINE: usize = 4 * MIB;
+    const LIMIT: usize = CHUNK;
+    const NAMES: [&str; 3] = ["decoder (drop + id)", "IdScanner alone", "memchr positions"];
+    let (total, reps) = if args.quick {
+        (8 * MIB, 3)
+    } else {
+        (64 * MIB, 9)
+    };
+    // What fills each line, repeated.
+    let corpora: [(&str, &[u8]); 3] = [
+        // JSON-encoded source code: an escape every few dozen bytes.
+        (
+            "escaped text",
+            br#"    let x = \"id\"; // a \\ b\n    if (a) {\n        return \"{\\\"id\\\":1}\";\n    }\n"#,
+        ),
+        (
+            "base64",
+            b"iVBORw0KGgoAAAANSUhEUgAAAAEAAAABCAYAAAAfFcSJAAAADUlEQVR42mNk+M9QDwADhgGAWjR9awAAAABJRU5ErkJggg==",
+        ),
+        // An embedding: no strings, every byte through the state machine.
+        ("number array", b"0.0123456,-0.987654,1.5e-3,42,"),
+    ];
+
+    let mut table = Table::new(
+        ["GiB/s (best), dropping 4 MiB lines"]
+            .into_iter()
+            .chain(NAMES)
+            .chain(["drop+id/memchr", "scanner/memchr"]),
+    );
+    let mut results = Vec::new();
+    for (name, fill) in corpora {
+        let lines = (total / LINE).max(1);
+        let mut data = Vec::with_capacity(lines * LINE);
+        let mut line_ends = Vec::new();
+        for id in 0..lines {
+            let start = data.len();
+            let (open, close): (&[u8], String) = if name == "number array" {
+                (
+                    br#"{"result":{"embedding":["#,
+                    format!(r#"0]}},"jsonrpc":"2.0","id":{id}}}"#),
+                )
+            } else {
+                (
+                    br#"{"result":{"content":[{"type":"text","text":""#,
+                    format!(r#""}}]}},"jsonrpc":"2.0","id":{id}}}"#),
+                )
+            };
+            data.extend_from_slice(open);
+            // Whole repetitions, so no escape or number is cut; spaces
+            // (valid in a string and between array items) pad the rest.
+            let len = LINE - open.len() - close.len() - 1;
+            let whole = len / fill.len() * fill.len();
+            data.extend(fill.iter().cycle().take(whole));
+            data.resize(data.len() + len - whole, b' ');
+            data.extend_from_slice(close.as_bytes());
+            line_ends.push(data.len());
+            data.push(b'\n');
+            debug_assert_eq!(data.len() - start, LINE);
+        }
+        let chunks: Vec<&[u8]> = data.chunks(CHUNK).collect();
+        // The scanner alone is given each line's bytes, split beforehand.
+        let line_chunks: Vec<Vec<&[u8]>> = line_ends
+            .iter()
+            .scan(0, |start, &end| {
+                let line = &data[*start..end];
+                *start = end + 1;
+                Some(line.chunks(CHUNK).collect())
+            })
+            .collect();
+
+        let run = |contender: usize| -> usize {
+            match contender {
+                0 => {
+                    let mut decoder = LineDecoder::new(LIMIT);
+                    let mut found = 0;
+                    for chunk in &chunks {
+                        decoder.handle_data(chunk);
+                        while let Some(frame) = decoder.poll_frame() {
+                            if let Frame::Oversized(notice) = black_box(frame) {
+                                found += usize::from(notice.json_rpc_id().is_some());
+                            }
+                        }
+                    }
+                    found
+                }
+                1 => line_chunks
+                    .iter()
+                    .map(|line| {
+                        let mut scanner = IdScanner::new();
+                        for chunk in line {
+                            scanner.feed(black_box(chunk));
+                        }
+                        usize::from(scanner.id().is_some())
+                    })
+                    .sum(),
+                _ => memchr_positions(&chunks),
+            }
+        };
+        for (contender, contender_name) in NAMES.iter().enumerate() {
+            let count = run(contender);
+            if count != lines {
+                eprintln!(
+                    "framing: {name}: {contender_name} found {count} ids/lines, expected {lines}"
+                );
+                return false;
+            }
+        }
+        let mut samples: [Samples; 3] = Default::default();
+        for _ in 0..reps {
+            for (contender, samples) in samples.iter_mut().enumerate() {
+                samples.measure(|| run(contender));
+            }
+        }
+        let rate = |c: usize| gib_per_s(data.len(), samples[c].best());
+        table.row(
+            [name.to_string()]
+                .into_iter()
+                .chain((0..3).map(|c| format!("{:.2}", rate(c))))
+                .chain([
+                    format!("{:.2}x", rate(0) / rate(2)),
+                    format!("{:.2}x", rate(1) / rate(2)),
+                ]),
+        );
+        results.push(Json::object([
+            ("name", Json::from(name)),
+            ("bytes", Json::from(data.len())),
+            (
+                "gib_per_s_best",
+                Json::object(
+                    NAMES
+                        .iter()
+                        .enumerate()
+                        .map(|(c, n)| (*n, Json::from(rate(c)))),
+                ),
+            ),
+        ]));
+    }
+    println!();
+    print!("{}", table.render());
+    println!(
+        "note: lines of {} MiB over a {} KiB limit, id last, in {} KiB chunks; best of {reps}",
+        LINE / MIB,
+        LIMIT / KIB,
+        CHUNK / KIB
+    );
+    let json = Json::object([
+        ("bench", Json::from("framing-discard")),
+        ("unix_time", Json::Num(harness::unix_time() as f64)),
+        ("quick", Json::Bool(args.quick)),
+        ("line_bytes", Json::from(LINE)),
+        ("limit_bytes", Json::from(LIMIT)),
+        ("chunk_bytes", Json::from(CHUNK)),
+        ("corpora", Json::Arr(results)),
+    ]);
+    if let Err(error) = harness::write_results("framing-discard", &json) {
+        eprintln!("framing: could not write discard results: {error}");
+    }
+    true
 }

@@ -8,6 +8,7 @@ use bytes::{Buf, Bytes, BytesMut};
 
 pub use crate::frame::{DecoderStats, Frame, Message, OVERSIZED_HEAD_LEN, Oversized};
 use crate::framing::FrameDecoder;
+use crate::jsonrpc::IdScanner;
 
 /// The default limit on one inbound or outbound message: 16 MiB.
 pub const DEFAULT_MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
@@ -38,7 +39,9 @@ const INITIAL_CAPACITY: usize = 64 * 1024;
 /// - A line whose message would be longer than `max_message_size` is never
 ///   held whole: once it is known to be too long, its bytes are scanned and
 ///   dropped until the next `\n`, and one [`Frame::Oversized`] notice takes
-///   its place. Decoding then continues with the next line.
+///   its place. Decoding then continues with the next line. While dropped,
+///   the line is read as JSON for its top-level JSON-RPC id, which the
+///   notice carries ([`Oversized::json_rpc_id`]).
 /// - After [`handle_eof`](Self::handle_eof), a final line without `\n` is
 ///   delivered once, with [`Message::is_terminated`] returning `false`.
 ///
@@ -47,13 +50,18 @@ const INITIAL_CAPACITY: usize = 64 * 1024;
 /// The decoder holds at most `max_message_size + 1` bytes of an incomplete
 /// line (the `+ 1` is a `\r` that may yet be followed by `\n`) plus the chunk
 /// given to the latest `handle_data`, and [`OVERSIZED_HEAD_LEN`] bytes of an
-/// oversized line's head. [`buffered`](Self::buffered) reports it.
+/// oversized line's head. [`buffered`](Self::buffered) reports it. The id
+/// search keeps a fixed state inside the decoder (an
+/// [`IdScanner`], under 300 bytes) and allocates
+/// nothing.
 ///
 /// # Cost
 ///
 /// Each byte is scanned for `\n` once (with `memchr`), however the input is
 /// chunked. Messages are split off the internal buffer as [`Bytes`] without
-/// copying.
+/// copying. The bytes of an oversized line are also read once for its id:
+/// string contents are skipped with `memchr`, the rest goes through a small
+/// state machine.
 ///
 /// # Example
 ///
@@ -242,6 +250,10 @@ struct Discard {
     head: BytesMut,
     /// The last byte seen was `\r`: part of the terminator if `\n` follows.
     last_cr: bool,
+    /// Follows the line as JSON for its top-level id. It sees that `\r`
+    /// too, harmlessly: after a JSON value it is whitespace, and a line
+    /// that is not complete JSON before it has no id either way.
+    id: IdScanner,
 }
 
 impl Discard {
@@ -251,6 +263,7 @@ impl Discard {
         self.head
             .extend_from_slice(&dropped[..room.min(dropped.len())]);
         self.len += dropped.len() as u64;
+        self.id.feed(dropped);
         if let Some(&last) = dropped.last() {
             self.last_cr = last == b'\r';
         }
@@ -262,7 +275,7 @@ impl Discard {
             self.len -= 1;
             self.head.truncate(self.head.len().min(self.len as usize));
         }
-        Oversized::new(self.len, self.head.freeze())
+        Oversized::new(self.len, self.head.freeze()).with_json_rpc_id(self.id.id())
     }
 }
 
@@ -334,8 +347,11 @@ impl Framer {
             // The whole line arrived in one piece: it is over the limit all
             // the same, and gets the same notice as a line dropped piecewise.
             let len = line.len() as u64;
+            let mut id = IdScanner::new();
+            id.feed(&line);
             line.truncate(OVERSIZED_HEAD_LEN);
-            return Some(self.oversized(Oversized::new(len, line)));
+            let notice = Oversized::new(len, line).with_json_rpc_id(id.id());
+            return Some(self.oversized(notice));
         }
         self.stats.messages += 1;
         self.stats.bytes += line.len() as u64;
@@ -370,6 +386,7 @@ impl Framer {
             len: 0,
             head: BytesMut::with_capacity(OVERSIZED_HEAD_LEN),
             last_cr: false,
+            id: IdScanner::new(),
         };
         discard.extend(buf);
         self.discarding = Some(discard);

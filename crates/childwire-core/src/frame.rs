@@ -125,29 +125,79 @@ impl fmt::Debug for Message {
 
 /// Notice that a frame over the size limit was dropped.
 ///
-/// Not an error: the stream continues with the next frame.
+/// Not an error: the stream continues with the next frame. A JSON-RPC peer
+/// is still waiting for what the frame carried, though: when it was a JSON
+/// object with a top-level `id`, [`json_rpc_id`](Self::json_rpc_id) names
+/// it, so the host can fail that request (or answer the child, with
+/// [`oversized_error`](crate::jsonrpc::oversized_error)) instead of
+/// letting it hang.
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Oversized {
     /// The dropped message's length, its framing excluded.
     pub len: u64,
-    /// The message's first bytes, at most [`OVERSIZED_HEAD_LEN`].
+    /// The message's first bytes, at most [`OVERSIZED_HEAD_LEN`], to show
+    /// what it was. To find its JSON-RPC id, use
+    /// [`json_rpc_id`](Self::json_rpc_id): the id may come after the head,
+    /// and the head may hold nested `"id"` members that are not it.
     pub head: Bytes,
+    /// The top-level JSON-RPC id, found while the message was dropped.
+    id: Option<Bytes>,
 }
 
 impl Oversized {
-    /// A notice for a dropped message of `len` bytes that began with `head`.
+    /// A notice for a dropped message of `len` bytes that began with
+    /// `head`, with no JSON-RPC id.
     pub fn new(len: u64, head: Bytes) -> Self {
-        Self { len, head }
+        Self {
+            len,
+            head,
+            id: None,
+        }
+    }
+
+    /// The same notice, naming the message's JSON-RPC id.
+    pub(crate) fn with_json_rpc_id(mut self, id: Option<Bytes>) -> Self {
+        self.id = id;
+        self
+    }
+
+    /// The dropped message's top-level JSON-RPC `id`, as raw JSON text: a
+    /// number (`7`), a string with its quotes (`"abc"`), or `null`.
+    ///
+    /// The decoder reads the whole message for it while dropping it,
+    /// whatever the order of its members, so it is the id even when it
+    /// comes last, after a `result` with `"id"` members of its own. It is
+    /// `None` when the message was not one JSON object, had no top-level
+    /// `id` (a notification), had an id that is not a number, string or
+    /// `null`, or had one longer than
+    /// [`MAX_ID_LEN`](crate::jsonrpc::MAX_ID_LEN) bytes; see
+    /// [`IdScanner`](crate::jsonrpc::IdScanner) for the exact rules.
+    ///
+    /// ```
+    /// use childwire_core::decoder::{Frame, LineDecoder};
+    ///
+    /// let mut decoder = LineDecoder::new(16);
+    /// for chunk in [&br#"{"result":{"id":"nested","#[..], br#""data":"......"},"id":42}"#, b"\n"] {
+    ///     decoder.handle_data(chunk);
+    /// }
+    /// let Some(Frame::Oversized(notice)) = decoder.poll_frame() else { panic!() };
+    /// assert_eq!(notice.json_rpc_id().map(|id| &id[..]), Some(&b"42"[..]));
+    /// ```
+    pub fn json_rpc_id(&self) -> Option<&Bytes> {
+        self.id.as_ref()
     }
 }
 
 impl fmt::Display for Oversized {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "dropped a {}-byte message over the size limit", self.len)?;
+        if let Some(id) = &self.id {
+            write!(f, " (JSON-RPC id {})", String::from_utf8_lossy(id))?;
+        }
         write!(
             f,
-            "dropped a {}-byte message over the size limit; it began: {:?}",
-            self.len,
+            "; it began: {:?}",
             String::from_utf8_lossy(&self.head[..self.head.len().min(80)])
         )
     }

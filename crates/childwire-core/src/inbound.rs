@@ -135,7 +135,7 @@ fn cost(frame: &Frame) -> usize {
     ITEM_OVERHEAD
         + match frame {
             Frame::Message(m) => m.len(),
-            Frame::Oversized(o) => o.head.len(),
+            Frame::Oversized(o) => o.head.len() + o.json_rpc_id().map_or(0, |id| id.len()),
             Frame::Malformed(m) => m.head.len(),
         }
 }

@@ -12,6 +12,7 @@
 //! | module | what it decides |
 //! |---|---|
 //! | [`framing`], [`decoder`], [`content_length`], [`encoder`], [`frame`] | what a message is on the wire (NDJSON lines, `Content-Length` frames); over-long or broken frames become notices |
+//! | [`jsonrpc`] | the top-level JSON-RPC id of an over-long message, and the error that answers it |
 //! | [`inbound`], [`outbound`] | the two halves of a channel: queues, backpressure, write timeout, why sending stopped |
 //! | [`channel`] | both halves over one byte stream, no process in it |
 //! | [`lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known |
@@ -54,6 +55,7 @@ pub mod encoder;
 pub mod frame;
 pub mod framing;
 pub mod inbound;
+pub mod jsonrpc;
 pub mod lifecycle;
 pub mod outbound;
 pub mod report;
@@ -62,9 +64,11 @@ pub mod stderr_tail;
 pub mod supervisor;
 
 #[cfg(feature = "tokio-util")]
+#[cfg_attr(docsrs, doc(cfg(feature = "tokio-util")))]
 pub mod codec;
 
 #[cfg(feature = "testing")]
+#[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
 pub use channel::Channel;
@@ -76,6 +80,7 @@ pub use encoder::{EncodeErrorKind, Encoder, LineEncoder};
 pub use frame::{Frame, Malformed, MalformedReason, Message, Oversized};
 pub use framing::{FrameDecoder, Framing, Lines};
 pub use inbound::Inbound;
+pub use jsonrpc::{IdScanner, oversized_error};
 pub use lifecycle::{
     Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
 };
