@@ -24,7 +24,12 @@
 //!   answered, nor are responses the client sends.
 
 use std::fmt;
-use std::io::{self, BufRead, Write};
+use std::io::{self, Read, Write};
+
+use bytes::Bytes;
+use childwire_core::decoder::DEFAULT_MAX_MESSAGE_SIZE;
+use childwire_core::jsonrpc::oversized_error;
+use childwire_core::{Frame, LineDecoder};
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -426,38 +431,68 @@ fn not_an_object(params: &Value) -> Failure {
     )
 }
 
-/// Runs `server` over a line stream until `input` ends: reads one line,
-/// writes its answer (if any) followed by `\n`, and flushes, so a client
-/// waiting for a response is never left waiting on a buffer.
+/// Runs `server` over a line stream until `input` ends, with childwire's
+/// default limit on one request (16 MiB); see [`serve_with_limit`].
+pub fn serve(server: &mut McpServer, input: impl Read, output: impl Write) -> io::Result<()> {
+    serve_with_limit(server, input, output, DEFAULT_MAX_MESSAGE_SIZE)
+}
+
+/// Runs `server` over a line stream until `input` ends: frames requests with
+/// childwire's own decoder, writes each answer (if any) followed by `\n`,
+/// and flushes, so a client waiting for a response is never left waiting on
+/// a buffer.
+///
+/// Memory is bounded: a request over `max_message_size` is never held whole;
+/// it is answered with a JSON-RPC error for its id (found while it was
+/// dropped), and the server goes on with the next line.
 ///
 /// Returns `Ok(())` at end of input, which is how an MCP stdio client shuts
 /// the server down; returns the error if reading or writing fails.
-pub fn serve(
+pub fn serve_with_limit(
     server: &mut McpServer,
-    mut input: impl BufRead,
+    mut input: impl Read,
     mut output: impl Write,
+    max_message_size: usize,
 ) -> io::Result<()> {
-    let mut line = Vec::new();
+    let mut decoder = LineDecoder::new(max_message_size);
+    let mut chunk = vec![0; 64 * 1024];
     let mut answer = Vec::new();
     loop {
-        line.clear();
-        if input.read_until(b'\n', &mut line)? == 0 {
+        let n = match input.read(&mut chunk) {
+            Ok(n) => n,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+            Err(err) => return Err(err),
+        };
+        if n == 0 {
+            decoder.handle_eof();
+        } else {
+            decoder.handle_data(&chunk[..n]);
+        }
+        while let Some(frame) = decoder.poll_frame() {
+            let response = match frame {
+                Frame::Message(request) => server.handle_bytes(&request).map(Bytes::from),
+                Frame::Oversized(notice) => {
+                    server.log(format_args!("dropped a request: {notice}"));
+                    notice
+                        .json_rpc_id()
+                        .filter(|id| &id[..] != b"null")
+                        .map(|id| oversized_error(id, notice.len, max_message_size))
+                }
+                _ => None,
+            };
+            if let Some(response) = response {
+                // Response and newline in one buffer: one write call whenever
+                // the pipe has room, instead of a second tiny write for the
+                // newline.
+                answer.clear();
+                answer.extend_from_slice(&response);
+                answer.push(b'\n');
+                output.write_all(&answer)?;
+                output.flush()?;
+            }
+        }
+        if n == 0 {
             return Ok(());
-        }
-        if line.last() == Some(&b'\n') {
-            line.pop();
-        }
-        if line.last() == Some(&b'\r') {
-            line.pop();
-        }
-        if let Some(response) = server.handle_bytes(&line) {
-            // Response and newline in one buffer: one write call whenever the
-            // pipe has room, instead of a second tiny write for the newline.
-            answer.clear();
-            answer.extend_from_slice(response.as_bytes());
-            answer.push(b'\n');
-            output.write_all(&answer)?;
-            output.flush()?;
         }
     }
 }

@@ -374,7 +374,20 @@ fn c02_max_message_size_passes_lines_up_to_it_and_reports_longer_ones_both_ways(
         DEADLINE,
     );
     assert!(out.status.success(), "{out:?}");
-    assert_eq!(out.stdout_text(), format!("{fits}{fits}"));
+    // The too-long request never reached the child: relay answered it, by
+    // its id, in between the echoes (its place among them is not fixed).
+    let mut lines: Vec<String> = out.stdout_text().lines().map(str::to_owned).collect();
+    let answer = lines
+        .iter()
+        .position(|line| line.contains("\"error\""))
+        .map(|at| lines.remove(at))
+        .unwrap_or_else(|| panic!("no answer for the dropped request: {out:?}"));
+    let answer: Value = serde_json::from_str(&answer).expect("the answer is JSON");
+    assert_eq!(answer["id"], 2, "{answer}");
+    assert_eq!(answer["error"]["code"], -32013, "{answer}");
+    assert_eq!(answer["error"]["data"]["size"], 2017, "{answer}");
+    assert_eq!(answer["error"]["data"]["limit"], 1000, "{answer}");
+    assert_eq!(lines, [fits.trim_end(), fits.trim_end()]);
     assert!(
         out.stderr
             .contains("relay: from stdin: dropped a 2017-byte message"),
@@ -399,6 +412,33 @@ fn c02_max_message_size_passes_lines_up_to_it_and_reports_longer_ones_both_ways(
             ("from_child".to_owned(), 5000)
         ]
     );
+}
+
+#[test]
+fn c28_a_response_too_large_reaches_the_host_as_an_error_for_its_id() {
+    // The TypeScript SDK's key order: the id comes last, after a result
+    // that holds an `"id"` of its own, past any head a scan could use.
+    let child = "read request; \
+        printf '{\"result\":{\"id\":99,\"text\":\"'; head -c 3000 /dev/zero | tr '\\0' a; \
+        printf '\"},\"jsonrpc\":\"2.0\",\"id\":7}\\n'; \
+        printf '{\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{}}\\n'";
+    let out = run(
+        &example("relay"),
+        &["--max-message-size", "1000", "sh", "-c", child],
+        b"{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\"}\n".to_vec(),
+        DEADLINE,
+    );
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<Value> = out
+        .stdout_text()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON lines"))
+        .collect();
+    assert_eq!(lines.len(), 2, "{out:?}");
+    assert_eq!(lines[0]["id"], 7, "the top-level id, not the nested 99");
+    assert_eq!(lines[0]["error"]["code"], -32013);
+    assert_eq!(lines[0]["error"]["data"]["limit"], 1000);
+    assert_eq!(lines[1]["id"], 8, "the stream goes on after the notice");
 }
 
 #[test]

@@ -3,7 +3,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::{McpServer, SERVER_NAME, serve};
+use super::{McpServer, SERVER_NAME, serve, serve_with_limit};
 use crate::protocol::{
     HANDSHAKE_PROTOCOL_VERSIONS, INVALID_PARAMS, LATEST_PROTOCOL_VERSION, METHOD_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -443,6 +443,29 @@ fn mcp_serve_answers_line_by_line_in_order_and_returns_at_end_of_input() {
     assert_eq!(ids, [&json!(1), &json!(2), &Value::Null, &json!(3)]);
     assert_eq!(answers[2]["error"]["code"], -32700);
     assert!(server.client_initialized());
+}
+
+#[test]
+fn mcp_serve_answers_a_request_over_the_limit_by_its_id_and_goes_on() {
+    // The id comes last, after params holding an `"id"` of their own.
+    let big = format!(
+        r#"{{"jsonrpc":"2.0","method":"tools/call","params":{{"id":99,"name":"echo","arguments":{{"text":"{}"}}}},"id":7}}"#,
+        "a".repeat(4096)
+    );
+    let input = format!("{big}\n{}\n", request(8, "ping", json!({})));
+    let mut output = Recorder::default();
+    serve_with_limit(&mut McpServer::new(), Cursor::new(input), &mut output, 1024).expect("serve");
+    let text = String::from_utf8(output.bytes).expect("UTF-8 output");
+    let answers: Vec<Value> = text
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("each line is JSON"))
+        .collect();
+    assert_eq!(answers.len(), 2, "{text}");
+    assert_eq!(answers[0]["id"], 7, "the top-level id, not the nested one");
+    assert_eq!(answers[0]["error"]["data"]["size"], big.len());
+    assert_eq!(answers[0]["error"]["data"]["limit"], 1024);
+    assert_eq!(answers[1]["id"], 8);
+    assert!(answers[1].get("result").is_some(), "{text}");
 }
 
 #[test]

@@ -10,17 +10,21 @@
 //! further message is ready, so a burst costs a few big writes and a lone
 //! message still goes out at once.
 
+use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io::{self, BufWriter, Read, Write};
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::{Context, Poll, Waker};
 use std::thread;
 
 use async_signal::{Signal, Signals};
+use bytes::Bytes;
 use childwire::{
     Command, Config, ExitReport, Oversized, Received, Receiver, Runtime, SendErrorKind, Sender,
     StderrMode, Transport,
 };
+use childwire_core::jsonrpc::oversized_error;
 use childwire_core::{Frame, LineDecoder};
 use futures_core::Stream;
 use rustix::process::{Pid, kill_process_group};
@@ -95,9 +99,18 @@ pub(super) async fn run<R: Runtime>(options: RelayOptions) -> u8 {
     let stopper = sender.clone();
     let stdin_log = log.clone();
     let max_message_size = options.max_message_size;
+    let answers = Answers::default();
+    let stdin_answers = answers.clone();
     let spawned = thread::Builder::new()
         .name("relay-stdin".to_owned())
-        .spawn(move || pump_stdin(&sender, stdin_log.as_ref(), max_message_size));
+        .spawn(move || {
+            pump_stdin(
+                &sender,
+                stdin_log.as_ref(),
+                &stdin_answers,
+                max_message_size,
+            )
+        });
     if let Err(err) = spawned {
         note!("relay: cannot start the stdin thread: {err}; shutting the child down");
         // The sender went down with the closure; the clone shuts down.
@@ -111,7 +124,13 @@ pub(super) async fn run<R: Runtime>(options: RelayOptions) -> u8 {
         pid: receiver.id(),
         options: &options,
     };
-    let report = pump_stdout(&mut receiver, &stopper, log.as_ref(), &mut stop).await;
+    let limit = options.max_message_size;
+    let host = Host {
+        log: log.as_ref(),
+        answers: &answers,
+        limit,
+    };
+    let report = pump_stdout(&mut receiver, &stopper, host, &mut stop).await;
     match report {
         Some(report) => {
             note!("relay: child {report}");
@@ -134,6 +153,45 @@ enum Event {
     Child(Option<Received>),
     /// A signal to relay.
     Signal(Signal),
+    /// relay's own answer to the host: the error for a request of the host's
+    /// that was too large to relay.
+    Answer(Bytes),
+}
+
+/// relay's own answers to the host, queued by the stdin thread for the
+/// stdout pump, the one writer of stdout (so answers never interleave with
+/// the child's messages inside a line).
+#[derive(Clone, Default)]
+struct Answers(Arc<Mutex<(VecDeque<Bytes>, Option<Waker>)>>);
+
+impl Answers {
+    fn push(&self, answer: Bytes) {
+        let mut inner = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        inner.0.push_back(answer);
+        if let Some(waker) = inner.1.take() {
+            waker.wake();
+        }
+    }
+
+    fn poll_next(&self, cx: &mut Context<'_>) -> Poll<Bytes> {
+        let mut inner = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match inner.0.pop_front() {
+            Some(answer) => Poll::Ready(answer),
+            None => {
+                inner.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
+    }
+}
+
+/// What the stdout pump needs besides the child: the log, relay's own
+/// answers, and the size limit they name.
+#[derive(Clone, Copy)]
+struct Host<'a> {
+    log: Option<&'a Log>,
+    answers: &'a Answers,
+    limit: usize,
 }
 
 /// How relay ends the child when it is told to end itself.
@@ -234,14 +292,20 @@ fn seconds(duration: std::time::Duration) -> String {
 async fn pump_stdout<'a, R: Runtime>(
     receiver: &mut Receiver<R>,
     stopper: &'a Sender<R>,
-    log: Option<&Log>,
+    host: Host<'_>,
     stop: &mut Stop<'a>,
 ) -> Option<ExitReport> {
+    let log = host.log;
     let mut out = Some(BufWriter::with_capacity(CHUNK, io::stdout().lock()));
     loop {
-        let mut next = |cx: &mut Context<'_>| match stop.poll_signal(cx) {
-            Poll::Ready(signal) => Poll::Ready(Event::Signal(signal)),
-            Poll::Pending => receiver.poll_recv(cx).map(Event::Child),
+        let mut next = |cx: &mut Context<'_>| {
+            if let Poll::Ready(signal) = stop.poll_signal(cx) {
+                return Poll::Ready(Event::Signal(signal));
+            }
+            if let Poll::Ready(answer) = host.answers.poll_next(cx) {
+                return Poll::Ready(Event::Answer(answer));
+            }
+            receiver.poll_recv(cx).map(Event::Child)
         };
         let ready = poll_fn(|cx| Poll::Ready(next(cx))).await;
         let event = match ready {
@@ -264,6 +328,10 @@ async fn pump_stdout<'a, R: Runtime>(
                 stop.on_signal(signal, stopper);
                 continue;
             }
+            Event::Answer(answer) => {
+                write_line(&mut out, stopper, &answer);
+                continue;
+            }
             Event::Child(item) => item,
         };
         match item? {
@@ -271,16 +339,15 @@ async fn pump_stdout<'a, R: Runtime>(
                 if let Some(log) = log {
                     log.message(Direction::FromChild, &message);
                 }
-                if let Some(writer) = &mut out {
-                    if let Err(err) = writer
-                        .write_all(&message)
-                        .and_then(|()| writer.write_all(b"\n"))
-                    {
-                        stdout_failed(&mut out, stopper, &err);
-                    }
+                write_line(&mut out, stopper, &message);
+            }
+            Received::Oversized(notice) => {
+                // Whoever asked waits for this answer: it gets an error
+                // for its id instead, and never hangs.
+                if let Some(answer) = oversized(Direction::FromChild, &notice, host.limit, log) {
+                    write_line(&mut out, stopper, &answer);
                 }
             }
-            Received::Oversized(notice) => oversized(Direction::FromChild, &notice, log),
             Received::Exited(report) => {
                 if let Some(writer) = &mut out {
                     if let Err(err) = writer.flush() {
@@ -295,16 +362,34 @@ async fn pump_stdout<'a, R: Runtime>(
     }
 }
 
-/// A message over `--max-message-size` was dropped on its way `dir`.
+/// Writes one message and its `\n` to the host.
+fn write_line<R: Runtime>(
+    out: &mut Option<BufWriter<io::StdoutLock<'static>>>,
+    stopper: &Sender<R>,
+    message: &[u8],
+) {
+    if let Some(writer) = out {
+        if let Err(err) = writer
+            .write_all(message)
+            .and_then(|()| writer.write_all(b"\n"))
+        {
+            stdout_failed(out, stopper, &err);
+        }
+    }
+}
+
+/// A message over `--max-message-size` was dropped on its way `dir`: said
+/// on stderr, logged, and, when it carried a top-level JSON-RPC id, the
+/// error that answers it in its place, for the host.
 ///
 /// The one place an oversized message is handled. Dropping it silently
-/// would leave whoever sent a request waiting forever for an answer that
-/// will never come; once the core recovers the JSON-RPC id of a dropped
-/// line (being added), this is where relay answers that request with a
-/// JSON-RPC error of its own (to the host for a response from the child,
-/// to the child for a request from the host). Until then: said on stderr
-/// and logged, so at least a person can see why.
-fn oversized(dir: Direction, notice: &Oversized, log: Option<&Log>) {
+/// would leave whoever sent a request waiting forever. Both ways the answer
+/// goes to the host: a response too large from the child fails the host's
+/// request of that id; a request too large from the host never reaches the
+/// child and is answered by relay. (A request the child sends, such as
+/// sampling, is small; an oversized message from the child is taken for a
+/// response.)
+fn oversized(dir: Direction, notice: &Oversized, limit: usize, log: Option<&Log>) -> Option<Bytes> {
     let from = match dir {
         Direction::FromChild => "from the child",
         Direction::ToChild => "from stdin",
@@ -313,6 +398,9 @@ fn oversized(dir: Direction, notice: &Oversized, log: Option<&Log>) {
     if let Some(log) = log {
         log.oversized(dir, notice);
     }
+    let id = notice.json_rpc_id()?;
+    // A notification has no id and wants no answer; `null` answers nobody.
+    (&id[..] != b"null").then(|| oversized_error(id, notice.len, limit))
 }
 
 /// Whoever reads our stdout is gone: nothing can be delivered any more, so
@@ -334,7 +422,12 @@ fn stdout_failed<R: Runtime>(
 
 /// Reads stdin to its end, sends each line to the child, then shuts the
 /// child down the MCP way.
-fn pump_stdin<R: Runtime>(sender: &Sender<R>, log: Option<&Log>, max_message_size: usize) {
+fn pump_stdin<R: Runtime>(
+    sender: &Sender<R>,
+    log: Option<&Log>,
+    answers: &Answers,
+    max_message_size: usize,
+) {
     let mut stdin = io::stdin().lock();
     let mut chunk = vec![0; CHUNK];
     let mut decoder = LineDecoder::new(max_message_size);
@@ -348,7 +441,7 @@ fn pump_stdin<R: Runtime>(sender: &Sender<R>, log: Option<&Log>, max_message_siz
                 break;
             }
         }
-        if !forward(&mut decoder, sender, log) {
+        if !forward(&mut decoder, sender, log, answers) {
             return;
         }
         if let Some(log) = log {
@@ -356,14 +449,19 @@ fn pump_stdin<R: Runtime>(sender: &Sender<R>, log: Option<&Log>, max_message_siz
         }
     }
     decoder.handle_eof();
-    if forward(&mut decoder, sender, log) {
+    if forward(&mut decoder, sender, log, answers) {
         let _ = block_on(sender.shutdown());
     }
 }
 
 /// Sends every message the decoder holds; `false` once the child can take
 /// no more (it exited or closed its stdin): reading on would be pointless.
-fn forward<R: Runtime>(decoder: &mut LineDecoder, sender: &Sender<R>, log: Option<&Log>) -> bool {
+fn forward<R: Runtime>(
+    decoder: &mut LineDecoder,
+    sender: &Sender<R>,
+    log: Option<&Log>,
+    answers: &Answers,
+) -> bool {
     while let Some(frame) = decoder.poll_frame() {
         match frame {
             Frame::Message(message) => {
@@ -386,7 +484,12 @@ fn forward<R: Runtime>(decoder: &mut LineDecoder, sender: &Sender<R>, log: Optio
                     Err(err) => note!("relay: dropped a line from stdin: {err}"),
                 }
             }
-            Frame::Oversized(notice) => oversized(Direction::ToChild, &notice, log),
+            Frame::Oversized(notice) => {
+                let limit = decoder.max_message_size();
+                if let Some(answer) = oversized(Direction::ToChild, &notice, limit, log) {
+                    answers.push(answer);
+                }
+            }
             // Line framing yields no other notice.
             _ => {}
         }
