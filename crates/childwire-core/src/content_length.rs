@@ -22,6 +22,7 @@ use crate::frame::{
     DecoderStats, Frame, Malformed, MalformedReason, Message, OVERSIZED_HEAD_LEN, Oversized,
 };
 use crate::framing::{FrameDecoder, Framing};
+use crate::jsonrpc::IdScanner;
 
 /// The longest header block accepted, its final `\r\n\r\n` included: 8 KiB.
 ///
@@ -457,11 +458,12 @@ enum State {
     /// Collecting a body of `len` bytes, within the limit (its start, if
     /// any, is in `body`).
     Body { len: usize },
-    /// Dropping a body over the limit.
+    /// Dropping a body over the limit, reading it for its JSON-RPC id.
     Oversized {
         len: u64,
         remaining: u64,
         head: BytesMut,
+        id: IdScanner,
     },
     /// Dropping a header block over [`MAX_HEADER_LEN`] through its
     /// `\r\n\r\n`; `tail` holds its last bytes (up to three), so a
@@ -576,6 +578,7 @@ impl Parser {
                         head: BytesMut::with_capacity(
                             OVERSIZED_HEAD_LEN.min(usize::try_from(len).unwrap_or(usize::MAX)),
                         ),
+                        id: IdScanner::new(),
                     },
                 };
                 None
@@ -691,6 +694,7 @@ impl Parser {
             len,
             remaining,
             head,
+            id,
         } = &mut self.state
         else {
             return None;
@@ -698,12 +702,13 @@ impl Parser {
         let n = usize::try_from(*remaining).map_or(src.len(), |r| r.min(src.len()));
         let room = OVERSIZED_HEAD_LEN.saturating_sub(head.len()).min(n);
         head.extend_from_slice(&src[..room]);
+        id.feed(&src[..n]);
         src.skip(n);
         *remaining -= n as u64;
         if *remaining > 0 {
             return None;
         }
-        let notice = Oversized::new(*len, std::mem::take(head).freeze());
+        let notice = Oversized::new(*len, std::mem::take(head).freeze()).with_json_rpc_id(id.id());
         self.state = State::Header;
         self.stats.oversized += 1;
         Some(Frame::Oversized(notice))
@@ -727,6 +732,7 @@ impl Parser {
                 len,
                 remaining,
                 head,
+                ..
             } => (len, len - remaining, head.freeze()),
             // Its notice was given when it passed the bound.
             State::SkipHeader { .. } => return None,

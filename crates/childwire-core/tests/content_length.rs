@@ -758,3 +758,28 @@ proptest! {
         check_against_reference(&input, 16, &[chunk], Feed::Mixed)?;
     }
 }
+
+#[test]
+fn c28_an_oversized_body_names_its_top_level_json_rpc_id() {
+    // The id comes last, after a result holding an `"id"` of its own.
+    let body = format!(
+        r#"{{"result":{{"id":99,"text":"{}"}},"jsonrpc":"2.0","id":"req-7"}}"#,
+        "a".repeat(300)
+    );
+    let wire = format!("Content-Length: {}\r\n\r\n{body}", body.len());
+    for split in [1, 7, 64, wire.len()] {
+        let mut decoder = ContentLengthDecoder::new(64);
+        for chunk in wire.as_bytes().chunks(split) {
+            decoder.handle_data(chunk);
+        }
+        let Some(Frame::Oversized(notice)) = decoder.poll_frame() else {
+            panic!("expected an oversized notice");
+        };
+        assert_eq!(notice.len, body.len() as u64);
+        assert_eq!(
+            notice.json_rpc_id().map(|id| &id[..]),
+            Some(&br#""req-7""#[..]),
+            "split every {split} bytes"
+        );
+    }
+}

@@ -146,10 +146,12 @@ impl<R: Runtime> Session<R> {
                 }
                 Some(Received::Oversized(notice)) => {
                     say!("<- {notice}");
-                    // The notice keeps the line's head so a JSON-RPC layer
-                    // can tell whose answer it was (C02).
-                    let head = String::from_utf8_lossy(&notice.head);
-                    if carries_id(&head, id) {
+                    // The notice names the top-level id of the line it
+                    // dropped, wherever it stood in it.
+                    if notice
+                        .json_rpc_id()
+                        .is_some_and(|found| &found[..] == id.to_string().as_bytes())
+                    {
                         return Err(Failure::Oversized(notice.len));
                     }
                 }
@@ -269,30 +271,9 @@ fn response(mut message: Map<String, Value>) -> Result<Value, Failure> {
     })
 }
 
-/// Whether the head of a JSON line carries `"id": id` (compact or spaced).
-fn carries_id(head: &str, id: u64) -> bool {
-    let id = id.to_string();
-    head.match_indices("\"id\"").any(|(at, key)| {
-        let rest = head[at + key.len()..].trim_start();
-        rest.strip_prefix(':').is_some_and(|rest| {
-            rest.trim_start()
-                .strip_prefix(id.as_str())
-                .is_some_and(|after| !after.starts_with(|c: char| c.is_ascii_digit()))
-        })
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_id_of_an_oversized_answer_is_recognised_in_its_head() {
-        assert!(carries_id(r#"{"jsonrpc":"2.0","id":3,"result":{"#, 3));
-        assert!(carries_id(r#"{"id" : 3 ,"#, 3));
-        assert!(!carries_id(r#"{"jsonrpc":"2.0","id":31,"result":"#, 3));
-        assert!(!carries_id(r#"{"result":{"text":"id"}"#, 3));
-    }
 
     #[test]
     fn responses_yield_their_result_or_their_error() {

@@ -68,7 +68,13 @@ pub fn frames(input: &[u8], max_message_size: usize) -> (Vec<Frame>, DecoderStat
         rest = after;
         if len > max_message_size as u64 {
             stats.oversized += 1;
-            out.push(Frame::Oversized(Oversized::new(len, head(body))));
+            // The id is read from the whole body at once: the decoder must
+            // find the same one however the body was chunked.
+            let mut id = crate::jsonrpc::IdScanner::new();
+            id.feed(body);
+            out.push(Frame::Oversized(
+                Oversized::new(len, head(body)).with_json_rpc_id(id.id()),
+            ));
         } else {
             stats.messages += 1;
             stats.bytes += len;
