@@ -20,7 +20,7 @@ use futures_sink::Sink;
 
 use crate::control::{Control, ControlParts};
 use crate::flusher::Flusher;
-use crate::link::{ControlSide, Link, ReadOutcome, WRITE_BATCH, lock};
+use crate::link::{ControlSide, Link, OutSide, ReadOutcome, WRITE_BATCH, lock};
 use crate::runtime::{PipeRead, PipeWrite, Runtime};
 use crate::spawn;
 
@@ -394,11 +394,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         loop {
             match out.outbound.send(item) {
                 Ok(()) => {
-                    if out.outbound.queued() >= WRITE_BATCH {
-                        self.link.write_or_arm(&mut out, self.rt.now());
-                    } else {
-                        self.link.arm_flush(&mut out);
-                    }
+                    self.wrote_or_armed(&mut out);
                     return Ok(Ok(()));
                 }
                 Err(err) if err.kind() == SendErrorKind::Full => {
@@ -475,6 +471,18 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             Poll::Pending
         })
         .await
+    }
+
+    /// After a message was queued: a pipe's worth is written by this task,
+    /// less is left to the next `recv` or the background task, which is
+    /// asked once per batch. Either way nothing accepted waits for a flush
+    /// that may never be asked for.
+    fn wrote_or_armed(&self, out: &mut OutSide<F>) {
+        if out.outbound.queued() >= WRITE_BATCH {
+            self.link.write_or_arm(out, self.rt.now());
+        } else {
+            self.link.arm_flush(out);
+        }
     }
 
     /// Tells the supervisor, once, that shutdown was asked.
@@ -561,9 +569,7 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
     fn start_send(self: Pin<&mut Self>, item: Bytes) -> Result<(), Self::Error> {
         let mut out = lock(&self.link.out);
         out.outbound.send_anyway(item)?;
-        if out.outbound.queued() >= WRITE_BATCH {
-            self.link.write_or_arm(&mut out, self.rt.now());
-        }
+        self.wrote_or_armed(&mut out);
         Ok(())
     }
 
