@@ -22,6 +22,9 @@
 pub mod async_process;
 mod control;
 mod flusher;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+mod json;
 mod link;
 mod os;
 mod runtime;
@@ -34,5 +37,7 @@ pub use childwire_core::{
     ExitReport, Framing, Lines, Malformed, Message, Oversized, Received, SendError, SendErrorKind,
     SpawnError, StderrMode,
 };
+#[cfg(feature = "serde")]
+pub use json::{RecvJsonError, SendJsonError};
 pub use runtime::{NoRuntime, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
 pub use transport::{Config, Receiver, Sender, ShutdownError, StderrCallback, Transport};

@@ -281,6 +281,16 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         self.sender.link.counters()
     }
 
+    /// The sending half, borrowed.
+    pub fn sender(&self) -> &Sender<R, F> {
+        &self.sender
+    }
+
+    /// The receiving half, borrowed.
+    pub fn receiver_mut(&mut self) -> &mut Receiver<R, F> {
+        &mut self.receiver
+    }
+
     /// Splits into a [`Sender`], which can be cloned, and a [`Receiver`], to
     /// use from different tasks.
     pub fn split(self) -> (Sender<R, F>, Receiver<R, F>) {

@@ -108,6 +108,9 @@ pub use childwire_async::{
 pub use childwire_async::{
     NoRuntime, PipeRead, PipeWrite, Receiver, Runtime, Sender, SpawnedChild, Timer, Transport,
 };
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub use childwire_async::{RecvJsonError, SendJsonError};
 /// The sans-IO core: the framer on its own (usable over any byte stream),
 /// the encoder, the lifecycle and session state machines.
 pub use childwire_core as core;
