@@ -463,7 +463,8 @@ enum State {
         len: u64,
         remaining: u64,
         head: BytesMut,
-        id: IdScanner,
+        /// Boxed: it is a few hundred bytes, the other states a few words.
+        id: Box<IdScanner>,
     },
     /// Dropping a header block over [`MAX_HEADER_LEN`] through its
     /// `\r\n\r\n`; `tail` holds its last bytes (up to three), so a
@@ -578,7 +579,7 @@ impl Parser {
                         head: BytesMut::with_capacity(
                             OVERSIZED_HEAD_LEN.min(usize::try_from(len).unwrap_or(usize::MAX)),
                         ),
-                        id: IdScanner::new(),
+                        id: Box::new(IdScanner::new()),
                     },
                 };
                 None
