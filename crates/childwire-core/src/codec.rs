@@ -1,4 +1,4 @@
-//! [`tokio_util::codec`] bindings for the framers (C19), behind the
+//! [`tokio_util::codec`] bindings for the framers, behind the
 //! `tokio-util` feature.
 //!
 //! [`LineCodec`] (newline-delimited) and [`ContentLengthCodec`] (LSP, DAP)

@@ -1,4 +1,4 @@
-//! A bounded tail of the child's stderr, and its lines as events (C09, C10).
+//! A bounded tail of the child's stderr, and its lines as events.
 //!
 //! # What a line is
 //!
@@ -49,7 +49,7 @@ impl Default for StderrTailConfig {
 /// Drain order: after every [`handle_data`](Self::handle_data) or
 /// [`handle_eof`](Self::handle_eof), call [`poll_line`](Self::poll_line)
 /// until `None` (each line for a callback or `tracing`). Read
-/// [`tail`](Self::tail) whenever a report needs it (C10).
+/// [`tail`](Self::tail) whenever a report needs it.
 ///
 /// Memory never exceeds about `max_bytes` for the partial line, `max_bytes`
 /// plus `max_lines` small headers for the tail, and `max_pending_bytes` for
