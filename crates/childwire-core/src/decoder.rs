@@ -1,4 +1,4 @@
-//! Inbound framing: bytes from the child's stdout in, messages out (C01–C04, C19).
+//! Inbound framing: bytes from the child's stdout in, messages out.
 //!
 //! [`LineDecoder`] is a pure state machine. It works on any byte stream (a
 //! pipe, a socket, an in-memory buffer), so it is usable on its own by
@@ -30,7 +30,7 @@ const INITIAL_CAPACITY: usize = 64 * 1024;
 /// Drain `poll_frame` until it returns `None` after every `handle_*` call.
 /// The memory bound below holds for callers who do.
 ///
-/// # What a frame is (C01–C04)
+/// # What a frame is
 ///
 /// - A message is the bytes before a `\n`; one `\r` before the `\n` is
 ///   removed. Invalid UTF-8 is carried unchanged.
