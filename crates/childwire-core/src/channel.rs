@@ -49,7 +49,7 @@ use crate::report::Counters;
 /// stream ended and every frame was taken. It ends on EOF, not on an exit
 /// status.
 ///
-/// # Example: an NDJSON peer, and a Content-Length-style transport by type
+/// # Example: an NDJSON peer over any byte stream
 ///
 /// ```
 /// use std::time::Instant;
@@ -70,6 +70,27 @@ use crate::report::Counters;
 /// assert!(peer.poll_close_write()); // shut the socket's write side
 /// peer.handle_read_eof(now);
 /// assert!(peer.is_finished());
+/// ```
+///
+/// The same with `Content-Length` framing, as an LSP or DAP peer speaks it:
+///
+/// ```
+/// use std::time::Instant;
+/// use childwire_core::{Channel, ChannelConfig, ContentLength, Frame};
+///
+/// let now = Instant::now();
+/// let mut peer = Channel::new(ContentLength, &ChannelConfig::default());
+///
+/// peer.send(r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#).unwrap();
+/// let wire = peer.poll_transmit(now).unwrap();
+/// assert!(wire.starts_with(b"Content-Length: 46\r\n\r\n{"));
+/// peer.handle_written(wire.len(), now);
+///
+/// // The answer arrives in two pieces, split inside its header.
+/// peer.handle_read(b"Content-Length: 3", now);
+/// peer.handle_read(b"6\r\nContent-Type: application/vscode-jsonrpc\r\n\r\n{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}", now);
+/// let Some(Frame::Message(reply)) = peer.poll_received() else { panic!() };
+/// assert_eq!(&reply[..], br#"{"jsonrpc":"2.0","id":1,"result":{}}"#);
 /// ```
 #[derive(Debug)]
 pub struct Channel<F: Framing = Lines> {
