@@ -519,11 +519,12 @@ impl Parser {
     /// Looks for the end of the current header block in `src`.
     fn read_header<S: Source>(&mut self, src: &mut S) -> Option<Frame> {
         let held = self.header.len();
-        if held == 0
-            && let Some((len, end)) = canonical_header(src)
-        {
-            src.skip(end);
-            return self.after_header(Ok(len), &[]);
+        // Nested, not a let-chain: those need Rust 1.88, the crates 1.85.
+        if held == 0 {
+            if let Some((len, end)) = canonical_header(src) {
+                src.skip(end);
+                return self.after_header(Ok(len), &[]);
+            }
         }
         // Only a terminator that ends within the bound counts here.
         let window = &src[..src.len().min(MAX_HEADER_LEN - held)];
