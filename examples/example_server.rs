@@ -13,6 +13,7 @@
 use std::io::{self, Write};
 use std::process::ExitCode;
 
+use childwire::ChannelConfig;
 use childwire_examples::cli::Parsed;
 use childwire_examples::mcp_server::{McpServer, USAGE, parse_args, serve};
 
@@ -33,7 +34,26 @@ fn main() -> ExitCode {
         "ready, reading JSON-RPC from stdin (protocols {})",
         versions.join(", ")
     ));
-    match serve(&mut server, io::stdin().lock(), io::stdout().lock()) {
+    // The server side of stdio on childwire's own transport: bounded
+    // framing both ways, one thread.
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            log(format_args!("cannot start Tokio: {error}"));
+            return ExitCode::FAILURE;
+        }
+    };
+    let config = ChannelConfig::default();
+    let served = runtime.block_on(async {
+        let peer = childwire::tokio::stdio(&config).map_err(|err| err.to_string())?;
+        serve(&mut server, peer, config.max_message_size)
+            .await
+            .map_err(|err| err.to_string())
+    });
+    match served {
         Ok(()) => {
             log(format_args!("stdin closed, exiting"));
             ExitCode::SUCCESS

@@ -23,13 +23,10 @@
 //! - Notifications (`notifications/initialized` and any other) are never
 //!   answered, nor are responses the client sends.
 
-use std::fmt;
-use std::io::{self, Read, Write};
-
 use bytes::Bytes;
-use childwire_core::decoder::DEFAULT_MAX_MESSAGE_SIZE;
+use childwire::{Closed, Received, Runtime, SendError, SendErrorKind, ShutdownError, Transport};
 use childwire_core::jsonrpc::oversized_error;
-use childwire_core::{Frame, LineDecoder};
+use std::fmt;
 
 use serde::Deserialize;
 use serde_json::{Map, Value, json};
@@ -431,70 +428,44 @@ fn not_an_object(params: &Value) -> Failure {
     )
 }
 
-/// Runs `server` over a line stream until `input` ends, with childwire's
-/// default limit on one request (16 MiB); see [`serve_with_limit`].
-pub fn serve(server: &mut McpServer, input: impl Read, output: impl Write) -> io::Result<()> {
-    serve_with_limit(server, input, output, DEFAULT_MAX_MESSAGE_SIZE)
-}
-
-/// Runs `server` over a line stream until `input` ends: frames requests with
-/// childwire's own decoder, writes each answer (if any) followed by `\n`,
-/// and flushes, so a client waiting for a response is never left waiting on
-/// a buffer.
-///
-/// Memory is bounded: a request over `max_message_size` is never held whole;
-/// it is answered with a JSON-RPC error for its id (found while it was
-/// dropped), and the server goes on with the next line.
+/// Serves `peer` until its input ends: each request is answered (if it
+/// wants an answer) as soon as it was handled, through childwire's own
+/// transport, so framing and limits are the library's: a request over the
+/// peer's `max_message_size` is never held whole; it is answered with a
+/// JSON-RPC error for its id (found while it was dropped), and the server
+/// goes on with the next line.
 ///
 /// Returns `Ok(())` at end of input, which is how an MCP stdio client shuts
-/// the server down; returns the error if reading or writing fails.
-pub fn serve_with_limit(
+/// the server down, after every answer was written; returns the reason if
+/// an answer cannot be sent (the client went away).
+pub async fn serve<R: Runtime>(
     server: &mut McpServer,
-    mut input: impl Read,
-    mut output: impl Write,
+    mut peer: Transport<R>,
     max_message_size: usize,
-) -> io::Result<()> {
-    let mut decoder = LineDecoder::new(max_message_size);
-    let mut chunk = vec![0; 64 * 1024];
-    let mut answer = Vec::new();
-    loop {
-        let n = match input.read(&mut chunk) {
-            Ok(n) => n,
-            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
-            Err(err) => return Err(err),
-        };
-        if n == 0 {
-            decoder.handle_eof();
-        } else {
-            decoder.handle_data(&chunk[..n]);
-        }
-        while let Some(frame) = decoder.poll_frame() {
-            let response = match frame {
-                Frame::Message(request) => server.handle_bytes(&request).map(Bytes::from),
-                Frame::Oversized(notice) => {
-                    server.log(format_args!("dropped a request: {notice}"));
-                    notice
-                        .json_rpc_id()
-                        .filter(|id| &id[..] != b"null")
-                        .map(|id| oversized_error(id, notice.len, max_message_size))
-                }
-                _ => None,
-            };
-            if let Some(response) = response {
-                // Response and newline in one buffer: one write call whenever
-                // the pipe has room, instead of a second tiny write for the
-                // newline.
-                answer.clear();
-                answer.extend_from_slice(&response);
-                answer.push(b'\n');
-                output.write_all(&answer)?;
-                output.flush()?;
+) -> Result<(), SendError<Bytes>> {
+    while let Some(item) = peer.recv().await {
+        let answer = match item {
+            Received::Message(request) => server.handle_bytes(&request).map(Bytes::from),
+            Received::Oversized(notice) => {
+                server.log(format_args!("dropped a request: {notice}"));
+                notice
+                    .json_rpc_id()
+                    .filter(|id| &id[..] != b"null")
+                    .map(|id| oversized_error(id, notice.len, max_message_size))
             }
-        }
-        if n == 0 {
-            return Ok(());
+            _ => None,
+        };
+        if let Some(answer) = answer {
+            peer.send(answer).await?;
         }
     }
+    // Every answer out before the server exits.
+    let closed = match peer.close().await {
+        Ok(()) => return Ok(()),
+        Err(ShutdownError::PeerClosed) => Closed::PeerClosed,
+        Err(_) => Closed::DriverStopped,
+    };
+    Err(SendError::new(SendErrorKind::Closed(closed), Bytes::new()))
 }
 
 /// `example_server --help`.

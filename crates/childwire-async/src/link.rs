@@ -161,8 +161,11 @@ pub(crate) struct OutSide<F: Framing> {
     unflushed: bool,
     /// The background task is asked to flush.
     pub(crate) flush_armed: bool,
-    /// A write failed: the peer closed its end. For the supervisor.
+    /// A write failed: the peer closed its end. For the supervisor, which
+    /// takes it.
     pub(crate) write_failed: bool,
+    /// A write failed, ever: what was queued then was dropped.
+    pub(crate) broken: bool,
     /// Tasks waiting for room, for the queue to drain, or for the pipe.
     waiters: Arc<WakeSet>,
     pipe_waker: Waker,
@@ -177,6 +180,7 @@ impl<F: Framing> OutSide<F> {
             unflushed: false,
             flush_armed: false,
             write_failed: false,
+            broken: false,
             pipe_waker: fan_out(&waiters),
             waiters,
         }
@@ -255,6 +259,7 @@ impl<F: Framing> OutSide<F> {
         let _ = self.outbound.poll_close();
         self.pipe = None;
         self.write_failed = true;
+        self.broken = true;
     }
 
     /// Closes the writing pipe (the peer reads EOF).

@@ -264,6 +264,11 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         self.sender.shutdown().await
     }
 
+    /// Waits until everything queued was written. See [`Sender::flush`].
+    pub async fn flush(&self) -> Result<(), SendError<Bytes>> {
+        self.sender.flush().await
+    }
+
     /// Stops sending: what is queued is written, then the write side is
     /// closed. See [`Sender::close`].
     pub async fn close(&self) -> Result<(), ShutdownError> {
@@ -454,7 +459,8 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// Stops sending: what is queued is written, then the write side is
     /// closed (for a child: its stdin, which begins the graceful shutdown;
     /// its end comes through the receiver). Returns once the write side is
-    /// closed.
+    /// closed; fails with [`ShutdownError::PeerClosed`] if the peer stopped
+    /// reading first, so what was queued could not all be written.
     pub async fn close(&self) -> Result<(), ShutdownError> {
         if self.link.is_child() {
             self.begin_shutdown();
@@ -471,6 +477,9 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
                 .is_some_and(|control| lock(control).stopped);
             let mut out = lock(&self.link.out);
             let _ = out.poll_write_all(Some(cx.waker()), self.rt.now());
+            if out.broken {
+                return Poll::Ready(Err(ShutdownError::PeerClosed));
+            }
             if !out.is_pipe_open() {
                 return Poll::Ready(Ok(()));
             }
@@ -493,6 +502,36 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         } else {
             self.link.arm_flush(out);
         }
+    }
+
+    /// Waits until everything queued so far was written to the peer, writing
+    /// it from this task. Fails if the peer stopped reading first (what was
+    /// queued was dropped) or sending ended.
+    ///
+    /// Before [`shutdown`](Self::shutdown), it keeps a large last message
+    /// out of `stdin_grace`, which otherwise covers the flush too.
+    pub async fn flush(&self) -> Result<(), SendError<Bytes>> {
+        poll_fn(|cx| {
+            let mut out = lock(&self.link.out);
+            let written = out.poll_write_all(Some(cx.waker()), self.rt.now());
+            if out.outbound.is_drained() && !out.broken {
+                return Poll::Ready(Ok(()));
+            }
+            if written.is_ready() {
+                // Nothing more can be written: the pipe is gone.
+                let closed = if out.broken {
+                    Closed::PeerClosed
+                } else {
+                    out.outbound.closed().unwrap_or(Closed::PeerClosed)
+                };
+                return Poll::Ready(Err(SendError::new(
+                    SendErrorKind::Closed(closed),
+                    Bytes::new(),
+                )));
+            }
+            Poll::Pending
+        })
+        .await
     }
 
     /// Tells the supervisor, once, that shutdown was asked.
@@ -795,6 +834,9 @@ pub enum ShutdownError {
     /// A channel over a pipe pair has no child to shut down; its write side
     /// was closed.
     NoChild,
+    /// The peer stopped reading (a write failed) before everything queued
+    /// was written; the rest was dropped.
+    PeerClosed,
 }
 
 impl fmt::Display for ShutdownError {
@@ -805,6 +847,9 @@ impl fmt::Display for ShutdownError {
             }
             ShutdownError::NoChild => {
                 "this channel has no child to shut down; its write side was closed"
+            }
+            ShutdownError::PeerClosed => {
+                "the peer stopped reading before everything queued was written; the rest was dropped"
             }
         })
     }

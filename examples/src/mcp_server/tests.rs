@@ -1,9 +1,11 @@
-use std::io::{self, Cursor, Write};
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::{McpServer, SERVER_NAME, serve, serve_with_limit};
+use childwire::ChannelConfig;
+use childwire::tokio::TokioIo;
+
+use super::{McpServer, SERVER_NAME, serve};
 use crate::protocol::{
     HANDSHAKE_PROTOCOL_VERSIONS, INVALID_PARAMS, LATEST_PROTOCOL_VERSION, METHOD_NOT_FOUND,
     UNSUPPORTED_PROTOCOL_VERSION,
@@ -397,24 +399,44 @@ fn mcp_logger_hears_about_requests_and_errors() {
     assert!(lines.iter().any(|l| l.contains("unparseable")), "{lines:?}");
 }
 
-/// Records what was written and where flushes fell.
-#[derive(Default)]
-struct Recorder {
-    bytes: Vec<u8>,
-    /// `bytes.len()` at each flush.
-    flushed_at: Vec<usize>,
-}
+/// Runs [`serve`] over in-memory pipes on Tokio: the client side writes
+/// `input` then closes; returns what the server wrote and how `serve` ended.
+fn serve_bytes(
+    server: &mut McpServer,
+    input: &[u8],
+    max_message_size: usize,
+) -> (Vec<u8>, Result<(), String>) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-impl Write for Recorder {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.bytes.extend_from_slice(buf);
-        Ok(buf.len())
-    }
-
-    fn flush(&mut self) -> io::Result<()> {
-        self.flushed_at.push(self.bytes.len());
-        Ok(())
-    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime");
+    runtime.block_on(async {
+        let (client, server_side) = tokio::io::duplex(64 * 1024);
+        let (server_read, server_write) = tokio::io::split(server_side);
+        let mut config = ChannelConfig::default();
+        config.max_message_size = max_message_size;
+        let peer = childwire::tokio::Transport::from_pipes(
+            TokioIo(server_read),
+            TokioIo(server_write),
+            &config,
+        )
+        .expect("on a runtime");
+        let (mut client_read, mut client_write) = tokio::io::split(client);
+        let client = async {
+            client_write.write_all(input).await.expect("write input");
+            client_write.shutdown().await.expect("close input");
+            let mut output = Vec::new();
+            client_read
+                .read_to_end(&mut output)
+                .await
+                .expect("read output");
+            output
+        };
+        let (served, output) = tokio::join!(serve(server, peer, max_message_size), client);
+        (output, served.map_err(|err| err.to_string()))
+    })
 }
 
 #[test]
@@ -430,10 +452,10 @@ fn mcp_serve_answers_line_by_line_in_order_and_returns_at_end_of_input() {
     ]
     .join("\n");
     let mut server = McpServer::new();
-    let mut output = Recorder::default();
-    serve(&mut server, Cursor::new(input), &mut output).expect("serve");
+    let (output, served) = serve_bytes(&mut server, input.as_bytes(), 1 << 20);
+    served.expect("serve");
 
-    let text = String::from_utf8(output.bytes).expect("UTF-8 output");
+    let text = String::from_utf8(output).expect("UTF-8 output");
     assert!(text.ends_with('\n'), "{text}");
     let answers: Vec<Value> = text
         .lines()
@@ -453,9 +475,9 @@ fn mcp_serve_answers_a_request_over_the_limit_by_its_id_and_goes_on() {
         "a".repeat(4096)
     );
     let input = format!("{big}\n{}\n", request(8, "ping", json!({})));
-    let mut output = Recorder::default();
-    serve_with_limit(&mut McpServer::new(), Cursor::new(input), &mut output, 1024).expect("serve");
-    let text = String::from_utf8(output.bytes).expect("UTF-8 output");
+    let (output, served) = serve_bytes(&mut McpServer::new(), input.as_bytes(), 1024);
+    served.expect("serve");
+    let text = String::from_utf8(output).expect("UTF-8 output");
     let answers: Vec<Value> = text
         .lines()
         .map(|line| serde_json::from_str(line).expect("each line is JSON"))
@@ -469,40 +491,74 @@ fn mcp_serve_answers_a_request_over_the_limit_by_its_id_and_goes_on() {
 }
 
 #[test]
-fn mcp_serve_flushes_after_every_answer() {
-    let input = format!(
-        "{}\n{}\n{}\n",
-        request(1, "ping", json!({})),
-        r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
-        request(2, "ping", json!({})),
-    );
-    let mut output = Recorder::default();
-    serve(&mut McpServer::new(), Cursor::new(input), &mut output).expect("serve");
-    let line_ends: Vec<usize> = output
-        .bytes
-        .iter()
-        .enumerate()
-        .filter(|(_, byte)| **byte == b'\n')
-        .map(|(at, _)| at + 1)
-        .collect();
-    assert_eq!(line_ends.len(), 2);
-    assert_eq!(output.flushed_at, line_ends);
+fn mcp_serve_answers_each_request_before_the_next_one_is_written() {
+    // A client that waits for each answer before asking again: it would
+    // wait forever if an answer sat in a buffer.
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime");
+    runtime.block_on(async {
+        let (client, server_side) = tokio::io::duplex(64 * 1024);
+        let (server_read, server_write) = tokio::io::split(server_side);
+        let peer = childwire::tokio::Transport::from_pipes(
+            TokioIo(server_read),
+            TokioIo(server_write),
+            &ChannelConfig::default(),
+        )
+        .expect("on a runtime");
+        let (client_read, mut client_write) = tokio::io::split(client);
+        let mut server = McpServer::new();
+        let client = async {
+            let mut lines = BufReader::new(client_read).lines();
+            for id in 1..=3 {
+                let line = format!("{}\n", request(id, "ping", json!({})));
+                client_write
+                    .write_all(line.as_bytes())
+                    .await
+                    .expect("write");
+                let answer =
+                    tokio::time::timeout(std::time::Duration::from_secs(20), lines.next_line())
+                        .await
+                        .expect("the answer came without more input")
+                        .expect("read")
+                        .expect("a line");
+                let answer: Value = serde_json::from_str(&answer).expect("JSON");
+                assert_eq!(answer["id"], id);
+            }
+            client_write.shutdown().await.expect("close");
+        };
+        let (served, ()) = tokio::join!(serve(&mut server, peer, 1 << 20), client);
+        served.expect("serve");
+    });
 }
 
 #[test]
-fn mcp_serve_returns_the_write_error_when_output_is_gone() {
-    struct Closed;
-    impl Write for Closed {
-        fn write(&mut self, _: &[u8]) -> io::Result<usize> {
-            Err(io::ErrorKind::BrokenPipe.into())
-        }
-        fn flush(&mut self) -> io::Result<()> {
-            Ok(())
-        }
-    }
-    let input = format!("{}\n", request(1, "ping", json!({})));
-    let error = serve(&mut McpServer::new(), Cursor::new(input), Closed).expect_err("write fails");
-    assert_eq!(error.kind(), io::ErrorKind::BrokenPipe);
+fn mcp_serve_says_why_when_the_client_is_gone() {
+    // The client writes one request and goes away before the answer.
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a Tokio runtime");
+    let served = runtime.block_on(async {
+        use tokio::io::AsyncWriteExt;
+        let (mut client, server_side) = tokio::io::duplex(64 * 1024);
+        let (server_read, server_write) = tokio::io::split(server_side);
+        let peer = childwire::tokio::Transport::from_pipes(
+            TokioIo(server_read),
+            TokioIo(server_write),
+            &ChannelConfig::default(),
+        )
+        .expect("on a runtime");
+        let line = format!("{}\n", request(1, "ping", json!({})));
+        client.write_all(line.as_bytes()).await.expect("write");
+        drop(client);
+        serve(&mut McpServer::new(), peer, 1 << 20).await
+    });
+    let error = served.expect_err("the answer has nowhere to go");
+    assert!(error.to_string().contains("peer"), "{error}");
 }
 
 /// A stateless (2026-07-28) request's `_meta`.

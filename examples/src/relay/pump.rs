@@ -450,6 +450,10 @@ fn pump_stdin<R: Runtime>(
     }
     decoder.handle_eof();
     if forward(&mut decoder, sender, log, answers) {
+        // Everything the host sent reaches the child before the shutdown's
+        // clock starts: its stdin grace is for the child to exit, not for a
+        // large last message to be written (relay's grace is short).
+        let _ = block_on(sender.flush());
         let _ = block_on(sender.shutdown());
     }
 }
