@@ -15,7 +15,7 @@ use childwire_async::{
     ChannelConfig, Closed, Command, Config, EndedBy, Exit, ExitReport, Received, SendErrorKind,
     Transport,
 };
-use support::{ChildSpec, FakeRuntime, SignalSink, killed_by, pipe};
+use support::{ChildSpec, FakeRuntime, SignalSink, killed_by, pipe, yield_now};
 
 type Fake = Transport<FakeRuntime>;
 
@@ -180,7 +180,7 @@ fn shutdown_while_sending(
     stdin_capacity: usize,
     before: usize,
 ) -> (Vec<u8>, Vec<u8>, ExitReport) {
-    let rt = FakeRuntime::seeded(seed);
+    let rt = FakeRuntime::preemptive(seed);
     let child = rt.script_child(ChildSpec {
         stdin_capacity,
         ..ChildSpec::default()
@@ -193,12 +193,23 @@ fn shutdown_while_sending(
         child.exit(0);
     });
     let accepted = Arc::new(Mutex::new(Vec::new()));
-    let report = rt.block_on(async {
+    let log = Arc::clone(&accepted);
+    let task_rt = rt.clone();
+    // The caller is a task, not `block_on`'s future, so the preemption
+    // points can run it in the middle of the background task's poll.
+    let caller = rt.spawn_joinable(async move {
+        let rt = task_rt;
         let (sender, mut receiver) = spawn(Config::default()).split();
         let mut rng = Rng(seed | 1);
         let message =
             |i: usize, len: usize| format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(len));
         for i in 0..before {
+            if rng.below(2) == 0 {
+                // Give way before a send, never between the last send and
+                // the shutdown: they happen in one poll, inside whatever
+                // the background task was doing when it let us run.
+                yield_now().await;
+            }
             // Now and then a message over the 64 KiB batch: the sender
             // writes it itself and leaves what the pipe did not take.
             let len = if rng.below(8) == 0 {
@@ -211,18 +222,17 @@ fn shutdown_while_sending(
                 .send(msg.clone())
                 .await
                 .expect("accepted before shutdown");
-            accepted
-                .lock()
+            log.lock()
                 .unwrap()
                 .extend_from_slice(format!("{msg}\n").as_bytes());
         }
         let other = sender.clone();
-        let log = Arc::clone(&accepted);
+        let other_log = Arc::clone(&log);
         rt.spawn_task(async move {
             for i in before.. {
                 let msg = message(i, 10);
                 match other.send(msg.clone()).await {
-                    Ok(()) => log
+                    Ok(()) => other_log
                         .lock()
                         .unwrap()
                         .extend_from_slice(format!("{msg}\n").as_bytes()),
@@ -242,6 +252,7 @@ fn shutdown_while_sending(
         }
         report
     });
+    let report = rt.block_on(caller);
     let input = input.lock().unwrap().clone();
     let accepted = accepted.lock().unwrap().clone();
     (input, accepted, report)

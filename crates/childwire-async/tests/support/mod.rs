@@ -81,6 +81,8 @@ struct State {
     /// The programs `spawn_child` was asked to run.
     spawned: Vec<String>,
     polls: u64,
+    /// Run other tasks from inside a child's stderr read and exit poll.
+    preempt: bool,
 }
 
 impl fmt::Debug for FakeRuntime {
@@ -114,6 +116,7 @@ impl FakeRuntime {
                     children: VecDeque::new(),
                     spawned: Vec::new(),
                     polls: 0,
+                    preempt: false,
                 }),
             }),
         }
@@ -126,6 +129,53 @@ impl FakeRuntime {
         // xorshift needs a non-zero state.
         lock(&rt.shared.state).rng = Some(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
         rt
+    }
+
+    /// A seeded runtime that also runs other woken tasks *inside* the
+    /// background task's poll, at the calls where it holds no lock: its
+    /// read of the child's stderr and its poll of the child's exit. A
+    /// multi-threaded runtime runs the caller's task there in parallel; a
+    /// poll-at-a-time executor never would, so races between "read a value"
+    /// and "act on it" in one poll are out of its reach without this.
+    pub fn preemptive(seed: u64) -> Self {
+        let rt = Self::seeded(seed);
+        lock(&rt.shared.state).preempt = true;
+        rt
+    }
+
+    /// A preemption point (see [`preemptive`](Self::preemptive)): polls a
+    /// few woken tasks, as the generator picks. Only tasks in the table
+    /// run: never the one being polled, never `block_on`'s future.
+    fn preempt(&self) {
+        loop {
+            let next = {
+                let mut state = lock(&self.shared.state);
+                if !state.preempt {
+                    return;
+                }
+                let State {
+                    rng, ready, tasks, ..
+                } = &mut *state;
+                let Some(x) = rng.as_mut() else { return };
+                *x ^= *x << 13;
+                *x ^= *x >> 7;
+                *x ^= *x << 17;
+                // About half the time, do nothing more.
+                if *x % 2 == 0 {
+                    return;
+                }
+                let runnable = ready
+                    .iter()
+                    .position(|&id| id != MAIN && tasks[id].is_some());
+                match runnable {
+                    Some(index) => ready.remove(index),
+                    None => return,
+                }
+            };
+            if let Some(id) = next {
+                self.poll_task(id);
+            }
+        }
     }
 
     /// Virtual time since the runtime was made.
@@ -154,15 +204,19 @@ impl FakeRuntime {
         let (stdin_w, stdin_r) = pipe(spec.stdin_capacity);
         let (stdout_w, stdout_r) = pipe(spec.stdout_capacity);
         stdout_r.set_max_read(spec.stdout_max_read);
-        let (stderr_w, stderr_r) = pipe(spec.stdout_capacity);
+        let (stderr_w, mut stderr_r) = pipe(spec.stdout_capacity);
+        let hook_rt = self.clone();
+        stderr_r.before_read = Some(Box::new(move || hook_rt.preempt()));
         let exit = Arc::new(Mutex::new(ExitCell::default()));
         let waiting = Arc::clone(&exit);
+        let exit_rt = self.clone();
         let spawned = SpawnedChild {
             pid: spec.pid,
             stdin: Box::new(stdin_w),
             stdout: Box::new(stdout_r),
             stderr: Some(Box::new(stderr_r)),
             exit: Box::pin(poll_fn(move |cx| {
+                exit_rt.preempt();
                 let mut cell = lock(&waiting);
                 match cell.status {
                     Some(status) => Poll::Ready(Ok(status)),
@@ -185,6 +239,29 @@ impl FakeRuntime {
     /// Runs a task (a child's script, a second caller) on the executor.
     pub fn spawn_task(&self, task: impl Future<Output = ()> + Send + 'static) {
         Runtime::spawn(self, Box::pin(task));
+    }
+
+    /// Runs `task` on the executor, its output to be awaited through the
+    /// handle: for a caller that must be a task of its own (preemption
+    /// only reaches tasks in the table, see [`preemptive`](Self::preemptive)).
+    pub fn spawn_joinable<T: Send + 'static>(
+        &self,
+        task: impl Future<Output = T> + Send + 'static,
+    ) -> JoinHandle<T> {
+        let slot = Arc::new(Mutex::new((None, None::<Waker>)));
+        let filled = Arc::clone(&slot);
+        self.spawn_task(async move {
+            let value = task.await;
+            let waker = {
+                let mut slot = lock(&filled);
+                slot.0 = Some(value);
+                slot.1.take()
+            };
+            if let Some(waker) = waker {
+                waker.wake();
+            }
+        });
+        JoinHandle { slot }
     }
 
     /// Waits `duration` of virtual time.
@@ -326,6 +403,42 @@ impl State {
             }
         };
         self.ready.remove(index)
+    }
+}
+
+/// Gives way once: the task is woken at once and polled again after the
+/// other woken tasks the executor picks. (A zero-length sleep does not
+/// give way: its deadline has already passed.)
+pub async fn yield_now() {
+    let mut yielded = false;
+    poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
+}
+
+/// The output of a task from [`FakeRuntime::spawn_joinable`].
+pub struct JoinHandle<T> {
+    slot: Arc<Mutex<(Option<T>, Option<Waker>)>>,
+}
+
+impl<T> Future for JoinHandle<T> {
+    type Output = T;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<T> {
+        let mut slot = lock(&self.slot);
+        match slot.0.take() {
+            Some(value) => Poll::Ready(value),
+            None => {
+                slot.1 = Some(cx.waker().clone());
+                Poll::Pending
+            }
+        }
     }
 }
 
@@ -563,14 +676,24 @@ pub fn pipe(capacity: usize) -> (PipeWriter, PipeReader) {
         writer_waker: None,
         read_total: 0,
     }));
-    (PipeWriter(Arc::clone(&cell)), PipeReader(cell))
+    (
+        PipeWriter(Arc::clone(&cell)),
+        PipeReader {
+            cell,
+            before_read: None,
+        },
+    )
 }
 
 /// The writing end of a [`pipe`].
 pub struct PipeWriter(PipeCell);
 
 /// The reading end of a [`pipe`].
-pub struct PipeReader(PipeCell);
+pub struct PipeReader {
+    cell: PipeCell,
+    /// Called before each read, outside every lock: a preemption point.
+    before_read: Option<Box<dyn Fn() + Send + Sync>>,
+}
 
 /// A view of a pipe's unread bytes that outlives both its ends, for a
 /// test to look at after the child is gone.
@@ -651,28 +774,28 @@ impl Drop for PipeWriter {
 
 impl PipeReader {
     fn set_max_read(&self, max: usize) {
-        lock(&self.0).max_read = max;
+        lock(&self.cell).max_read = max;
     }
 
     /// Bytes written and not yet read.
     pub fn unread(&self) -> usize {
-        lock(&self.0).buf.len()
+        lock(&self.cell).buf.len()
     }
 
     /// Bytes read so far.
     pub fn read_total(&self) -> u64 {
-        lock(&self.0).read_total
+        lock(&self.cell).read_total
     }
 
     /// Whether the writing end was dropped (what is unread is still there).
     pub fn is_writer_closed(&self) -> bool {
-        !lock(&self.0).writer_open
+        !lock(&self.cell).writer_open
     }
 
     /// Takes what is there now, without waiting.
     pub fn take_available(&mut self) -> Vec<u8> {
         let (data, waker) = {
-            let mut state = lock(&self.0);
+            let mut state = lock(&self.cell);
             let data: Vec<u8> = state.buf.drain(..).collect();
             state.read_total += data.len() as u64;
             (data, state.writer_waker.take())
@@ -699,7 +822,7 @@ impl PipeReader {
     /// that never reads its stdin still sees it close.
     pub async fn writer_closed(&self) {
         poll_fn(|cx| {
-            let mut state = lock(&self.0);
+            let mut state = lock(&self.cell);
             if state.writer_open {
                 state.reader_waker = Some(cx.waker().clone());
                 Poll::Pending
@@ -713,7 +836,10 @@ impl PipeReader {
 
 impl PipeRead for PipeReader {
     fn poll_read(&mut self, cx: &mut Context<'_>, out: &mut [u8]) -> Poll<io::Result<usize>> {
-        let mut state = lock(&self.0);
+        if let Some(hook) = &self.before_read {
+            hook();
+        }
+        let mut state = lock(&self.cell);
         if state.buf.is_empty() {
             if !state.writer_open || out.is_empty() {
                 return Poll::Ready(Ok(0));
@@ -738,7 +864,7 @@ impl PipeRead for PipeReader {
 impl Drop for PipeReader {
     fn drop(&mut self) {
         let waker = {
-            let mut state = lock(&self.0);
+            let mut state = lock(&self.cell);
             state.reader_open = false;
             state.buf.clear();
             state.writer_waker.take()
