@@ -634,3 +634,121 @@ fn c24_spawning_outside_the_fake_runtime_fails_before_anything_starts() {
     assert!(err.to_string().contains("fake runtime"), "{err}");
     assert!(rt.spawned().is_empty());
 }
+
+/// What the receive bound held back in stdout at the exit is the
+/// caller's, however long it takes to come for it. With real pipe reads: the
+/// caller's one `recv` read a pipe's worth of tiny lines, which alone costs
+/// more than the bound, so the next pipe's worth waits in the pipe through
+/// the exit and past the 1 s drain grace.
+#[test]
+fn c04_lines_held_back_by_the_receive_bound_are_not_lost_when_the_caller_is_away_past_drain_grace()
+{
+    const LINES: usize = 64 * 1024; // two pipes' worth
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec::default());
+    rt.spawn_task(async move {
+        child.stdout.write_all(&b"x\n".repeat(LINES)).await.unwrap();
+        child.exit(0);
+    });
+    let (received, report) = rt.block_on(async {
+        let mut config = Config::default();
+        config.recv_high_water(1024 * 1024);
+        let mut transport = spawn(config);
+        let mut received =
+            usize::from(matches!(transport.recv().await, Some(Received::Message(_))));
+        // Away for longer than the drain grace.
+        rt.sleep(Duration::from_secs(10)).await;
+        let report = loop {
+            match transport.recv().await {
+                Some(Received::Message(_)) => received += 1,
+                other => break expect_report(other),
+            }
+        };
+        (received, report)
+    });
+    assert_eq!(received, LINES, "{report}");
+    assert!(report.pipes_drained, "the pipes did reach EOF: {report}");
+    assert_eq!(report.counters.messages_in, LINES as u64);
+}
+
+/// The other side of the previous test: when something the child started
+/// keeps stdout open, the held-back lines are still delivered as the caller
+/// drains, and then the report comes (saying the pipes were held) instead
+/// of waiting for an EOF that never comes.
+#[test]
+fn c04_held_back_lines_then_the_report_when_a_grandchild_keeps_stdout_open() {
+    const LINES: usize = 32 * 1024;
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec {
+        stdout_max_read: 64,
+        ..ChildSpec::default()
+    });
+    let stdout = child.stdout.probe();
+    rt.spawn_task(async move {
+        child.stdout.write_all(&b"x\n".repeat(LINES)).await.unwrap();
+        // Held open, silent, for ever.
+        std::mem::forget(child.exit_leaving_stdout(0));
+    });
+    let (received, report) = rt.block_on(async {
+        let mut config = Config::default();
+        config.recv_high_water(8192);
+        let mut transport = spawn(config);
+        rt.sleep(Duration::from_secs(10)).await;
+        assert!(stdout.unread() > 0, "the bound held lines back");
+        let mut received = 0;
+        let report = loop {
+            match transport.recv().await {
+                Some(Received::Message(_)) => received += 1,
+                other => break expect_report(other),
+            }
+        };
+        assert!(transport.recv().await.is_none());
+        (received, report)
+    });
+    assert_eq!(received, LINES);
+    assert!(!report.pipes_drained, "{report}");
+}
+
+/// Holding lines back for the receiver must not hold the shutdown back: a
+/// caller that awaits `shutdown()` before receiving gets the report, and
+/// the lines afterwards, then the receiver's copy of the report. (The
+/// report comes one drain grace after the exit, not at it: the lifecycle
+/// waits for stdout's EOF, which the caller's own backlog keeps it from
+/// seeing. Telling the lifecycle that stdout is held back by the caller,
+/// not by something the child started, is a change to the core.)
+#[test]
+fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
+    const LINES: usize = 64 * 1024;
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec::default());
+    let script_rt = rt.clone();
+    rt.spawn_task(async move {
+        child.stdout.write_all(&b"x\n".repeat(LINES)).await.unwrap();
+        child.stdin.writer_closed().await;
+        script_rt.sleep(5 * MS).await;
+        child.exit(0);
+    });
+    rt.block_on(async {
+        let mut config = Config::default();
+        config.recv_high_water(1024 * 1024);
+        let mut transport = spawn(config);
+        let mut received =
+            usize::from(matches!(transport.recv().await, Some(Received::Message(_))));
+        rt.sleep(Duration::from_secs(1)).await;
+        let asked = rt.elapsed();
+        let report = transport.shutdown().await.unwrap();
+        let drain_grace = Duration::from_secs(1);
+        assert_eq!(rt.elapsed() - asked, 5 * MS + drain_grace, "{report}");
+        assert_eq!(report.elapsed, 5 * MS);
+        let last = loop {
+            match transport.recv().await {
+                Some(Received::Message(_)) => received += 1,
+                other => break expect_report(other),
+            }
+        };
+        assert_eq!(received, LINES);
+        assert_eq!(last.exit, report.exit);
+        assert_eq!(last.counters.messages_in, LINES as u64);
+        assert!(last.pipes_drained, "stdout did reach EOF: {last}");
+    });
+}

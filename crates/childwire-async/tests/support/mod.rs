@@ -615,6 +615,20 @@ impl FakeChild {
         self.exit_with(exit_code(code));
     }
 
+    /// Exits with `code` while something it started keeps its stdout open
+    /// (a launcher's grandchild): the returned end, to write or drop.
+    pub fn exit_leaving_stdout(self, code: i32) -> PipeWriter {
+        let Self {
+            stdin,
+            stdout,
+            stderr,
+            exit,
+        } = self;
+        drop((stdin, stderr));
+        Self::report_exit(&exit, exit_code(code));
+        stdout
+    }
+
     /// Exits with `status`, closing its pipes.
     pub fn exit_with(self, status: ExitStatus) {
         let Self {
@@ -624,8 +638,12 @@ impl FakeChild {
             exit,
         } = self;
         drop((stdin, stdout, stderr));
+        Self::report_exit(&exit, status);
+    }
+
+    fn report_exit(exit: &Mutex<ExitCell>, status: ExitStatus) {
         let waker = {
-            let mut cell = lock(&exit);
+            let mut cell = lock(exit);
             cell.status = Some(status);
             cell.waker.take()
         };
