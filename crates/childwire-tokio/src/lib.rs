@@ -150,7 +150,7 @@ impl<T: AsyncWrite + Send + Unpin + 'static> PipeWrite for TokioIo<T> {
 /// let mut peer = childwire_tokio::stdio(&ChannelConfig::default())?;
 /// while let Some(item) = peer.recv().await {
 ///     if let Received::Message(request) = item {
-///         peer.send(&request[..]).await?; // echo
+///         peer.send(request).await?; // echo
 ///     }
 /// }
 /// # Ok(()) }
