@@ -752,3 +752,36 @@ fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
         assert!(last.pipes_drained, "stdout did reach EOF: {last}");
     });
 }
+
+/// Held-back lines keep the background task alive only while someone may
+/// still receive them: dropping the transport ends it.
+#[test]
+fn c14_dropping_the_transport_while_lines_are_held_back_ends_the_background_task() {
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec::default());
+    rt.spawn_task(async move {
+        child
+            .stdout
+            .write_all(&b"x\n".repeat(64 * 1024))
+            .await
+            .unwrap();
+        child.exit(0);
+    });
+    let stalled = rt.run(async {
+        let mut config = Config::default();
+        config.recv_high_water(1024 * 1024);
+        let mut transport = spawn(config);
+        let _ = transport.recv().await;
+        // Past the exit and the drain grace, with a pipe's worth held back.
+        rt.sleep(Duration::from_secs(5)).await;
+        assert_eq!(
+            rt.live_tasks(),
+            1,
+            "the background task waits for the receiver"
+        );
+        drop(transport);
+        std::future::pending::<()>().await;
+    });
+    assert!(stalled.is_err());
+    assert_eq!(rt.live_tasks(), 0);
+}

@@ -193,6 +193,15 @@ impl FakeRuntime {
         lock(&self.shared.state).polls
     }
 
+    /// Tasks spawned and not finished.
+    pub fn live_tasks(&self) -> usize {
+        lock(&self.shared.state)
+            .tasks
+            .iter()
+            .filter(|task| task.is_some())
+            .count()
+    }
+
     /// The programs children were spawned for.
     pub fn spawned(&self) -> Vec<String> {
         lock(&self.shared.state).spawned.clone()
