@@ -18,9 +18,18 @@
 //!   and stderr are written by it), and an exit status delivered when the
 //!   script says so.
 //!
-//! What it cannot do: preempt a task in the middle of a poll (the
-//! interleavings are between polls, not between two instructions of two
-//! threads), or deliver a signal to a fake child (see [`SignalSink`]).
+//! - With [`FakeRuntime::preemptive`], other woken tasks may also run
+//!   *inside* the background task's poll, at its lock-free calls into the
+//!   child (the stderr read, the exit poll), where a multi-threaded runtime
+//!   would run them in parallel.
+//!
+//! What it cannot do: preempt anywhere else (between two instructions of
+//! two threads, or inside a lock: the interleavings are at poll boundaries
+//! and those few calls), run tasks in parallel (so no data race or lock
+//! contention is ever exercised: that stays with the real-child suite),
+//! deliver a signal to a fake child (see [`SignalSink`]), or model what the
+//! OS does on its own (a pipe's EOF only when every holder closes it, a
+//! reap, process groups): the script says when each of those happens.
 
 #![allow(dead_code, unreachable_pub)] // each test binary uses a part of it
 
