@@ -18,6 +18,14 @@ fn cpu_time() -> Duration {
 /// clock, because a paused runtime does not wait for I/O when a timer is
 /// due), so the shutdown takes the time of a spawn and two signals, and
 /// its report still says 4 s.
+///
+/// Where auto-advance bites: after the SIGKILL, `sh` is reaped while its
+/// `sleep` (same group, same stdout) may still be dying. If the runtime
+/// goes idle before that EOF is readable, Tokio jumps the 1 s drain grace
+/// at once, and the report comes at virtual 5 s saying something held the
+/// pipes open. Which one happens is up to the kernel (seen both ways), so
+/// the test asserts the exit's instant, not the report's, and lets the
+/// shutdown end at 4 s or 5 s of virtual time.
 #[tokio::test(start_paused = true)]
 async fn c24_shutdown_graces_pass_in_tokio_virtual_time() {
     let mut command = Command::new("sh");
@@ -43,7 +51,9 @@ async fn c24_shutdown_graces_pass_in_tokio_virtual_time() {
     let cpu = cpu_time() - cpu;
     let virtual_elapsed = virtual_start.elapsed();
     eprintln!(
-        "paused-clock shutdown: wall {wall:?}, cpu {cpu:?}, virtual {virtual_elapsed:?}; {report}"
+        "paused-clock shutdown: wall {wall:?}, cpu {cpu:?}, virtual {virtual_elapsed:?}, \
+         exit at {:?}; {report}",
+        report.elapsed
     );
     assert_eq!(report.ended_by, EndedBy::Sigkill, "{report}");
     assert_eq!(report.exit, Exit::Signal(9), "{report}");
@@ -55,7 +65,12 @@ async fn c24_shutdown_graces_pass_in_tokio_virtual_time() {
         "the report's elapsed is the virtual 4 s: {:?}",
         report.elapsed
     );
-    assert!(virtual_elapsed >= graces, "{virtual_elapsed:?}");
+    let drain_grace = Duration::from_secs(1);
+    assert!(
+        virtual_elapsed >= graces
+            && virtual_elapsed <= graces + drain_grace + Duration::from_millis(4),
+        "{virtual_elapsed:?}"
+    );
     assert!(wall < Duration::from_millis(50), "wall time {wall:?}");
     // No busy loop stood in for the 4 s either.
     assert!(cpu < Duration::from_millis(50), "CPU time {cpu:?}");
