@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use childwire_core::{Action, Closed, Framing};
+use childwire_core::{Action, Closed, ExitReport, Framing};
 
 use crate::StderrCallback;
 use crate::link::{Link, ReadOutcome, lock};
@@ -46,6 +46,8 @@ pub(crate) struct Control<R: Runtime, F: Framing> {
     timer: Option<(Instant, Pin<Box<dyn Timer>>)>,
     killed_on_abandon: bool,
     stall_reported: bool,
+    /// The report reached the receiver (after the lines held back for it).
+    handed_over: bool,
 }
 
 pub(crate) struct ControlParts {
@@ -82,6 +84,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             timer: None,
             killed_on_abandon: false,
             stall_reported: false,
+            handed_over: false,
         }
     }
 
@@ -212,7 +215,22 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         if report_ready && control.report.is_none() {
             drop(control);
             self.publish_report();
-            return None;
+            return Some((true, None));
+        }
+        if let Some(report) = control.report.clone() {
+            drop(control);
+            // `shutdown()` has the report; the receiver gets it after what
+            // the receive bound held back in stdout, read as the caller
+            // makes room (the receiver wakes us). Stopping at the report
+            // would drop those lines. Nothing more to read now, or nobody
+            // left to read it: the report follows.
+            return match self.read_held_back(cx) {
+                Some(read) if !self.link.is_abandoned() => Some((progress || read, None)),
+                _ => {
+                    self.hand_over(report);
+                    None
+                }
+            };
         }
         drop(control);
 
@@ -228,8 +246,24 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         Some((progress, deadline))
     }
 
-    /// Completes the report with the counters and hands it to the receiver
-    /// and to `shutdown()` callers.
+    /// Reads stdout once after the end was decided: `Some(progress)` while
+    /// bytes held back by the receive bound may be left, `None` once
+    /// nothing more can be read now (EOF, or a quiet pipe something the
+    /// child started still holds: the drain grace is over).
+    fn read_held_back(&mut self, cx: &mut Context<'_>) -> Option<bool> {
+        let mut inn = lock(&self.link.inn);
+        match inn.read_once(cx.waker()) {
+            ReadOutcome::Progress => {
+                inn.wake_waiters();
+                Some(true)
+            }
+            ReadOutcome::Stopped if inn.is_held_back() => Some(false),
+            _ => None,
+        }
+    }
+
+    /// Completes the report with the counters and hands it to `shutdown()`
+    /// callers; the receiver's copy follows with [`hand_over`](Self::hand_over).
     fn publish_report(&mut self) {
         let counters = self.link.counters();
         let Some(control) = self.link.control.as_ref() else {
@@ -242,14 +276,26 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         if self.callback_panicked {
             report.stderr_callback_panicked = true;
         }
-        control.report = Some(report.clone());
+        control.report = Some(report);
         control.done_waiters.wake_all();
-        drop(control);
+    }
+
+    /// Hands the report to the receiver, after every frame read so far:
+    /// with the counters and the pipes' state as they are now.
+    fn hand_over(&mut self, mut report: ExitReport) {
+        self.handed_over = true;
+        let stderr_bytes = report.counters.stderr_bytes;
+        report.counters = self.link.counters();
+        report.counters.stderr_bytes = stderr_bytes;
         let mut inn = lock(&self.link.inn);
+        // Both pipes reached EOF after all (late, because the caller held
+        // stdout back): nothing the child started held them.
+        report.pipes_drained |= self.stderr.is_none() && inn.inbound.is_eof();
         // The pipe may still be held by something the child started: stop.
         inn.stop_reading();
         inn.report = Some(report);
         inn.wake_waiters();
+        drop(inn);
         lock(&self.link.out).wake_waiters();
     }
 
@@ -330,7 +376,11 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
             return;
         };
         let mut control = lock(control);
-        if control.report.is_some() {
+        if let Some(report) = control.report.clone() {
+            drop(control);
+            if !self.handed_over {
+                self.hand_over(report);
+            }
             return;
         }
         if let Some(action) = control.supervisor.drop_action() {

@@ -361,6 +361,20 @@ impl<F: Framing> InSide<F> {
         }
     }
 
+    /// Reading is stopped by the receive bound alone: the pipe may hold
+    /// more, to read once the caller makes room.
+    pub(crate) fn is_held_back(&self) -> bool {
+        self.pipe.is_some() && !self.inbound.wants_read() && !self.inbound.is_eof()
+    }
+
+    /// The next frame for the caller, and whether taking it made room
+    /// below the receive bound.
+    pub(crate) fn take_frame(&mut self) -> (Option<childwire_core::Frame>, bool) {
+        let held_back = self.is_held_back();
+        let frame = self.inbound.poll_received();
+        (frame, held_back && self.inbound.wants_read())
+    }
+
     /// Stops reading: the pipe is dropped (a grandchild may still hold it).
     pub(crate) fn stop_reading(&mut self) {
         self.pipe = None;

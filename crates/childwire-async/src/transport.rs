@@ -685,12 +685,19 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
         into.push(first);
         let mut moved = 1;
         let mut inn = lock(&self.link.inn);
+        let mut made_room = false;
         while moved < limit {
-            let Some(frame) = inn.inbound.poll_received() else {
+            let (frame, room) = inn.take_frame();
+            made_room |= room;
+            let Some(frame) = frame else {
                 break;
             };
             into.push(frame.into());
             moved += 1;
+        }
+        drop(inn);
+        if made_room {
+            self.link.wake_bg();
         }
         moved
     }
@@ -705,7 +712,13 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
         let mut flushed = false;
         loop {
             let mut inn = lock(&self.link.inn);
-            if let Some(frame) = inn.inbound.poll_received() {
+            let (frame, made_room) = inn.take_frame();
+            if made_room {
+                // The background task may wait for this room to read
+                // what the child left in stdout when it exited.
+                self.link.wake_bg();
+            }
+            if let Some(frame) = frame {
                 return Poll::Ready(Some(frame.into()));
             }
             if inn.finished {

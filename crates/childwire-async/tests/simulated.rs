@@ -1,0 +1,787 @@
+//! The async transport driven on a fake runtime: virtual time, a
+//! single-threaded executor stepped one task poll at a time, and scripted
+//! children on in-memory pipes (see `support`). Every instant asserted here
+//! is exact, and every run is the same run.
+
+mod support;
+
+use std::future::{Future, poll_fn};
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
+use std::time::Duration;
+
+use childwire_async::{
+    ChannelConfig, Closed, Command, Config, EndedBy, Exit, ExitReport, Received, SendErrorKind,
+    Transport,
+};
+use support::{ChildSpec, FakeRuntime, SignalSink, killed_by, pipe, yield_now};
+
+type Fake = Transport<FakeRuntime>;
+
+const MS: Duration = Duration::from_millis(1);
+const NS: Duration = Duration::from_nanos(1);
+
+fn spawn(config: Config) -> Fake {
+    Transport::spawn(&Command::new("fake-server"), config).expect("the scripted child spawns")
+}
+
+/// `fut`, or `None` if `timeout` of virtual time passes first; the loser is
+/// dropped where it stood, as `select!` drops it.
+async fn within<T>(rt: &FakeRuntime, timeout: Duration, fut: impl Future<Output = T>) -> Option<T> {
+    let mut fut = pin!(fut);
+    let mut sleep = pin!(rt.sleep(timeout));
+    poll_fn(|cx| {
+        if let Poll::Ready(value) = fut.as_mut().poll(cx) {
+            return Poll::Ready(Some(value));
+        }
+        sleep.as_mut().poll(cx).map(|()| None)
+    })
+    .await
+}
+
+/// A small deterministic generator for test choices, independent of the
+/// executor's own.
+struct Rng(u64);
+
+impl Rng {
+    fn below(&mut self, n: u64) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0 % n
+    }
+}
+
+fn expect_report(item: Option<Received>) -> ExitReport {
+    match item {
+        Some(Received::Exited(report)) => *report,
+        other => panic!("expected the exit report, got {other:?}"),
+    }
+}
+
+// ---- lifecycle on the virtual clock ----
+
+#[test]
+fn c12_shutdown_of_a_child_that_exits_on_eof_completes_at_the_instant_it_exits() {
+    let rt = FakeRuntime::new();
+    let child = rt.script_child(ChildSpec::default());
+    let script_rt = rt.clone();
+    rt.spawn_task(async move {
+        let mut child = child;
+        let _ = child.stdin.read_to_end().await;
+        // Winding down after EOF takes it 300 ms.
+        script_rt.sleep(300 * MS).await;
+        child.exit(0);
+    });
+    let (asked, done, report) = rt.block_on(async {
+        let transport = spawn(Config::default());
+        rt.sleep(Duration::from_secs(1)).await;
+        let asked = rt.elapsed();
+        let report = transport.shutdown().await.expect("shutdown completes");
+        (asked, rt.elapsed(), report)
+    });
+    assert_eq!(done - asked, 300 * MS, "no fixed sleep after the exit");
+    assert_eq!(report.elapsed, 300 * MS);
+    assert_eq!(report.ended_by, EndedBy::StdinClose);
+    assert_eq!(report.exit, Exit::Code(0));
+    assert!(report.shutdown_requested && report.pipes_drained);
+    assert_eq!(rt.spawned(), ["fake-server"]);
+}
+
+/// Shuts down a child that ignores EOF and (the sink makes signals
+/// harmless) every signal, and that exits `exit_at` after the shutdown
+/// was asked. Returns the report, or where everything stopped if it never
+/// exits.
+fn shutdown_ignoring_everything(
+    pid: Option<u32>,
+    exit_at: Option<Duration>,
+) -> Result<(Duration, ExitReport), support::Stalled> {
+    const ASKED_AT: Duration = Duration::from_secs(1);
+    let rt = FakeRuntime::new();
+    let child = rt.script_child(ChildSpec {
+        pid,
+        ..ChildSpec::default()
+    });
+    if let Some(exit_at) = exit_at {
+        let script_rt = rt.clone();
+        rt.spawn_task(async move {
+            script_rt.sleep(ASKED_AT + exit_at).await;
+            child.exit_with(killed_by(9));
+        });
+    } else {
+        // Never exits; its pipes stay open.
+        std::mem::forget(child);
+    }
+    rt.run(async {
+        let transport = spawn(Config::default());
+        rt.sleep(ASKED_AT).await;
+        let report = transport.shutdown().await.expect("shutdown completes");
+        (rt.elapsed() - ASKED_AT, report)
+    })
+    .map_err(|stalled| support::Stalled {
+        at: stalled.at - ASKED_AT,
+    })
+}
+
+/// Signals cannot reach a fake child, so the sink takes them (a zombie of
+/// our own: `killpg` succeeds and does nothing) and the child's script
+/// exits at chosen instants around each deadline. Which step the report
+/// names on each side of a deadline pins the instant of that step to the
+/// nanosecond.
+#[test]
+fn c12_sigterm_exactly_at_stdin_grace_and_sigkill_at_stdin_plus_term_grace() {
+    let sink = SignalSink::new();
+    let pid = Some(sink.pid());
+    let secs = Duration::from_secs;
+    for (exit_at, step) in [
+        (secs(2) - NS, EndedBy::StdinClose),
+        (secs(2) + NS, EndedBy::Sigterm),
+        (secs(4) - NS, EndedBy::Sigterm),
+        (secs(4) + NS, EndedBy::Sigkill),
+        (secs(9), EndedBy::Sigkill),
+    ] {
+        let (took, report) = shutdown_ignoring_everything(pid, Some(exit_at)).unwrap();
+        assert_eq!(report.ended_by, step, "exit at {exit_at:?}");
+        assert_eq!(
+            report.elapsed, exit_at,
+            "the report's elapsed is the exit's instant"
+        );
+        assert_eq!(took, exit_at, "shutdown returns at the exit, not later");
+    }
+    // A child that never exits: the last thing the transport waits for is
+    // the SIGKILL deadline, then nothing more is armed (it waits for the
+    // reap, as it must: no fixed sleeps, no second SIGKILL).
+    let stalled = shutdown_ignoring_everything(pid, None).unwrap_err();
+    assert_eq!(stalled.at, secs(4));
+}
+
+/// Without a PID to signal, delivery fails the way ESRCH does: the child
+/// is taken for gone-but-unreaped, escalation stops at SIGTERM's instant,
+/// and the report does not name a signal that reached nothing.
+#[test]
+fn c12_a_signal_that_finds_no_process_stops_the_escalation_at_stdin_grace() {
+    let stalled = shutdown_ignoring_everything(None, None).unwrap_err();
+    assert_eq!(stalled.at, Duration::from_secs(2));
+    let (_, report) = shutdown_ignoring_everything(None, Some(Duration::from_secs(7))).unwrap();
+    assert_eq!(report.ended_by, EndedBy::StdinClose);
+    assert_eq!(report.elapsed, Duration::from_secs(7));
+}
+
+// ---- the shutdown flush ----
+
+/// Runs one interleaving: a child that reads its stdin to EOF; a task that
+/// keeps sending while the caller, having queued `before` messages itself,
+/// asks for the shutdown. Returns the bytes the child read, the bytes of
+/// every message whose `send` succeeded in the order accepted, and the
+/// report.
+fn shutdown_while_sending(
+    seed: u64,
+    stdin_capacity: usize,
+    before: usize,
+) -> (Vec<u8>, Vec<u8>, ExitReport) {
+    let rt = FakeRuntime::preemptive(seed);
+    let child = rt.script_child(ChildSpec {
+        stdin_capacity,
+        ..ChildSpec::default()
+    });
+    let input = Arc::new(Mutex::new(Vec::new()));
+    let read = Arc::clone(&input);
+    rt.spawn_task(async move {
+        let mut child = child;
+        *read.lock().unwrap() = child.stdin.read_to_end().await;
+        child.exit(0);
+    });
+    let accepted = Arc::new(Mutex::new(Vec::new()));
+    let log = Arc::clone(&accepted);
+    let task_rt = rt.clone();
+    // The caller is a task, not `block_on`'s future, so the preemption
+    // points can run it in the middle of the background task's poll.
+    let caller = rt.spawn_joinable(async move {
+        let rt = task_rt;
+        let (sender, mut receiver) = spawn(Config::default()).split();
+        let mut rng = Rng(seed | 1);
+        let message =
+            |i: usize, len: usize| format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(len));
+        for i in 0..before {
+            if rng.below(2) == 0 {
+                // Give way before a send, never between the last send and
+                // the shutdown: they happen in one poll, inside whatever
+                // the background task was doing when it let us run.
+                yield_now().await;
+            }
+            // Now and then a message over the 64 KiB batch: the sender
+            // writes it itself and leaves what the pipe did not take.
+            let len = if rng.below(8) == 0 {
+                70_000
+            } else {
+                rng.below(300) as usize
+            };
+            let msg = message(i, len);
+            sender
+                .send(msg.clone())
+                .await
+                .expect("accepted before shutdown");
+            log.lock()
+                .unwrap()
+                .extend_from_slice(format!("{msg}\n").as_bytes());
+        }
+        let other = sender.clone();
+        let other_log = Arc::clone(&log);
+        rt.spawn_task(async move {
+            for i in before.. {
+                let msg = message(i, 10);
+                match other.send(msg.clone()).await {
+                    Ok(()) => other_log
+                        .lock()
+                        .unwrap()
+                        .extend_from_slice(format!("{msg}\n").as_bytes()),
+                    Err(err) => {
+                        assert_eq!(err.kind(), SendErrorKind::Closed(Closed::Closing));
+                        break;
+                    }
+                }
+            }
+        });
+        let report = sender.shutdown().await.expect("shutdown completes");
+        // The receiver ends with the same report.
+        while let Some(item) = receiver.recv().await {
+            if let Received::Exited(last) = item {
+                assert_eq!(*last, report);
+            }
+        }
+        report
+    });
+    let report = rt.block_on(caller);
+    let input = input.lock().unwrap().clone();
+    let accepted = accepted.lock().unwrap().clone();
+    (input, accepted, report)
+}
+
+/// The race fixed in 967ccc9: bytes queued right before `shutdown()` must
+/// all be written before stdin closes. Explored over many interleavings of
+/// the caller, a concurrent sender, the background task and the child, at
+/// pipe sizes from a trickle to a Linux pipe.
+#[test]
+fn c12_everything_sent_before_shutdown_reaches_the_child_before_eof_in_any_interleaving() {
+    for seed in 0..150 {
+        for (capacity, before) in [(16, 3), (1000, 20), (64 * 1024, 40)] {
+            let (input, accepted, report) = shutdown_while_sending(seed, capacity, before);
+            assert!(
+                input == accepted,
+                "seed {seed}, capacity {capacity}: the child read {} bytes, {} were accepted",
+                input.len(),
+                accepted.len()
+            );
+            assert_eq!(report.ended_by, EndedBy::StdinClose, "seed {seed}");
+            assert_eq!(
+                report.elapsed,
+                Duration::ZERO,
+                "seed {seed}: it exits on EOF at once"
+            );
+        }
+    }
+}
+
+// ---- write timeout ----
+
+#[test]
+fn c07_a_child_that_reads_nothing_fails_sends_as_stalled_at_exactly_the_write_timeout() {
+    let rt = FakeRuntime::new();
+    let child = rt.script_child(ChildSpec {
+        stdin_capacity: 100,
+        ..ChildSpec::default()
+    });
+    let script_rt = rt.clone();
+    let closed_at = Arc::new(Mutex::new(None));
+    let seen = Arc::clone(&closed_at);
+    rt.spawn_task(async move {
+        // Reads nothing; exits when its stdin is closed.
+        child.stdin.writer_closed().await;
+        *seen.lock().unwrap() = Some(script_rt.elapsed());
+        child.exit(3);
+    });
+    let (failed_at, kind, report) = rt.block_on(async {
+        let mut config = Config::default();
+        config
+            .write_timeout(Some(Duration::from_secs(5)))
+            .send_high_water(1024);
+        let mut transport = spawn(config);
+        rt.sleep(Duration::from_secs(1)).await;
+        let line = "y".repeat(99);
+        let err = loop {
+            if let Err(err) = transport.send(line.as_str()).await {
+                break err;
+            }
+        };
+        let failed_at = rt.elapsed();
+        let report = loop {
+            if let Some(Received::Exited(report)) = transport.recv().await {
+                break report;
+            }
+        };
+        (failed_at, err.kind(), report)
+    });
+    // The first bytes were handed to the pipe at 1 s; the peer read none.
+    assert_eq!(failed_at, Duration::from_secs(6));
+    assert_eq!(
+        kind,
+        SendErrorKind::Closed(Closed::Stalled {
+            after: Duration::from_secs(5)
+        })
+    );
+    assert_eq!(
+        *closed_at.lock().unwrap(),
+        Some(Duration::from_secs(6)),
+        "stdin closed at the timeout"
+    );
+    assert_eq!(report.ended_by, EndedBy::StdinClose);
+    assert!(!report.shutdown_requested);
+    assert_eq!(report.exit, Exit::Code(3));
+    assert_eq!(
+        report.elapsed,
+        Duration::from_secs(6),
+        "from spawn, with no shutdown asked"
+    );
+}
+
+// ---- receive bound ----
+
+/// What one received 1-byte message costs against `recv_high_water`.
+const TINY_COST: usize = 1 + childwire_core::inbound::ITEM_OVERHEAD;
+
+#[test]
+fn c25_stdout_is_not_read_past_recv_high_water_after_the_exit_and_the_report_waits_for_the_caller()
+{
+    const LINES: usize = 32 * 1024;
+    const HIGH_WATER: usize = 8192;
+    const READ: usize = 64; // bytes per read of stdout: 32 lines
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec {
+        stdout_max_read: READ,
+        ..ChildSpec::default()
+    });
+    let stdout = child.stdout.probe();
+    let script_rt = rt.clone();
+    rt.spawn_task(async move {
+        child.stdout.write_all(&b"x\n".repeat(LINES)).await.unwrap();
+        script_rt.sleep(MS).await;
+        child.exit(0);
+    });
+    let (unread_after, received, report) = rt.block_on(async {
+        let mut config = Config::default();
+        // Longer than the caller stays away: see the test below for what
+        // happens when it is not.
+        config
+            .recv_high_water(HIGH_WATER)
+            .drain_grace(Duration::from_secs(60));
+        let mut transport = spawn(config);
+        // The caller is busy elsewhere for 10 s: the child exits meanwhile
+        // and the background task reads what it left, within the bound.
+        rt.sleep(Duration::from_secs(10)).await;
+        let unread_after = stdout.unread();
+        let mut received = 0;
+        let report = loop {
+            match transport.recv().await {
+                Some(Received::Message(m)) => {
+                    assert_eq!(&m[..], b"x");
+                    received += 1;
+                }
+                other => break expect_report(other),
+            }
+        };
+        assert!(transport.recv().await.is_none());
+        (unread_after, received, report)
+    });
+    // Reading stops at the first read that brings the queue to the bound.
+    let reads = HIGH_WATER.div_ceil(READ / 2 * TINY_COST);
+    assert_eq!(unread_after, 2 * LINES - reads * READ);
+    assert_eq!(received, LINES, "nothing lost");
+    assert_eq!(report.counters.messages_in, LINES as u64);
+    assert!(report.pipes_drained);
+}
+
+// ---- nothing lost at exit, report last ----
+
+#[test]
+fn c04_every_line_before_the_exit_is_delivered_and_the_report_is_last_in_any_interleaving() {
+    for seed in 0..100 {
+        let rt = FakeRuntime::seeded(seed);
+        let child = rt.script_child(ChildSpec {
+            stdout_capacity: 1 + (seed as usize * 37) % 500,
+            ..ChildSpec::default()
+        });
+        let script_rt = rt.clone();
+        rt.spawn_task(async move {
+            let mut child = child;
+            for i in 0..200 {
+                child
+                    .stdout
+                    .write_all(format!("{i}\n").as_bytes())
+                    .await
+                    .unwrap();
+                if i % 50 == 0 {
+                    child.stderr.write_all(b"working\n").await.unwrap();
+                    script_rt.sleep(MS).await;
+                }
+            }
+            child.stdout.write_all(b"last").await.unwrap();
+            child.exit(1);
+        });
+        rt.block_on(async {
+            let mut transport = spawn(Config::default());
+            let mut items = Vec::new();
+            while let Some(item) = transport.recv().await {
+                items.push(item);
+            }
+            assert_eq!(items.len(), 202, "seed {seed}");
+            for (i, item) in items[..200].iter().enumerate() {
+                match item {
+                    Received::Message(m) => assert_eq!(m.as_str().unwrap(), i.to_string()),
+                    other => panic!("seed {seed}: {other:?} at {i}"),
+                }
+            }
+            match &items[200] {
+                Received::Message(m) => assert!(m.as_str() == Ok("last") && !m.is_terminated()),
+                other => panic!("seed {seed}: {other:?}"),
+            }
+            let report = expect_report(items.pop());
+            assert_eq!(report.exit, Exit::Code(1));
+            assert_eq!(report.counters.messages_in, 201);
+            assert!(report.stderr_tail.contains("working"));
+        });
+    }
+}
+
+// ---- cancel safety ----
+
+#[test]
+fn c05_a_recv_dropped_at_any_point_loses_no_message() {
+    for seed in 1..60 {
+        let rt = FakeRuntime::seeded(seed);
+        let child = rt.script_child(ChildSpec {
+            stdout_capacity: 7,
+            ..ChildSpec::default()
+        });
+        let script_rt = rt.clone();
+        rt.spawn_task(async move {
+            let mut child = child;
+            let mut rng = Rng(seed);
+            for i in 0..300 {
+                // Lines cut across writes, with pauses between the pieces.
+                let line = format!("message {i}\n");
+                let cut = rng.below(line.len() as u64) as usize;
+                child
+                    .stdout
+                    .write_all(&line.as_bytes()[..cut])
+                    .await
+                    .unwrap();
+                script_rt.sleep(Duration::from_millis(rng.below(3))).await;
+                child
+                    .stdout
+                    .write_all(&line.as_bytes()[cut..])
+                    .await
+                    .unwrap();
+            }
+            child.exit(0);
+        });
+        rt.block_on(async {
+            let mut transport = spawn(Config::default());
+            let mut rng = Rng(seed * 7 + 1);
+            let mut got = Vec::new();
+            let mut dropped = 0;
+            loop {
+                // A `select!` against a short timer: the recv loses as often
+                // as it wins, dropped wherever it stood.
+                match within(&rt, Duration::from_millis(rng.below(3)), transport.recv()).await {
+                    None => dropped += 1,
+                    Some(Some(Received::Message(m))) => got.push(m.as_str().unwrap().to_owned()),
+                    Some(Some(Received::Exited(_))) => {}
+                    Some(Some(other)) => panic!("{other:?}"),
+                    Some(None) => break,
+                }
+            }
+            let want: Vec<_> = (0..300).map(|i| format!("message {i}")).collect();
+            assert_eq!(got, want, "seed {seed}");
+            assert!(dropped > 0, "seed {seed}: no recv was ever dropped");
+        });
+    }
+}
+
+#[test]
+fn c08_a_send_dropped_at_any_point_queued_the_whole_message_or_nothing() {
+    for seed in 1..40 {
+        let rt = FakeRuntime::seeded(seed);
+        let child = rt.script_child(ChildSpec {
+            stdin_capacity: 512,
+            ..ChildSpec::default()
+        });
+        let script_rt = rt.clone();
+        let input = Arc::new(Mutex::new(Vec::new()));
+        let read = Arc::clone(&input);
+        rt.spawn_task(async move {
+            // A slow reader: 512 bytes every 10 ms.
+            let mut child = child;
+            loop {
+                script_rt.sleep(10 * MS).await;
+                let chunk = child.stdin.take_available();
+                read.lock().unwrap().extend_from_slice(&chunk);
+                if chunk.is_empty() && child.stdin.is_writer_closed() {
+                    break;
+                }
+            }
+            child.exit(0);
+        });
+        let sent = rt.block_on(async {
+            let mut config = Config::default();
+            config.send_high_water(4096);
+            let transport = spawn(config);
+            let mut rng = Rng(seed);
+            let mut sent = Vec::new();
+            let mut dropped = 0;
+            for i in 0..120 {
+                let msg = format!(
+                    "{{\"n\":{i},\"pad\":\"{}\"}}",
+                    "p".repeat(rng.below(3000) as usize)
+                );
+                match within(
+                    &rt,
+                    Duration::from_millis(rng.below(15)),
+                    transport.send(msg.clone()),
+                )
+                .await
+                {
+                    Some(Ok(())) => sent.push(msg),
+                    Some(Err(err)) => panic!("{err}"),
+                    None => dropped += 1,
+                }
+            }
+            assert!(dropped > 0, "seed {seed}: no send was ever dropped");
+            transport.shutdown().await.unwrap();
+            sent
+        });
+        let input = String::from_utf8(input.lock().unwrap().clone()).unwrap();
+        let lines: Vec<_> = input.lines().collect();
+        assert_eq!(
+            lines, sent,
+            "seed {seed}: exactly the sends that completed, whole"
+        );
+    }
+}
+
+// ---- a channel over any pipe pair ----
+
+#[test]
+fn c23_from_pipes_ends_with_none_at_eof_and_close_flushes_then_closes_the_write_side() {
+    let rt = FakeRuntime::new();
+    let (to_peer, mut peer_in) = pipe(16);
+    let (mut peer_out, from_peer) = pipe(64 * 1024);
+    let peer_read = Arc::new(Mutex::new(None));
+    let seen = Arc::clone(&peer_read);
+    let peer_rt = rt.clone();
+    rt.spawn_task(async move {
+        peer_out.write_all(b"a\nb\n").await.unwrap();
+        drop(peer_out);
+        // The peer reads slowly, so close() has to wait for the flush.
+        peer_rt.sleep(Duration::from_secs(1)).await;
+        let input = peer_in.read_to_end().await;
+        *seen.lock().unwrap() = Some((peer_rt.elapsed(), input));
+    });
+    rt.block_on(async {
+        let mut channel =
+            Transport::<FakeRuntime>::from_pipes(from_peer, to_peer, &ChannelConfig::default())
+                .expect("inside the fake runtime");
+        for i in 0..10 {
+            channel.send(format!("m{i}")).await.unwrap();
+        }
+        channel.close().await.expect("the write side closes");
+        let closed_at = rt.elapsed();
+        assert!(
+            closed_at >= Duration::from_secs(1),
+            "close waited for the peer to read"
+        );
+        let err = channel.send("late").await.unwrap_err();
+        assert_eq!(err.kind(), SendErrorKind::Closed(Closed::Closing));
+        let mut got = Vec::new();
+        while let Some(item) = channel.recv().await {
+            match item {
+                Received::Message(m) => got.push(m.as_str().unwrap().to_owned()),
+                other => panic!("{other:?}"),
+            }
+        }
+        assert_eq!(got, ["a", "b"]);
+        assert!(channel.recv().await.is_none(), "None stays None");
+        assert_eq!(
+            channel.shutdown().await,
+            Err(childwire_async::ShutdownError::NoChild)
+        );
+        // The peer reads the rest of what close() flushed, then its EOF.
+        while peer_read.lock().unwrap().is_none() {
+            rt.sleep(MS).await;
+        }
+    });
+    let (_, input) = peer_read.lock().unwrap().take().expect("the peer saw EOF");
+    let want: String = (0..10).map(|i| format!("m{i}\n")).collect();
+    assert_eq!(String::from_utf8(input).unwrap(), want);
+}
+
+#[test]
+fn c24_spawning_outside_the_fake_runtime_fails_before_anything_starts() {
+    let rt = FakeRuntime::new();
+    let _child = rt.script_child(ChildSpec::default());
+    let err = Transport::<FakeRuntime>::spawn(&Command::new("fake-server"), Config::default())
+        .unwrap_err();
+    assert!(err.to_string().contains("fake runtime"), "{err}");
+    assert!(rt.spawned().is_empty());
+}
+
+/// What the receive bound held back in stdout at the exit is the
+/// caller's, however long it takes to come for it. With real pipe reads: the
+/// caller's one `recv` read a pipe's worth of tiny lines, which alone costs
+/// more than the bound, so the next pipe's worth waits in the pipe through
+/// the exit and past the 1 s drain grace.
+#[test]
+fn c04_lines_held_back_by_the_receive_bound_are_not_lost_when_the_caller_is_away_past_drain_grace()
+{
+    const LINES: usize = 64 * 1024; // two pipes' worth
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec::default());
+    rt.spawn_task(async move {
+        child.stdout.write_all(&b"x\n".repeat(LINES)).await.unwrap();
+        child.exit(0);
+    });
+    let (received, report) = rt.block_on(async {
+        let mut config = Config::default();
+        config.recv_high_water(1024 * 1024);
+        let mut transport = spawn(config);
+        let mut received =
+            usize::from(matches!(transport.recv().await, Some(Received::Message(_))));
+        // Away for longer than the drain grace.
+        rt.sleep(Duration::from_secs(10)).await;
+        let report = loop {
+            match transport.recv().await {
+                Some(Received::Message(_)) => received += 1,
+                other => break expect_report(other),
+            }
+        };
+        (received, report)
+    });
+    assert_eq!(received, LINES, "{report}");
+    assert!(report.pipes_drained, "the pipes did reach EOF: {report}");
+    assert_eq!(report.counters.messages_in, LINES as u64);
+}
+
+/// The other side of the previous test: when something the child started
+/// keeps stdout open, the held-back lines are still delivered as the caller
+/// drains, and then the report comes (saying the pipes were held) instead
+/// of waiting for an EOF that never comes.
+#[test]
+fn c04_held_back_lines_then_the_report_when_a_grandchild_keeps_stdout_open() {
+    const LINES: usize = 32 * 1024;
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec {
+        stdout_max_read: 64,
+        ..ChildSpec::default()
+    });
+    let stdout = child.stdout.probe();
+    rt.spawn_task(async move {
+        child.stdout.write_all(&b"x\n".repeat(LINES)).await.unwrap();
+        // Held open, silent, for ever.
+        std::mem::forget(child.exit_leaving_stdout(0));
+    });
+    let (received, report) = rt.block_on(async {
+        let mut config = Config::default();
+        config.recv_high_water(8192);
+        let mut transport = spawn(config);
+        rt.sleep(Duration::from_secs(10)).await;
+        assert!(stdout.unread() > 0, "the bound held lines back");
+        let mut received = 0;
+        let report = loop {
+            match transport.recv().await {
+                Some(Received::Message(_)) => received += 1,
+                other => break expect_report(other),
+            }
+        };
+        assert!(transport.recv().await.is_none());
+        (received, report)
+    });
+    assert_eq!(received, LINES);
+    assert!(!report.pipes_drained, "{report}");
+}
+
+/// Holding lines back for the receiver must not hold the shutdown back: a
+/// caller that awaits `shutdown()` before receiving gets the report, and
+/// the lines afterwards, then the receiver's copy of the report. (The
+/// report comes one drain grace after the exit, not at it: the lifecycle
+/// waits for stdout's EOF, which the caller's own backlog keeps it from
+/// seeing. Telling the lifecycle that stdout is held back by the caller,
+/// not by something the child started, is a change to the core.)
+#[test]
+fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
+    const LINES: usize = 64 * 1024;
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec::default());
+    let script_rt = rt.clone();
+    rt.spawn_task(async move {
+        child.stdout.write_all(&b"x\n".repeat(LINES)).await.unwrap();
+        child.stdin.writer_closed().await;
+        script_rt.sleep(5 * MS).await;
+        child.exit(0);
+    });
+    rt.block_on(async {
+        let mut config = Config::default();
+        config.recv_high_water(1024 * 1024);
+        let mut transport = spawn(config);
+        let mut received =
+            usize::from(matches!(transport.recv().await, Some(Received::Message(_))));
+        rt.sleep(Duration::from_secs(1)).await;
+        let asked = rt.elapsed();
+        let report = transport.shutdown().await.unwrap();
+        let drain_grace = Duration::from_secs(1);
+        assert_eq!(rt.elapsed() - asked, 5 * MS + drain_grace, "{report}");
+        assert_eq!(report.elapsed, 5 * MS);
+        let last = loop {
+            match transport.recv().await {
+                Some(Received::Message(_)) => received += 1,
+                other => break expect_report(other),
+            }
+        };
+        assert_eq!(received, LINES);
+        assert_eq!(last.exit, report.exit);
+        assert_eq!(last.counters.messages_in, LINES as u64);
+        assert!(last.pipes_drained, "stdout did reach EOF: {last}");
+    });
+}
+
+/// Held-back lines keep the background task alive only while someone may
+/// still receive them: dropping the transport ends it.
+#[test]
+fn c14_dropping_the_transport_while_lines_are_held_back_ends_the_background_task() {
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec::default());
+    rt.spawn_task(async move {
+        child
+            .stdout
+            .write_all(&b"x\n".repeat(64 * 1024))
+            .await
+            .unwrap();
+        child.exit(0);
+    });
+    let stalled = rt.run(async {
+        let mut config = Config::default();
+        config.recv_high_water(1024 * 1024);
+        let mut transport = spawn(config);
+        let _ = transport.recv().await;
+        // Past the exit and the drain grace, with a pipe's worth held back.
+        rt.sleep(Duration::from_secs(5)).await;
+        assert_eq!(
+            rt.live_tasks(),
+            1,
+            "the background task waits for the receiver"
+        );
+        drop(transport);
+        std::future::pending::<()>().await;
+    });
+    assert!(stalled.is_err());
+    assert_eq!(rt.live_tasks(), 0);
+}
