@@ -654,10 +654,10 @@ fn cl_bufread(chunks: &[&[u8]]) -> usize {
             if header.is_empty() {
                 break;
             }
-            if let Some((name, value)) = header.split_once(": ")
-                && name.eq_ignore_ascii_case("Content-Length")
-            {
-                size = value.parse::<usize>().ok();
+            if let Some((name, value)) = header.split_once(": ") {
+                if name.eq_ignore_ascii_case("Content-Length") {
+                    size = value.parse::<usize>().ok();
+                }
             }
         }
         let mut body = vec![0; size.expect("valid corpus")];
