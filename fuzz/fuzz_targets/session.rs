@@ -13,11 +13,12 @@
 //! after the exit (only the one sweep), none before the shutdown, each
 //! action at most once; after `handle_timeout(now)` no deadline is left at
 //! or before `now`; the exit report comes once, last, after every stderr
-//! line was delivered, with counters that match what happened. When the
-//! adapter reads stdout only while `wants_stdout()`, the receive queue costs
-//! less than `recv_high_water` before every read and at most that plus one
-//! read's worth ever (checked once every cost is known). In the end the
-//! frames received are what the reference model makes of the stdout bytes.
+//! line was delivered, with counters that match what happened; a drop
+//! kills only a child not yet reaped. When the adapter reads stdout only
+//! while `wants_stdout()`, the receive queue costs less than
+//! `recv_high_water` before every read and at most that plus one read's
+//! worth ever (checked once every cost is known). In the end the frames
+//! received are what the reference model makes of the stdout bytes.
 
 #![no_main]
 
@@ -526,6 +527,13 @@ impl<F: Model> Harness<F> {
             self.deliver_stderr();
         }
         // 4. and 5. `wants_stdout` and `poll_timeout` are read where used.
+
+        assert_eq!(self.session.has_exited(), self.exit.is_some());
+        assert_eq!(
+            self.session.drop_action(),
+            self.exit.is_none().then_some(Action::Signal(Signal::Kill)),
+            "a drop kills a live child and leaves a reaped one alone"
+        );
 
         let channel = &self.config.channel;
         let one_message = channel.max_send_size + self.framing.overhead(channel.max_send_size);
