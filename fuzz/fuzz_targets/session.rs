@@ -177,6 +177,7 @@ struct Harness<F: Model> {
     /// A shutdown asked after the exit changes nothing.
     shutdown_before_exit: bool,
     exit: Option<Exit>,
+    exit_at: Option<Instant>,
     armed_failure: Option<SignalError>,
     closes: u32,
     terms: u32,
@@ -215,6 +216,7 @@ impl<F: Model> Harness<F> {
             shutdown: false,
             shutdown_before_exit: false,
             exit: None,
+            exit_at: None,
             armed_failure: None,
             closes: 0,
             terms: 0,
@@ -345,6 +347,7 @@ impl<F: Model> Harness<F> {
         // An adapter reaps once.
         if self.exit.is_none() {
             self.exit = Some(exit);
+            self.exit_at = Some(self.now);
             self.session.handle_exit(exit, self.now);
         }
     }
@@ -473,6 +476,17 @@ impl<F: Model> Harness<F> {
             written.map(|&(_, len)| len as u64).sum::<u64>()
         );
         assert_eq!(report.shutdown_requested, self.shutdown_before_exit);
+        // The end waits for both pipes, or for `drain_grace` after the exit.
+        let drained = self.stdout_eof && self.stderr_eof;
+        if report.pipes_drained {
+            assert!(drained, "pipes said drained before both EOFs");
+        } else {
+            let exit_at = self.exit_at.expect("an exit before the report");
+            assert!(
+                self.now >= exit_at + self.config.lifecycle.drain_grace,
+                "the report before the pipes closed and before drain_grace"
+            );
+        }
         self.report = Some(report);
     }
 
