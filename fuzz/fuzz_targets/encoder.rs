@@ -101,8 +101,15 @@ fuzz_target!(|input: Input| {
         }
         assert_eq!(encoder.queued(), queued.len());
         let transmit = encoder.poll_transmit().unwrap_or_default();
-        assert_eq!(transmit.is_empty(), queued.is_empty(), "queued bytes are always handed out");
-        assert!(queued.starts_with(&transmit), "the batch is the front of the queue");
+        assert_eq!(
+            transmit.is_empty(),
+            queued.is_empty(),
+            "queued bytes are always handed out"
+        );
+        assert!(
+            queued.starts_with(&transmit),
+            "the batch is the front of the queue"
+        );
     }
     wire.extend_from_slice(&queued);
 

@@ -7,12 +7,8 @@
 
 use arbitrary::Arbitrary;
 use childwire_core::decoder::{LineDecoder, OVERSIZED_HEAD_LEN};
+use childwire_core::testing::lines::{self as reference, Expected};
 use libfuzzer_sys::fuzz_target;
-
-#[path = "../../crates/childwire-core/tests/support/reference.rs"]
-mod reference;
-
-use reference::Expected;
 
 #[derive(Debug, Arbitrary)]
 struct Input {

@@ -12,12 +12,17 @@ const SECONDS_ENV: &str = "CHILDWIRE_FUZZ_SECONDS";
 /// `content_length` gets room for a header block over its 8 KiB bound.
 /// The JSON-RPC id scanner gets more room: its structured inputs build nested
 /// objects and ids up to past its 256-byte cap, which take a few KiB of input.
+/// So do `session` and `channel`: each operation costs a few bytes of input,
+/// and their limits are small, so 8 KiB is a long run of reads, writes and
+/// sends past every bound.
 const MAX_LEN: &[(&str, usize)] = &[
     ("framer", 4096),
     ("encoder", 4096),
     ("lifecycle", 4096),
     ("content_length", 12288),
     ("jsonrpc_id", 8192),
+    ("session", 8192),
+    ("channel", 8192),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 

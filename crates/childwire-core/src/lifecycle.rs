@@ -38,6 +38,7 @@ impl Default for LifecycleConfig {
 
 /// A signal the adapter delivers: to the process group (`killpg`) when the
 /// child leads one, else to the child's PID.
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Signal {
     /// SIGTERM: asks the child to exit.
@@ -67,6 +68,7 @@ impl fmt::Display for Signal {
 }
 
 /// What the adapter must do now, from [`Lifecycle::poll_action`].
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Action {
     /// Close (drop) the child's stdin, so it sees EOF. Then report it with
@@ -106,6 +108,7 @@ pub enum Phase {
 ///
 /// Adapters convert `std::process::ExitStatus` with `code()` and, on Unix,
 /// `ExitStatusExt::signal()`.
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Exit {
     /// Exited normally with this code.
@@ -178,6 +181,7 @@ impl fmt::Display for EndedBy {
 }
 
 /// Why delivering a [`Signal`] failed.
+#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum SignalError {
     /// ESRCH: no such process (or group). The child already exited and

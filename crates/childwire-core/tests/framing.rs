@@ -1,13 +1,13 @@
 //! Framing tests: C01–C04 and C19 on the decoder, C06–C08 on the encoder.
-
-mod support {
-    pub(crate) mod reference;
-}
+//!
+//! The reference model is `childwire_core::testing::lines`, behind the
+//! `testing` feature, which CI turns on with `--all-features`.
+#![cfg(feature = "testing")]
 
 use childwire_core::decoder::{Frame, LineDecoder, OVERSIZED_HEAD_LEN};
 use childwire_core::encoder::{EncodeErrorKind, LineEncoder};
+use childwire_core::testing::lines::{self as reference, Expected};
 use proptest::prelude::*;
-use support::reference::{self, Expected};
 
 /// Decodes `input` fed as `chunks` (sizes, cycled; the rest in one piece),
 /// draining after every chunk, and checks the memory bound at every step.

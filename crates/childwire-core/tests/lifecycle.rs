@@ -5,18 +5,12 @@
 //! 4 s escalation runs in microseconds and is deterministic. The property
 //! test at the end holds random inputs to the shared contract model.
 
-mod support {
-    pub(crate) mod lifecycle_model;
-}
-
 use std::time::{Duration, Instant};
 
 use childwire_core::lifecycle::{
     Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
 };
 use childwire_core::report::ExitReport;
-use proptest::prelude::*;
-use support::lifecycle_model::{Checker, Op};
 
 const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)
@@ -742,57 +736,66 @@ fn c20_signal_errors_classify_os_errors() {
 
 // ---- property test: random inputs and clock steps ----
 
-fn op() -> impl Strategy<Value = Op> {
-    let exit = prop_oneof![
-        (-1..3i32).prop_map(Exit::Code),
-        prop::sample::select(vec![9, 15, 6]).prop_map(Exit::Signal),
-    ];
-    let signal = prop_oneof![Just(Signal::Term), Just(Signal::Kill)];
-    let error = prop_oneof![
-        Just(SignalError::NoSuchProcess),
-        Just(SignalError::PermissionDenied),
-        Just(SignalError::Other { errno: None }),
-    ];
-    prop_oneof![
-        2 => Just(Op::Shutdown),
-        2 => Just(Op::OutboundDrained),
-        1 => Just(Op::OutboundPending),
-        1 => Just(Op::StdinClosed),
-        1 => exit.prop_map(Op::Exit),
-        1 => Just(Op::StdoutEof),
-        1 => Just(Op::StderrEof),
-        1 => (signal, error).prop_map(|(s, e)| Op::SignalFailed(s, e)),
-        2 => Just(Op::Timeout),
-        1 => (0..3000u64).prop_map(|n| Op::StaleTimeout(ms(n))),
-        3 => (0..3000u64).prop_map(|n| Op::Advance(ms(n))),
-        3 => Just(Op::AdvanceToDeadline),
-    ]
-}
+/// The shared contract model lives in `childwire_core::testing`, behind the
+/// `testing` feature, which CI turns on with `--all-features`.
+#[cfg(feature = "testing")]
+mod contract {
+    use super::*;
+    use childwire_core::testing::lifecycle::{Checker, Op};
+    use proptest::prelude::*;
 
-fn config() -> impl Strategy<Value = LifecycleConfig> {
-    let grace = prop_oneof![Just(0u64), 0..3000u64].prop_map(ms);
-    (grace.clone(), grace.clone(), grace).prop_map(|(stdin_grace, term_grace, drain_grace)| {
-        let mut config = LifecycleConfig::default();
-        config.stdin_grace = stdin_grace;
-        config.term_grace = term_grace;
-        config.drain_grace = drain_grace;
-        config
-    })
-}
+    fn op() -> impl Strategy<Value = Op> {
+        let exit = prop_oneof![
+            (-1..3i32).prop_map(Exit::Code),
+            prop::sample::select(vec![9, 15, 6]).prop_map(Exit::Signal),
+        ];
+        let signal = prop_oneof![Just(Signal::Term), Just(Signal::Kill)];
+        let error = prop_oneof![
+            Just(SignalError::NoSuchProcess),
+            Just(SignalError::PermissionDenied),
+            Just(SignalError::Other { errno: None }),
+        ];
+        prop_oneof![
+            2 => Just(Op::Shutdown),
+            2 => Just(Op::OutboundDrained),
+            1 => Just(Op::OutboundPending),
+            1 => Just(Op::StdinClosed),
+            1 => exit.prop_map(Op::Exit),
+            1 => Just(Op::StdoutEof),
+            1 => Just(Op::StderrEof),
+            1 => (signal, error).prop_map(|(s, e)| Op::SignalFailed(s, e)),
+            2 => Just(Op::Timeout),
+            1 => (0..3000u64).prop_map(|n| Op::StaleTimeout(ms(n))),
+            3 => (0..3000u64).prop_map(|n| Op::Advance(ms(n))),
+            3 => Just(Op::AdvanceToDeadline),
+        ]
+    }
 
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2048))]
+    fn config() -> impl Strategy<Value = LifecycleConfig> {
+        let grace = prop_oneof![Just(0u64), 0..3000u64].prop_map(ms);
+        (grace.clone(), grace.clone(), grace).prop_map(|(stdin_grace, term_grace, drain_grace)| {
+            let mut config = LifecycleConfig::default();
+            config.stdin_grace = stdin_grace;
+            config.term_grace = term_grace;
+            config.drain_grace = drain_grace;
+            config
+        })
+    }
 
-    #[test]
-    fn c12_c14_c15_random_inputs_keep_the_lifecycle_contract(
-        config in config(),
-        process_group in any::<bool>(),
-        ops in prop::collection::vec(op(), 0..40),
-    ) {
-        let mut checker = Checker::new(config, process_group);
-        for op in &ops {
-            checker.apply(op).map_err(TestCaseError::fail)?;
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2048))]
+
+        #[test]
+        fn c12_c14_c15_random_inputs_keep_the_lifecycle_contract(
+            config in config(),
+            process_group in any::<bool>(),
+            ops in prop::collection::vec(op(), 0..40),
+        ) {
+            let mut checker = Checker::new(config, process_group, Instant::now());
+            for op in &ops {
+                checker.apply(op).map_err(TestCaseError::fail)?;
+            }
+            checker.finish().map_err(TestCaseError::fail)?;
         }
-        checker.finish().map_err(TestCaseError::fail)?;
     }
 }

@@ -1,7 +1,7 @@
-//! A model of the `Lifecycle` contract (C12–C15) checked against the real
-//! machine after every input. Shared by the property test and the fuzz target
-//! (`#[path]`-included), so both hold the machine to the same rules; each
-//! brings its own way of generating `Op`s.
+//! A model of the [`Lifecycle`] contract checked against the real machine
+//! after every input. The property test and the fuzz target hold the
+//! machine to the same rules; each brings its own way of generating [`Op`]s
+//! (with the `arbitrary` feature, `Op` implements `Arbitrary`).
 //!
 //! The expectations come from what the machine was told and what it asked
 //! for, never from its internals: phases only move forward; no signal after
@@ -12,22 +12,31 @@
 
 use std::time::{Duration, Instant};
 
-use childwire_core::ExitReport;
-use childwire_core::lifecycle::{
+use crate::lifecycle::{
     Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
 };
+use crate::report::ExitReport;
 
 /// One input to the machine, or a move of the clock.
 #[derive(Debug, Clone, Copy)]
-pub(crate) enum Op {
+pub enum Op {
+    /// [`Lifecycle::handle_shutdown`].
     Shutdown,
+    /// [`Lifecycle::handle_outbound_drained`].
     OutboundDrained,
+    /// [`Lifecycle::handle_outbound_pending`].
     OutboundPending,
+    /// [`Lifecycle::handle_stdin_closed`].
     StdinClosed,
+    /// [`Lifecycle::handle_exit`].
     Exit(Exit),
+    /// [`Lifecycle::handle_stdout_eof`].
     StdoutEof,
+    /// [`Lifecycle::handle_stderr_eof`].
     StderrEof,
+    /// [`Lifecycle::handle_signal_failed`].
     SignalFailed(Signal, SignalError),
+    /// [`Lifecycle::handle_timeout`] with the current time.
     Timeout,
     /// `handle_timeout` with a `now` this far in the past.
     StaleTimeout(Duration),
@@ -37,9 +46,34 @@ pub(crate) enum Op {
     AdvanceToDeadline,
 }
 
+/// Clock steps of up to 65.535 s, so a sequence of them cannot overflow an
+/// `Instant` (as an arbitrary `Duration` would).
+#[cfg(feature = "arbitrary")]
+impl<'a> arbitrary::Arbitrary<'a> for Op {
+    fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
+        let ms = |u: &mut arbitrary::Unstructured<'a>| -> arbitrary::Result<Duration> {
+            Ok(Duration::from_millis(u64::from(u.arbitrary::<u16>()?)))
+        };
+        Ok(match u.int_in_range(0..=11u8)? {
+            0 => Op::Shutdown,
+            1 => Op::OutboundDrained,
+            2 => Op::OutboundPending,
+            3 => Op::StdinClosed,
+            4 => Op::Exit(u.arbitrary()?),
+            5 => Op::StdoutEof,
+            6 => Op::StderrEof,
+            7 => Op::SignalFailed(u.arbitrary()?, u.arbitrary()?),
+            8 => Op::Timeout,
+            9 => Op::StaleTimeout(ms(u)?),
+            10 => Op::Advance(ms(u)?),
+            _ => Op::AdvanceToDeadline,
+        })
+    }
+}
+
 /// A broken rule, said in words. A `Result` rather than a panic so the
 /// property test can shrink without unwinding through the machine.
-pub(crate) type Violation = String;
+pub type Violation = String;
 
 macro_rules! check {
     ($cond:expr, $($msg:tt)+) => {
@@ -59,7 +93,7 @@ macro_rules! check_eq {
 }
 
 /// Plays ops against a `Lifecycle` and checks the contract after each one.
-pub(crate) struct Checker {
+pub struct Checker {
     lc: Lifecycle,
     config: LifecycleConfig,
     process_group: bool,
@@ -85,8 +119,11 @@ pub(crate) struct Checker {
 }
 
 impl Checker {
-    pub(crate) fn new(config: LifecycleConfig, process_group: bool) -> Self {
-        let start = Instant::now();
+    /// A machine created with `config` and `process_group` at `start` (any
+    /// instant: the model reads no clock either), and a model that has seen
+    /// nothing yet.
+    #[must_use]
+    pub fn new(config: LifecycleConfig, process_group: bool, start: Instant) -> Self {
         Checker {
             lc: Lifecycle::new(config.clone(), process_group, start),
             config,
@@ -112,7 +149,11 @@ impl Checker {
     }
 
     /// Feeds `op` to the machine, drains it and checks every output.
-    pub(crate) fn apply(&mut self, op: &Op) -> Result<(), Violation> {
+    ///
+    /// # Errors
+    ///
+    /// The first rule the machine broke, in words.
+    pub fn apply(&mut self, op: &Op) -> Result<(), Violation> {
         let mut call_now = self.now;
         match *op {
             Op::Shutdown => {
@@ -173,7 +214,11 @@ impl Checker {
     /// Runs the clock out: every deadline fires and none is left; a live
     /// child is killed in the end unless ESRCH said it is gone; and a reaped
     /// child (reaped here if it was not yet) ends the machine exactly once.
-    pub(crate) fn finish(&mut self) -> Result<(), Violation> {
+    ///
+    /// # Errors
+    ///
+    /// The first rule the machine broke, in words.
+    pub fn finish(&mut self) -> Result<(), Violation> {
         for _ in 0..10 {
             self.apply(&Op::AdvanceToDeadline)?;
         }

@@ -1,14 +1,15 @@
-//! A plain reference model of the framing rules (C01–C04), written for
-//! obviousness rather than speed. Shared by the property tests and the fuzz
-//! targets (`#[path]`-included), so both check against the same model.
+//! A plain model of [`LineDecoder`]'s rules, written for obviousness rather
+//! than speed: the whole input is split at once, so no state crosses a chunk
+//! boundary. The property tests and the fuzz targets check the streaming
+//! decoder against it.
+//!
+//! [`LineDecoder`]: crate::decoder::LineDecoder
 
-#![allow(dead_code)]
-
-use childwire_core::decoder::{Frame, OVERSIZED_HEAD_LEN};
+use crate::frame::{Frame, OVERSIZED_HEAD_LEN};
 
 /// What the decoder must yield, in a form that is easy to compare.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Expected {
+pub enum Expected {
     /// A message and whether it ended with `\n`.
     Message(Vec<u8>, bool),
     /// An oversized notice: the line's length and head.
@@ -26,9 +27,9 @@ impl From<Frame> for Expected {
 }
 
 /// The frames of the whole `input` (ended by EOF) and the number of blank
-/// lines skipped: split on `\n`, strip one `\r`, drop blanks, turn lines over
+/// lines skipped, for a decoder with limit `max`: split on `\n`, strip one `\r`, drop blanks, turn lines over
 /// `max` into notices.
-pub(crate) fn frames(input: &[u8], max: usize) -> (Vec<Expected>, u64) {
+pub fn frames(input: &[u8], max: usize) -> (Vec<Expected>, u64) {
     let mut pieces: Vec<&[u8]> = input.split(|&b| b == b'\n').collect();
     // `split` yields the bytes after the last `\n` as a final piece: a line
     // without terminator, or empty when the input ends with `\n`.
