@@ -82,7 +82,7 @@ pub use framing::{FrameDecoder, Framing, Lines};
 pub use inbound::Inbound;
 pub use jsonrpc::{IdScanner, oversized_error};
 pub use lifecycle::{
-    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
+    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
 };
 pub use outbound::{Closed, Outbound, SendError, SendErrorKind};
 pub use report::{Counters, ExitReport};
