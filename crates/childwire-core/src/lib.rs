@@ -72,7 +72,7 @@ pub mod codec;
 pub mod testing;
 
 pub use channel::Channel;
-pub use command::{Command, EnvPolicy, SpawnError, StderrMode};
+pub use command::{Command, Containment, EnvPolicy, SpawnError, StderrMode};
 pub use config::{ChannelConfig, Config, ConfigError};
 pub use content_length::{ContentLength, ContentLengthDecoder};
 pub use decoder::LineDecoder;
