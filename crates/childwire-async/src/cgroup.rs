@@ -33,12 +33,6 @@ impl Cgroup {
     /// no permission (the host's cgroup is not delegated to its user).
     pub(crate) fn create() -> io::Result<Self> {
         let parent = own_cgroup_dir()?;
-        if !parent.join("cgroup.kill").exists() {
-            return Err(io::Error::new(
-                io::ErrorKind::Unsupported,
-                "the cgroup v2 hierarchy has no `cgroup.kill` (Linux 5.14 or later is needed)",
-            ));
-        }
         // Moving the child from our cgroup into its own needs write access
         // to their common ancestor's `cgroup.procs`: ours.
         rustix::fs::access(parent.join("cgroup.procs"), rustix::fs::Access::WRITE_OK).map_err(

@@ -127,6 +127,8 @@ impl PipeIds {
         stdin: std::os::fd::BorrowedFd<'a>,
         written_by_child: impl IntoIterator<Item = std::os::fd::BorrowedFd<'a>>,
     ) -> Self {
+        // `st_ino` is not 64 bits wide on every Unix.
+        #[allow(clippy::unnecessary_cast)]
         let inode = |fd| rustix::fs::fstat(fd).ok().map(|stat| stat.st_ino as u64);
         let mut ids = Vec::with_capacity(3);
         ids.extend(inode(stdin).map(|ino| (ino, false)));

@@ -36,9 +36,9 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 pub use childwire_async::{
-    ChannelConfig, Closed, Command, Config, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit,
-    ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized, Received, SendError,
-    SendErrorKind, ShutdownError, SpawnError, StderrMode,
+    ChannelConfig, Closed, Command, Config, Containment, Counters, EncodeErrorKind, EndedBy,
+    EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized,
+    Received, SendError, SendErrorKind, ShutdownError, SpawnError, StderrMode,
 };
 use childwire_async::{PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
