@@ -265,6 +265,10 @@ fn c27_a_dropped_runtime_leaves_no_zombie_and_the_receiver_gets_the_report() {
             Some(Received::Exited(report)) => {
                 assert_eq!(report.exit, Exit::Signal(9), "{report}");
                 assert_eq!(report.ended_by, EndedBy::Sigkill);
+                assert_eq!(
+                    report.stray_processes_ended, 0,
+                    "the child is no stray: {report}"
+                );
             }
             other => panic!("expected the exit report, got {other:?}"),
         }

@@ -121,10 +121,11 @@ impl Tracking {
         #[cfg(target_os = "linux")]
         {
             let group = self.group.then_some(self.pid).flatten();
-            let mut swept = linux::sweep(group, &self.pipes, self.cgroup.as_ref());
+            let swept = linux::sweep(self.pid, group, &self.pipes, self.cgroup.as_ref());
             if let Some(cgroup) = &self.cgroup {
-                // Whatever was forked between the scan and now.
-                swept.ended = swept.ended.max(cgroup.kill());
+                // Whatever was forked between the scan and now. The count
+                // is the scan's: the cgroup's may include the child itself.
+                cgroup.kill();
             }
             // The group's late forks, if any; ESRCH is the usual answer.
             if let Some(pgid) = group {
@@ -235,7 +236,15 @@ mod linux {
     /// one of `pipes`, and ends each through a pidfd after checking again,
     /// through that pidfd's process, that it still qualifies (so a PID
     /// recycled between the scan and the kill is never hit).
-    pub(super) fn sweep(group: Option<u32>, pipes: &PipeIds, cgroup: Option<&Cgroup>) -> Swept {
+    ///
+    /// The child itself (`child`) is no leftover: when the driver stops it
+    /// is swept before its own death, and is ended by its own SIGKILL.
+    pub(super) fn sweep(
+        child: Option<u32>,
+        group: Option<u32>,
+        pipes: &PipeIds,
+        cgroup: Option<&Cgroup>,
+    ) -> Swept {
         let me = std::process::id();
         let mut ended = BTreeSet::new();
         let mut held_pipes = false;
@@ -243,7 +252,7 @@ mod linux {
             let in_cgroup: BTreeSet<u32> = cgroup.map(Cgroup::members).unwrap_or_default();
             let mut killed_now = false;
             for pid in processes() {
-                if pid == me || ended.contains(&pid) {
+                if pid == me || Some(pid) == child || ended.contains(&pid) {
                     continue;
                 }
                 let Some(found) = qualifies(pid, group, pipes, &in_cgroup) else {
