@@ -76,6 +76,10 @@ pub(crate) struct Tracking {
     pidfd: Option<std::os::fd::OwnedFd>,
     #[cfg(target_os = "linux")]
     pipes: PipeIds,
+    /// When the child started (clock ticks since boot): nothing older can
+    /// be its descendant, so older processes are never scanned for pipes.
+    #[cfg(target_os = "linux")]
+    started: u64,
     #[cfg(target_os = "linux")]
     cgroup: Option<Cgroup>,
 }
@@ -87,11 +91,14 @@ impl Tracking {
             let pidfd = pid.and_then(linux::pid).and_then(|pid| {
                 rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
             });
+            // Unknown (the child is gone already): scan everything.
+            let started = pid.and_then(linux::start_time).unwrap_or(0);
             Self {
                 pid,
                 group,
                 pidfd,
                 pipes,
+                started,
                 cgroup: prepared.cgroup,
             }
         }
@@ -121,7 +128,13 @@ impl Tracking {
         #[cfg(target_os = "linux")]
         {
             let group = self.group.then_some(self.pid).flatten();
-            let swept = linux::sweep(self.pid, group, &self.pipes, self.cgroup.as_ref());
+            let target = linux::Target {
+                child: self.pid,
+                group,
+                pipes: &self.pipes,
+                started: self.started,
+            };
+            let swept = linux::sweep(&target, self.cgroup.as_ref());
             if let Some(cgroup) = &self.cgroup {
                 // Whatever was forked between the scan and now. The count
                 // is the scan's: the cgroup's may include the child itself.
@@ -231,20 +244,25 @@ mod linux {
         Pipe,
     }
 
-    /// Finds every live process (other than this one) that is in the
-    /// child's group `group`, in its cgroup, or holds the child's end of
-    /// one of `pipes`, and ends each through a pidfd after checking again,
+    /// What the sweep looks for.
+    pub(super) struct Target<'a> {
+        /// The child itself is no leftover: when the driver stops it is
+        /// swept before its own death, and ended by its own SIGKILL.
+        pub(super) child: Option<u32>,
+        /// The child's process group, if it leads one.
+        pub(super) group: Option<u32>,
+        pub(super) pipes: &'a PipeIds,
+        /// The child's start time: older processes cannot hold its pipes
+        /// (they were created with it), so their descriptors are not read.
+        pub(super) started: u64,
+    }
+
+    /// Finds every live process (other than this one and the child) that
+    /// is in the child's group, in its cgroup, or holds the child's end of
+    /// one of its pipes, and ends each through a pidfd after checking again,
     /// through that pidfd's process, that it still qualifies (so a PID
     /// recycled between the scan and the kill is never hit).
-    ///
-    /// The child itself (`child`) is no leftover: when the driver stops it
-    /// is swept before its own death, and is ended by its own SIGKILL.
-    pub(super) fn sweep(
-        child: Option<u32>,
-        group: Option<u32>,
-        pipes: &PipeIds,
-        cgroup: Option<&Cgroup>,
-    ) -> Swept {
+    pub(super) fn sweep(target: &Target<'_>, cgroup: Option<&Cgroup>) -> Swept {
         let me = std::process::id();
         let mut ended = BTreeSet::new();
         let mut held_pipes = false;
@@ -252,10 +270,10 @@ mod linux {
             let in_cgroup: BTreeSet<u32> = cgroup.map(Cgroup::members).unwrap_or_default();
             let mut killed_now = false;
             for pid in processes() {
-                if pid == me || Some(pid) == child || ended.contains(&pid) {
+                if pid == me || Some(pid) == target.child || ended.contains(&pid) {
                     continue;
                 }
-                let Some(found) = qualifies(pid, group, pipes, &in_cgroup) else {
+                let Some(found) = qualifies(pid, target, &in_cgroup) else {
                     continue;
                 };
                 let Some(fd) = self::pid(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
@@ -264,7 +282,7 @@ mod linux {
                 };
                 // The pidfd pins the process that had this PID when it was
                 // opened; if it still qualifies, the kill hits it and only it.
-                if qualifies(pid, group, pipes, &in_cgroup) != Some(found) {
+                if qualifies(pid, target, &in_cgroup) != Some(found) {
                     continue;
                 }
                 if pidfd_send_signal(&fd, Signal::KILL).is_ok() {
@@ -291,34 +309,47 @@ mod linux {
             .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
     }
 
-    fn qualifies(
-        pid: u32,
-        group: Option<u32>,
-        pipes: &PipeIds,
-        in_cgroup: &BTreeSet<u32>,
-    ) -> Option<Found> {
-        let (state, pgrp) = stat(pid)?;
-        if matches!(state, 'Z' | 'X') {
+    fn qualifies(pid: u32, target: &Target<'_>, in_cgroup: &BTreeSet<u32>) -> Option<Found> {
+        let stat = stat(pid)?;
+        if matches!(stat.state, 'Z' | 'X') {
             // Dead already: a zombie holds no pipe and needs no signal.
             return None;
         }
-        if group == Some(pgrp) {
+        if target.group == Some(stat.pgrp) {
             return Some(Found::Group);
         }
         if in_cgroup.contains(&pid) {
             return Some(Found::Cgroup);
         }
-        holds_pipe(pid, pipes).then_some(Found::Pipe)
+        (stat.started >= target.started && holds_pipe(pid, target.pipes)).then_some(Found::Pipe)
     }
 
-    /// State and process group from `/proc/PID/stat`.
-    fn stat(pid: u32) -> Option<(char, u32)> {
+    /// The fields of `/proc/PID/stat` the sweep reads.
+    struct Stat {
+        state: char,
+        pgrp: u32,
+        /// Clock ticks since boot.
+        started: u64,
+    }
+
+    fn stat(pid: u32) -> Option<Stat> {
         let line = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The command name may hold spaces and parentheses: count from the last `)`.
-        let mut fields = line.get(line.rfind(')')? + 1..)?.split_whitespace();
-        let state = fields.next()?.chars().next()?;
-        let _ppid = fields.next()?;
-        Some((state, fields.next()?.parse().ok()?))
+        // The command name may hold spaces and parentheses: count from the
+        // last `)`. Then: state, ppid, pgrp, ... starttime is the 20th.
+        let fields: Vec<&str> = line
+            .get(line.rfind(')')? + 1..)?
+            .split_whitespace()
+            .collect();
+        Some(Stat {
+            state: fields.first()?.chars().next()?,
+            pgrp: fields.get(2)?.parse().ok()?,
+            started: fields.get(19)?.parse().ok()?,
+        })
+    }
+
+    /// When `pid` started, in clock ticks since boot.
+    pub(super) fn start_time(pid: u32) -> Option<u64> {
+        stat(pid).map(|stat| stat.started)
     }
 
     /// Whether `pid` holds the child's end of one of `pipes`. Only the
