@@ -17,7 +17,7 @@ mod wait;
 
 pub use memory::{vm_hwm_kib, vm_rss_kib};
 pub use procfs::{
-    group_members, is_zombie, live_group_members, open_fds, own_pgid, pid_exists, process_alive,
-    zombie_children_of,
+    cgroup_of, group_members, is_zombie, live_group_members, live_processes_with_env, open_fds,
+    own_pgid, pid_exists, process_alive, zombie_children_of,
 };
 pub use wait::{POLL_INTERVAL, wait_until};

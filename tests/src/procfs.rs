@@ -107,6 +107,35 @@ pub fn live_group_members(pgid: u32) -> Vec<u32> {
     pids
 }
 
+/// The live processes (zombies left out) whose environment holds `KEY=VALUE`, sorted: what a test
+/// started, however far it went (another group, another session, re-parented to init), found by
+/// a variable it inherits. Processes whose environment cannot be read are left out.
+pub fn live_processes_with_env(key: &str, value: &str) -> Vec<u32> {
+    let wanted = format!("{key}={value}").into_bytes();
+    let mut pids: Vec<u32> = all_processes()
+        .into_iter()
+        .filter(|stat| !stat.is_zombie() && stat.pid != std::process::id())
+        .filter(|stat| {
+            std::fs::read(format!("/proc/{}/environ", stat.pid))
+                .is_ok_and(|env| env.split(|&b| b == 0).any(|var| var == wanted))
+        })
+        .map(|stat| stat.pid)
+        .collect();
+    pids.sort_unstable();
+    pids
+}
+
+/// The cgroup v2 path of `pid` (`0::PATH` in `/proc/PID/cgroup`), if known.
+pub fn cgroup_of(pid: u32) -> Option<String> {
+    if !SUPPORTED {
+        return None;
+    }
+    let text = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok()?;
+    text.lines()
+        .find_map(|line| line.strip_prefix("0::"))
+        .map(str::to_owned)
+}
+
 /// Zombie children of `ppid`, sorted: children it has not reaped.
 pub fn zombie_children_of(ppid: u32) -> Vec<u32> {
     let mut pids: Vec<u32> = all_processes()

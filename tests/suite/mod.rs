@@ -19,6 +19,7 @@
 use super::rt;
 
 mod api;
+mod containment;
 mod inbound;
 mod lifecycle;
 mod outbound;

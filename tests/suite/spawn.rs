@@ -130,6 +130,8 @@ async fn child_env(policy: EnvPolicy) -> BTreeMap<Vec<u8>, Vec<u8>> {
             let eq = line.iter().position(|&b| b == b'=').expect("KEY=VALUE");
             (line[..eq].to_vec(), line[eq + 1..].to_vec())
         })
+        // The suite's own mark, an explicit variable like any other.
+        .filter(|(key, _)| key != TAG_VAR.as_bytes())
         .collect()
 }
 

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::time::{Duration, Instant};
 
-use childwire_conformance::{live_group_members, pid_exists};
+use childwire_conformance::{live_group_members, live_processes_with_env, pid_exists};
 
 use super::rt::{self, Command, Config, ExitReport, Received, Receiver, Sender, Transport};
 
@@ -20,6 +20,19 @@ const TEST: Duration = Duration::from_secs(120);
 /// How often [`eventually`] re-checks a condition nothing can notify us of.
 const POLL: Duration = Duration::from_millis(5);
 
+/// The variable that marks every process a test starts through [`misbehave`] (and what those
+/// start, wherever they go): its value is the test's [`tag`].
+pub(super) const TAG_VAR: &str = "CHILDWIRE_CONFORMANCE_TEST";
+
+std::thread_local! {
+    static TAG: std::cell::RefCell<Option<String>> = const { std::cell::RefCell::new(None) };
+}
+
+/// This test's tag: unique in the machine while it runs. Set on the test's thread by [`run`].
+pub(super) fn tag() -> Option<String> {
+    TAG.with(|tag| tag.borrow().clone())
+}
+
 /// Runs one test on the runtime under test, bounded by a deadline so a hang fails instead of
 /// stalling the whole suite.
 pub(super) fn run(test: impl Future<Output = ()>) {
@@ -27,8 +40,33 @@ pub(super) fn run(test: impl Future<Output = ()>) {
 }
 
 /// [`run`] with a longer bound, for tests that move hundreds of megabytes through a debug build.
+///
+/// Then checks that the test left no process running: nothing carrying its tag (in any process
+/// group or session, re-parented or not) may outlive it.
 pub(super) fn run_for(limit: Duration, test: impl Future<Output = ()>) {
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let tag = format!(
+        "{}-{}",
+        std::process::id(),
+        SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    );
+    TAG.with(|slot| *slot.borrow_mut() = Some(tag.clone()));
     rt::block_on(within(limit, "the whole test", test));
+    TAG.with(|slot| *slot.borrow_mut() = None);
+    let mut left = Vec::new();
+    let gone = childwire_conformance::wait_until(STEP, || {
+        left = live_processes_with_env(TAG_VAR, &tag);
+        left.is_empty()
+    });
+    if !gone {
+        for pid in &left {
+            // Clean up before failing, so one failure does not leak into the machine.
+            let _ = std::process::Command::new("kill")
+                .args(["-KILL", &pid.to_string()])
+                .status();
+        }
+        panic!("the test left processes running: {left:?}");
+    }
 }
 
 /// `fut`'s output, or a panic naming `what` if it takes longer than `limit`.
@@ -50,10 +88,13 @@ pub(super) async fn eventually(limit: Duration, what: &str, mut cond: impl FnMut
     }
 }
 
-/// `misbehave ARGS...` as a childwire command.
+/// `misbehave ARGS...` as a childwire command, marked with this test's [`tag`].
 pub(super) fn misbehave(args: &[&str]) -> Command {
     let mut cmd = Command::new(MISBEHAVE);
     cmd.args(args);
+    if let Some(tag) = tag() {
+        cmd.env(TAG_VAR, tag);
+    }
     cmd
 }
 

@@ -7,6 +7,17 @@ mod rt {
     use std::future::Future;
     use std::time::Duration;
 
+    /// The runtime's name, as `pdeath-host` takes it.
+    pub(crate) const NAME: &str = "async-std";
+
+    /// There is no runtime to drop: the background task runs on a global executor that lives as
+    /// long as the process.
+    pub(crate) fn on_a_dropped_runtime<T: Send + 'static>(
+        _start: impl FnOnce() -> T + Send + 'static,
+    ) -> Result<T, &'static str> {
+        Err("async-std runs the driver on a global executor, which cannot be dropped")
+    }
+
     pub(crate) fn block_on<F: Future>(future: F) -> F::Output {
         async_std::task::block_on(future)
     }

@@ -13,6 +13,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("childwire-bench", "attack"),
     ("childwire-bench", "scale"),
     ("childwire-bench", "shutdown"),
+    ("childwire-bench", "containment"),
 ];
 
 pub(crate) struct Options {

@@ -12,7 +12,7 @@ use async_process::Stdio;
 use childwire_core::StderrMode;
 use futures_io::{AsyncRead, AsyncWrite};
 
-use crate::runtime::{PipeRead, PipeWrite, SpawnedChild, Timer};
+use crate::runtime::{PipeIds, PipeRead, PipeWrite, SpawnedChild, Timer};
 
 /// Spawns `command` with `async-process`.
 ///
@@ -31,15 +31,24 @@ pub fn spawn_child(command: std::process::Command, stderr: StderrMode) -> io::Re
         })
         .spawn()?;
     let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
+    let stdin = stdin.ok_or_else(|| io::Error::other("stdin not piped"))?;
+    let stdout = stdout.ok_or_else(|| io::Error::other("stdout not piped"))?;
+    #[cfg(unix)]
+    let pipes = {
+        use std::os::fd::AsFd;
+        PipeIds::of(
+            stdin.as_fd(),
+            std::iter::once(stdout.as_fd()).chain(stderr.as_ref().map(AsFd::as_fd)),
+        )
+    };
+    #[cfg(not(unix))]
+    let pipes = PipeIds::default();
     let pid = child.id();
     Ok(SpawnedChild {
         pid: Some(pid),
-        stdin: Box::new(FuturesIo(
-            stdin.ok_or_else(|| io::Error::other("stdin not piped"))?,
-        )),
-        stdout: Box::new(FuturesIo(
-            stdout.ok_or_else(|| io::Error::other("stdout not piped"))?,
-        )),
+        pipes,
+        stdin: Box::new(FuturesIo(stdin)),
+        stdout: Box::new(FuturesIo(stdout)),
         stderr: stderr.map(|pipe| Box::new(FuturesIo(pipe)) as Box<dyn PipeRead>),
         // The pipes are out of `child` first: `status` would close stdin
         // itself, and closing it is a lifecycle step of its own.

@@ -32,8 +32,8 @@ const ROUNDS_PER_POLL: usize = 32;
 pub(crate) struct Control<R: Runtime, F: Framing> {
     link: Arc<Link<F>>,
     rt: R,
-    pid: Option<u32>,
-    group: bool,
+    /// The child as the OS knows it: signals, the sweep, the drop path's wait.
+    tracking: os::Tracking,
     program: String,
     exit: Option<Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>>,
     stderr: Option<Box<dyn PipeRead>>,
@@ -51,8 +51,7 @@ pub(crate) struct Control<R: Runtime, F: Framing> {
 }
 
 pub(crate) struct ControlParts {
-    pub(crate) pid: Option<u32>,
-    pub(crate) group: bool,
+    pub(crate) tracking: os::Tracking,
     pub(crate) program: String,
     pub(crate) exit: Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>,
     pub(crate) stderr: Option<Box<dyn PipeRead>>,
@@ -72,8 +71,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         Self {
             link,
             rt,
-            pid: parts.pid,
-            group: parts.group,
+            tracking: parts.tracking,
             program: parts.program,
             exit: Some(parts.exit),
             stderr: parts.stderr,
@@ -182,7 +180,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         if control.abandoned && !self.killed_on_abandon {
             self.killed_on_abandon = true;
             if let Some(action) = control.supervisor.drop_action() {
-                let _ = os::deliver(action, self.pid, self.group);
+                let _ = self.tracking.signal(action);
             }
         }
         let sup = &mut control.supervisor;
@@ -197,13 +195,16 @@ impl<R: Runtime, F: Framing> Control<R, F> {
                     sup.handle_stdin_closed(now);
                 }
                 Action::Signal(signal) => {
-                    if let Err(err) = os::deliver(action, self.pid, self.group) {
+                    if let Err(err) = self.tracking.signal(action) {
                         sup.handle_signal_failed(signal, err, now);
                     }
                 }
-                // ESRCH is the usual answer: nothing was left behind.
-                Action::SweepGroup => {
-                    let _ = os::deliver(action, self.pid, self.group);
+                Action::Sweep => {
+                    let swept = self.tracking.sweep();
+                    if swept.ended > 0 {
+                        tracing::warn!(program = %self.program, "ended {} process(es) the child left behind", swept.ended);
+                    }
+                    sup.handle_swept(swept, now);
                 }
             }
         }
@@ -370,7 +371,10 @@ impl<R: Runtime, F: Framing> Future for Control<R, F> {
 
 impl<R: Runtime, F: Framing> Drop for Control<R, F> {
     /// The task was dropped before the child's end (its runtime shut down):
-    /// kill the child and release whoever waits, naming the cause.
+    /// kill the child and sweep what it left, wait briefly for it to die so
+    /// that it is reaped now (not left a zombie for a runtime that may never
+    /// run again), and hand whoever waits the report, or else an error
+    /// naming the cause.
     fn drop(&mut self) {
         let Some(control) = &self.link.control else {
             return;
@@ -383,9 +387,39 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
             }
             return;
         }
-        if let Some(action) = control.supervisor.drop_action() {
-            let _ = os::deliver(action, self.pid, self.group);
+        let now = self.rt.now();
+        let sup = &mut control.supervisor;
+        sup.handle_driver_stopped(now);
+        self.carry_out_final_actions(sup, now);
+        if sup.lifecycle().exit().is_none() {
+            if let Some(exit) = self.tracking.wait_exited(DROP_REAP_WAIT) {
+                sup.handle_exit(exit, self.rt.now());
+                self.carry_out_final_actions(sup, now);
+            }
         }
+        // The runtime's child type reaps an exited child when dropped.
+        drop(self.exit.take());
+        self.stderr_lines
+            .extend(std::iter::from_fn(|| sup.poll_stderr_line()));
+        let report_ready = sup.report_ready() || !self.stderr_lines.is_empty();
+        drop(control);
+        if report_ready {
+            // Its lines still reach the callback, then the report is out.
+            self.deliver_stderr_lines();
+            self.publish_report();
+            if self
+                .link
+                .control
+                .as_ref()
+                .is_some_and(|control| lock(control).report.is_some())
+            {
+                return;
+            }
+        }
+        let Some(control) = &self.link.control else {
+            return;
+        };
+        let mut control = lock(control);
         control.stopped = true;
         control.done_waiters.wake_all();
         drop(control);
@@ -396,5 +430,31 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
         let mut out = lock(&self.link.out);
         out.abort(Closed::DriverStopped);
         out.wake_waiters();
+    }
+}
+
+/// How long a dropped driver waits for the child it just sent SIGKILL to
+/// die, so that it can be reaped on the spot. SIGKILL takes effect within
+/// milliseconds unless the child is stuck in the kernel; past this, the
+/// runtime's child type is left to reap it.
+const DROP_REAP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
+impl<R: Runtime, F: Framing> Control<R, F> {
+    /// The actions of a driver that stops: no timer will run them later.
+    fn carry_out_final_actions(&self, sup: &mut childwire_core::Supervisor, now: Instant) {
+        while let Some(action) = sup.poll_action() {
+            match action {
+                Action::CloseStdin => {
+                    lock(&self.link.out).abort(Closed::Closing);
+                    sup.handle_stdin_closed(now);
+                }
+                Action::Signal(signal) => {
+                    if let Err(err) = self.tracking.signal(action) {
+                        sup.handle_signal_failed(signal, err, now);
+                    }
+                }
+                Action::Sweep => sup.handle_swept(self.tracking.sweep(), now),
+            }
+        }
     }
 }

@@ -1,4 +1,5 @@
-#![forbid(unsafe_code)]
+// Denied, not forbidden: `pre_exec` (Linux) is the one module allowed it.
+#![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 //! childwire's async transport, written once for every runtime.
 //!
@@ -20,6 +21,8 @@
 #[cfg(feature = "async-process")]
 #[cfg_attr(docsrs, doc(cfg(feature = "async-process")))]
 pub mod async_process;
+#[cfg(target_os = "linux")]
+mod cgroup;
 mod control;
 mod flusher;
 #[cfg(feature = "serde")]
@@ -27,17 +30,20 @@ mod flusher;
 mod json;
 mod link;
 mod os;
+#[cfg(target_os = "linux")]
+mod pre_exec;
 mod runtime;
 pub mod spawn;
+mod spawner;
 mod transport;
 mod wake;
 
 pub use childwire_core::{
-    ChannelConfig, Closed, Command, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit,
-    ExitReport, Framing, Lines, Malformed, Message, Oversized, Received, SendError, SendErrorKind,
-    SpawnError, StderrMode,
+    ChannelConfig, Closed, Command, Containment, Counters, EncodeErrorKind, EndedBy, EnvPolicy,
+    Exit, ExitReport, Framing, Lines, Malformed, Message, Oversized, Received, SendError,
+    SendErrorKind, SpawnError, StderrMode,
 };
 #[cfg(feature = "serde")]
 pub use json::{RecvJsonError, SendJsonError};
-pub use runtime::{NoRuntime, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
+pub use runtime::{NoRuntime, PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
 pub use transport::{Config, Receiver, Sender, ShutdownError, StderrCallback, Transport};

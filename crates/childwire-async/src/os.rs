@@ -1,20 +1,177 @@
-//! The few OS calls the core's decisions need: delivering signals and
-//! reading exit statuses.
+//! The OS calls the core's decisions need: delivering signals, sweeping what
+//! a child left behind, and reading exit statuses.
+//!
+//! What each platform covers (C26):
+//! - Linux: signals go to the child's process group; the sweep after its
+//!   exit ends what is left of the group, every process (in any group or
+//!   session) that still holds the child's end of one of its pipes, and,
+//!   with [`Containment::Cgroup`], everything in its cgroup. Processes are
+//!   signalled through pidfds, so a recycled PID is never hit.
+//! - Other Unix (macOS, BSDs): the process group only. A descendant that
+//!   left the group is not found.
+//! - Elsewhere: nothing beyond what the runtime's child type does.
 
-use childwire_core::{Action, Exit, Signal, SignalError};
+use childwire_core::{Action, Command, Containment, Exit, Signal, SignalError, Swept};
 
-/// Carries out a signal [`Action`] on the child `pid`: to its group when it
-/// leads one (C13), else to the process alone.
-pub(crate) fn deliver(action: Action, pid: Option<u32>, group: bool) -> Result<(), SignalError> {
-    let (signal, group) = match action {
-        Action::Signal(signal) => (signal, group),
-        Action::SweepGroup => (Signal::Kill, true),
-        Action::CloseStdin => return Ok(()),
-    };
-    let Some(pid) = pid else {
-        return Err(SignalError::NoSuchProcess);
-    };
-    send(pid, signal, group)
+use crate::runtime::PipeIds;
+
+#[cfg(target_os = "linux")]
+use crate::cgroup::Cgroup;
+
+/// What is set up before the spawn for a command's containment: created
+/// first, moved into the [`Tracking`] of the child once it runs.
+#[derive(Debug, Default)]
+pub(crate) struct Prepared {
+    #[cfg(target_os = "linux")]
+    cgroup: Option<Cgroup>,
+}
+
+impl Prepared {
+    /// Sets `std` up for `command`'s containment and parent-death options:
+    /// creates its cgroup, and installs what the forked child does before
+    /// it runs the program. Fails, before anything is spawned, if the
+    /// containment asked for is not available here.
+    pub(crate) fn new(command: &Command, std: &mut std::process::Command) -> std::io::Result<Self> {
+        #[cfg(target_os = "linux")]
+        {
+            let cgroup = match command.get_containment() {
+                Containment::Cgroup => Some(Cgroup::create()?),
+                _ => None,
+            };
+            let parent = command
+                .get_kill_on_parent_death()
+                .then(rustix::process::getpid);
+            crate::pre_exec::install(
+                std,
+                crate::pre_exec::ChildSetup {
+                    cgroup_procs: cgroup.as_ref().map(Cgroup::procs),
+                    parent,
+                },
+            );
+            Ok(Self { cgroup })
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = std;
+            match command.get_containment() {
+                Containment::Cgroup => Err(std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "cgroups exist on Linux only",
+                )),
+                _ => Ok(Self {}),
+            }
+        }
+    }
+}
+
+/// One child as the OS knows it: what to signal, and how to find what it
+/// left behind.
+#[derive(Debug)]
+pub(crate) struct Tracking {
+    pid: Option<u32>,
+    group: bool,
+    /// Opened right after the spawn, before anything could reap the child:
+    /// it names this process and no other, even once its PID is recycled.
+    #[cfg(target_os = "linux")]
+    pidfd: Option<std::os::fd::OwnedFd>,
+    #[cfg(target_os = "linux")]
+    pipes: PipeIds,
+    /// When the child started (clock ticks since boot): nothing older can
+    /// be its descendant, so older processes are never scanned for pipes.
+    #[cfg(target_os = "linux")]
+    started: u64,
+    #[cfg(target_os = "linux")]
+    cgroup: Option<Cgroup>,
+}
+
+impl Tracking {
+    pub(crate) fn new(pid: Option<u32>, group: bool, pipes: PipeIds, prepared: Prepared) -> Self {
+        #[cfg(target_os = "linux")]
+        {
+            let pidfd = pid.and_then(linux::pid).and_then(|pid| {
+                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
+            });
+            // Unknown (the child is gone already): scan everything.
+            let started = pid.and_then(linux::start_time).unwrap_or(0);
+            Self {
+                pid,
+                group,
+                pidfd,
+                pipes,
+                started,
+                cgroup: prepared.cgroup,
+            }
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = (pipes, prepared);
+            Self { pid, group }
+        }
+    }
+
+    /// Carries out a signal [`Action`] on the child: to its group when it
+    /// leads one (C13), else to the process alone. Must not be called once
+    /// the child was reaped (the core never asks it then).
+    pub(crate) fn signal(&self, action: Action) -> Result<(), SignalError> {
+        let Action::Signal(signal) = action else {
+            return Ok(());
+        };
+        let Some(pid) = self.pid else {
+            return Err(SignalError::NoSuchProcess);
+        };
+        send(pid, signal, self.group)
+    }
+
+    /// Carries out [`Action::Sweep`]: SIGKILL to everything the child left
+    /// behind that this platform can find, each process counted once.
+    pub(crate) fn sweep(&self) -> Swept {
+        #[cfg(target_os = "linux")]
+        {
+            let group = self.group.then_some(self.pid).flatten();
+            let target = linux::Target {
+                child: self.pid,
+                group,
+                pipes: &self.pipes,
+                started: self.started,
+            };
+            let swept = linux::sweep(&target, self.cgroup.as_ref());
+            if let Some(cgroup) = &self.cgroup {
+                // Whatever was forked between the scan and now. The count
+                // is the scan's: the cgroup's may include the child itself.
+                cgroup.kill();
+            }
+            // The group's late forks, if any; ESRCH is the usual answer.
+            if let Some(pgid) = group {
+                let _ = send(pgid, Signal::Kill, true);
+            }
+            swept
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            // The group only, and no way to count what it held.
+            if let (Some(pid), true) = (self.pid, self.group) {
+                let _ = send(pid, Signal::Kill, true);
+            }
+            Swept::default()
+        }
+    }
+
+    /// Waits up to `limit` for the child (already sent SIGKILL) to exit,
+    /// without reaping it: the runtime's child type reaps it when dropped
+    /// (it tries once, and an exited child is reaped at once instead of
+    /// being left to a reaper that may never run). `None` if it did not
+    /// exit in time, or the platform cannot tell.
+    pub(crate) fn wait_exited(&self, limit: std::time::Duration) -> Option<Exit> {
+        #[cfg(target_os = "linux")]
+        {
+            linux::wait_exited(self.pidfd.as_ref()?, limit)
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            let _ = limit;
+            None
+        }
+    }
 }
 
 #[cfg(unix)]
@@ -53,4 +210,215 @@ pub(crate) fn exit_of(status: std::process::ExitStatus) -> Exit {
         }
     }
     Exit::Code(status.code().unwrap_or(-1))
+}
+
+#[cfg(target_os = "linux")]
+mod linux {
+    use std::collections::BTreeSet;
+    use std::fs;
+    use std::os::fd::{AsFd, OwnedFd};
+    use std::time::{Duration, Instant};
+
+    use childwire_core::{Exit, Swept};
+    use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
+
+    use crate::cgroup::Cgroup;
+    use crate::runtime::PipeIds;
+
+    /// Scans rounds: a holder may fork between a scan and its kill; its
+    /// children hold the pipes too and are found by the next round.
+    const ROUNDS: usize = 3;
+
+    pub(super) fn pid(pid: u32) -> Option<Pid> {
+        Pid::from_raw(i32::try_from(pid).ok()?)
+    }
+
+    /// Why a process is the child's leftover.
+    #[derive(Clone, Copy, PartialEq, Eq)]
+    enum Found {
+        /// In the child's process group.
+        Group,
+        /// In the child's cgroup.
+        Cgroup,
+        /// Holds the child's end of one of its pipes.
+        Pipe,
+    }
+
+    /// What the sweep looks for.
+    pub(super) struct Target<'a> {
+        /// The child itself is no leftover: when the driver stops it is
+        /// swept before its own death, and ended by its own SIGKILL.
+        pub(super) child: Option<u32>,
+        /// The child's process group, if it leads one.
+        pub(super) group: Option<u32>,
+        pub(super) pipes: &'a PipeIds,
+        /// The child's start time: older processes cannot hold its pipes
+        /// (they were created with it), so their descriptors are not read.
+        pub(super) started: u64,
+    }
+
+    /// Finds every live process (other than this one and the child) that
+    /// is in the child's group, in its cgroup, or holds the child's end of
+    /// one of its pipes, and ends each through a pidfd after checking again,
+    /// through that pidfd's process, that it still qualifies (so a PID
+    /// recycled between the scan and the kill is never hit).
+    pub(super) fn sweep(target: &Target<'_>, cgroup: Option<&Cgroup>) -> Swept {
+        let me = std::process::id();
+        let mut ended = BTreeSet::new();
+        let mut held_pipes = false;
+        for _ in 0..ROUNDS {
+            let in_cgroup: BTreeSet<u32> = cgroup.map(Cgroup::members).unwrap_or_default();
+            let mut killed_now = false;
+            for pid in processes() {
+                if pid == me || Some(pid) == target.child || ended.contains(&pid) {
+                    continue;
+                }
+                let Some(found) = qualifies(pid, target, &in_cgroup) else {
+                    continue;
+                };
+                let Some(fd) = self::pid(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
+                else {
+                    continue;
+                };
+                // The pidfd pins the process that had this PID when it was
+                // opened; if it still qualifies, the kill hits it and only it.
+                if qualifies(pid, target, &in_cgroup) != Some(found) {
+                    continue;
+                }
+                if pidfd_send_signal(&fd, Signal::KILL).is_ok() {
+                    held_pipes |= found == Found::Pipe;
+                    ended.insert(pid);
+                    killed_now = true;
+                }
+            }
+            if !killed_now {
+                break;
+            }
+        }
+        Swept {
+            ended: u32::try_from(ended.len()).unwrap_or(u32::MAX),
+            held_pipes,
+        }
+    }
+
+    /// Every PID in `/proc` (threads are not listed there, only processes).
+    fn processes() -> impl Iterator<Item = u32> {
+        fs::read_dir("/proc")
+            .into_iter()
+            .flatten()
+            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
+    }
+
+    fn qualifies(pid: u32, target: &Target<'_>, in_cgroup: &BTreeSet<u32>) -> Option<Found> {
+        let stat = stat(pid)?;
+        if matches!(stat.state, 'Z' | 'X') {
+            // Dead already: a zombie holds no pipe and needs no signal.
+            return None;
+        }
+        if target.group == Some(stat.pgrp) {
+            return Some(Found::Group);
+        }
+        if in_cgroup.contains(&pid) {
+            return Some(Found::Cgroup);
+        }
+        (stat.started >= target.started && holds_pipe(pid, target.pipes)).then_some(Found::Pipe)
+    }
+
+    /// The fields of `/proc/PID/stat` the sweep reads.
+    struct Stat {
+        state: char,
+        pgrp: u32,
+        /// Clock ticks since boot.
+        started: u64,
+    }
+
+    fn stat(pid: u32) -> Option<Stat> {
+        let line = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+        // The command name may hold spaces and parentheses: count from the
+        // last `)`. Then: state, ppid, pgrp, ... starttime is the 20th.
+        let fields: Vec<&str> = line
+            .get(line.rfind(')')? + 1..)?
+            .split_whitespace()
+            .collect();
+        Some(Stat {
+            state: fields.first()?.chars().next()?,
+            pgrp: fields.get(2)?.parse().ok()?,
+            started: fields.get(19)?.parse().ok()?,
+        })
+    }
+
+    /// When `pid` started, in clock ticks since boot.
+    pub(super) fn start_time(pid: u32) -> Option<u64> {
+        stat(pid).map(|stat| stat.started)
+    }
+
+    /// Whether `pid` holds the child's end of one of `pipes`. Only the
+    /// child's end counts: the parent's ends are close-on-exec, but a
+    /// process this host is forking right now holds them until its exec,
+    /// and must not be taken for an escaped descendant.
+    fn holds_pipe(pid: u32, pipes: &PipeIds) -> bool {
+        if pipes.0.is_empty() {
+            return false;
+        }
+        // Unreadable (another user's process): it cannot hold our pipes
+        // unless it was given them, and then we may not signal it anyway.
+        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+            return false;
+        };
+        fds.filter_map(Result::ok).any(|fd| {
+            let Ok(target) = fs::read_link(fd.path()) else {
+                return false;
+            };
+            let Some(inode) = target
+                .to_str()
+                .and_then(|t| t.strip_prefix("pipe:["))
+                .and_then(|t| t.strip_suffix(']'))
+                .and_then(|t| t.parse::<u64>().ok())
+            else {
+                return false;
+            };
+            pipes.0.iter().any(|&(ino, child_writes)| {
+                ino == inode && writes(pid, &fd.file_name()) == Some(child_writes)
+            })
+        })
+    }
+
+    /// Whether descriptor `fd` of `pid` is open for writing (`O_WRONLY`).
+    fn writes(pid: u32, fd: &std::ffi::OsStr) -> Option<bool> {
+        let info = fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.to_str()?)).ok()?;
+        let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?.trim();
+        let flags = u32::from_str_radix(flags, 8).ok()?;
+        Some(flags & 0o3 == 0o1)
+    }
+
+    /// Waits until the process of `pidfd` has exited (its pidfd becomes
+    /// readable), then reads its status without reaping it (`WNOWAIT`).
+    pub(super) fn wait_exited(pidfd: &OwnedFd, limit: Duration) -> Option<Exit> {
+        use rustix::event::{PollFd, PollFlags, Timespec, poll};
+        use rustix::process::{WaitId, WaitIdOptions, waitid};
+        let deadline = Instant::now() + limit;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            let timeout = Timespec {
+                tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+                tv_nsec: i64::from(left.subsec_nanos()),
+            };
+            let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+            match poll(&mut fds, Some(&timeout)) {
+                Ok(0) => return None,
+                Ok(_) => break,
+                Err(rustix::io::Errno::INTR) => continue,
+                Err(_) => return None,
+            }
+        }
+        let status = waitid(
+            WaitId::PidFd(pidfd.as_fd()),
+            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
+        )
+        .ok()??;
+        if let Some(signal) = status.terminating_signal() {
+            return Some(Exit::Signal(signal));
+        }
+        status.exit_status().map(Exit::Code)
+    }
 }

@@ -100,10 +100,45 @@ pub struct SpawnedChild {
     pub stdout: Box<dyn PipeRead>,
     /// Its stderr, when piped.
     pub stderr: Option<Box<dyn PipeRead>>,
+    /// Which pipes are the child's, so that whatever still holds them after
+    /// its exit can be found ([`PipeIds::of`] on the parent's ends, before
+    /// they are boxed). Empty if unknown: then only the process group (and a
+    /// cgroup) is swept.
+    pub pipes: PipeIds,
     /// Completes when the child has exited and been reaped. Dropping it
     /// before must not leave a zombie (the runtimes' process types reap in
     /// the background).
     pub exit: Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>,
+}
+
+/// The identities of a child's pipes: for each, its inode number and
+/// whether the child's end is the writing one. Processes holding the child's
+/// end of one of them are the child's (or escaped from it) and are ended
+/// after its exit (Linux).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PipeIds(pub(crate) Vec<(u64, bool)>);
+
+impl PipeIds {
+    /// The pipes of a child from the parent's ends of them: `stdin` (the
+    /// child reads it) and the pipes it writes (`stdout`, `stderr`).
+    /// Descriptors that cannot be inspected are left out.
+    #[cfg(unix)]
+    pub fn of<'a>(
+        stdin: std::os::fd::BorrowedFd<'a>,
+        written_by_child: impl IntoIterator<Item = std::os::fd::BorrowedFd<'a>>,
+    ) -> Self {
+        // `st_ino` is not 64 bits wide on every Unix.
+        #[allow(clippy::unnecessary_cast)]
+        let inode = |fd| rustix::fs::fstat(fd).ok().map(|stat| stat.st_ino as u64);
+        let mut ids = Vec::with_capacity(3);
+        ids.extend(inode(stdin).map(|ino| (ino, false)));
+        ids.extend(
+            written_by_child
+                .into_iter()
+                .filter_map(|fd| inode(fd).map(|ino| (ino, true))),
+        );
+        Self(ids)
+    }
 }
 
 impl fmt::Debug for SpawnedChild {

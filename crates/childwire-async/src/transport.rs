@@ -22,7 +22,7 @@ use crate::control::{Control, ControlParts};
 use crate::flusher::Flusher;
 use crate::link::{ControlSide, Link, OutSide, ReadOutcome, WRITE_BATCH, lock};
 use crate::runtime::{PipeRead, PipeWrite, Runtime};
-use crate::spawn;
+use crate::{os, spawn, spawner};
 
 /// A function that receives each line the child writes to stderr (without
 /// its line terminator), with stderr captured. It runs on the background
@@ -160,9 +160,25 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
             .validate()
             .map_err(|err| SpawnError::invalid_config(command, err))?;
         let rt = R::current().map_err(|err| SpawnError::no_runtime(command, err.0))?;
-        let child = rt
-            .spawn_child(spawn::to_std(command), command.get_stderr())
-            .map_err(|err| spawn::spawn_error(command, err))?;
+        let mut std = spawn::to_std(command);
+        let prepared = os::Prepared::new(command, &mut std)
+            .map_err(|err| SpawnError::containment_unavailable(command, err))?;
+        let stderr = command.get_stderr();
+        let child = if command.get_kill_on_parent_death() {
+            // Forked from a thread that lives as long as the process: the
+            // parent-death signal fires when the forking thread exits.
+            let spawner_rt = rt.clone();
+            spawner::run(move || spawner_rt.spawn_child(std, stderr)).and_then(|spawned| spawned)
+        } else {
+            rt.spawn_child(std, stderr)
+        }
+        .map_err(|err| spawn::spawn_error(command, err))?;
+        let tracking = os::Tracking::new(
+            child.pid,
+            command.get_process_group(),
+            child.pipes,
+            prepared,
+        );
         let now = rt.now();
         let mut supervisor = Supervisor::new(&config, command.get_process_group(), now);
         if child.stderr.is_none() {
@@ -185,8 +201,7 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
             Arc::clone(&link),
             rt.clone(),
             ControlParts {
-                pid: child.pid,
-                group: command.get_process_group(),
+                tracking,
                 program: command.get_program().to_string_lossy().into_owned(),
                 exit: child.exit,
                 stderr: child.stderr,

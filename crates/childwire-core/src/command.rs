@@ -44,6 +44,29 @@ pub enum StderrMode {
     Discard,
 }
 
+/// What holds everything the child starts, so that all of it can be ended
+/// with the child (C26).
+///
+/// Whatever is chosen, on Linux the processes that left the child's group
+/// but still hold its pipes are found and ended after its exit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[non_exhaustive]
+pub enum Containment {
+    /// The child's process group (with [`Command::process_group`], the
+    /// default): what stays in the group is signalled and swept with it.
+    #[default]
+    ProcessGroup,
+    /// Linux: the child is placed in a cgroup v2 of its own, created under
+    /// the host's cgroup before it runs its first instruction, and
+    /// `cgroup.kill` ends everything it ever started when it ends, whatever
+    /// group or session a descendant moved to and whether it holds a pipe
+    /// or not. Needs a cgroup v2 hierarchy where the host may create a
+    /// sub-cgroup (root, or a cgroup delegated to the user, e.g. a systemd
+    /// unit with `Delegate=yes`). Where that is not possible, spawning
+    /// fails with an error that says why; nothing is started.
+    Cgroup,
+}
+
 /// A child process to spawn: like `std::process::Command`, plus the policies
 /// a stdio transport needs.
 ///
@@ -69,6 +92,8 @@ pub struct Command {
     current_dir: Option<PathBuf>,
     stderr: StderrMode,
     process_group: bool,
+    containment: Containment,
+    kill_on_parent_death: bool,
 }
 
 impl Command {
@@ -82,6 +107,8 @@ impl Command {
             current_dir: None,
             stderr: StderrMode::Capture,
             process_group: true,
+            containment: Containment::ProcessGroup,
+            kill_on_parent_death: false,
         }
     }
 
@@ -152,6 +179,28 @@ impl Command {
         self
     }
 
+    /// Chooses what holds everything the child starts (default: its process
+    /// group). See [`Containment`].
+    pub fn contain(&mut self, containment: Containment) -> &mut Self {
+        self.containment = containment;
+        self
+    }
+
+    /// Whether the child is killed (SIGKILL) when the host process dies,
+    /// however it dies, SIGKILL included (default `false`; Linux only,
+    /// elsewhere it is ignored).
+    ///
+    /// Tied to the host *process*, not to the thread that spawned: Linux's
+    /// parent-death signal fires when the spawning thread exits, so such
+    /// children are spawned from one long-lived thread of childwire's. It
+    /// reaches the child itself: what the child starts is ended by the
+    /// child's own end only if it watches for it (its stdin reaches EOF
+    /// when the host dies).
+    pub fn kill_on_parent_death(&mut self, enabled: bool) -> &mut Self {
+        self.kill_on_parent_death = enabled;
+        self
+    }
+
     /// The program to run.
     pub fn get_program(&self) -> &OsStr {
         &self.program
@@ -182,6 +231,17 @@ impl Command {
     /// The stderr mode.
     pub fn get_stderr(&self) -> StderrMode {
         self.stderr
+    }
+
+    /// What holds everything the child starts.
+    pub fn get_containment(&self) -> Containment {
+        self.containment
+    }
+
+    /// Whether the child is killed when the host dies. Always `false` off
+    /// Linux.
+    pub fn get_kill_on_parent_death(&self) -> bool {
+        cfg!(target_os = "linux") && self.kill_on_parent_death
     }
 
     /// Whether the child gets a process group of its own. Always `false` off
@@ -225,6 +285,8 @@ enum SpawnFailure {
     },
     Config(ConfigError),
     NoRuntime(&'static str),
+    /// The containment asked for is not available here; why.
+    NoContainment(Containment, io::Error),
 }
 
 impl SpawnError {
@@ -254,6 +316,15 @@ impl SpawnError {
         Self {
             program: command.program.clone(),
             reason: SpawnFailure::NoRuntime(what),
+        }
+    }
+
+    /// `command` was not started: the [`Containment`] it asks for is not
+    /// available on this host, for the reason `source` gives.
+    pub fn containment_unavailable(command: &Command, source: io::Error) -> Self {
+        Self {
+            program: command.program.clone(),
+            reason: SpawnFailure::NoContainment(command.containment, source),
         }
     }
 
@@ -287,19 +358,25 @@ impl SpawnError {
 
     /// The error's kind, to match on: the OS error's (`NotFound`,
     /// `PermissionDenied`, ...), `InvalidInput` for a config that makes no
-    /// sense, `Unsupported` outside the runtime.
+    /// sense, `Unsupported` outside the runtime or when the containment
+    /// asked for is not available.
     pub fn kind(&self) -> io::ErrorKind {
         match &self.reason {
             SpawnFailure::Os { source, .. } => source.kind(),
             SpawnFailure::Config(_) => io::ErrorKind::InvalidInput,
-            SpawnFailure::NoRuntime(_) => io::ErrorKind::Unsupported,
+            SpawnFailure::NoRuntime(_) | SpawnFailure::NoContainment(..) => {
+                io::ErrorKind::Unsupported
+            }
         }
     }
 
-    /// The OS error, if the OS refused.
+    /// The OS error, if the OS refused (to start the child, or to contain
+    /// it).
     pub fn io_error(&self) -> Option<&io::Error> {
         match &self.reason {
-            SpawnFailure::Os { source, .. } => Some(source),
+            SpawnFailure::Os { source, .. } | SpawnFailure::NoContainment(_, source) => {
+                Some(source)
+            }
             _ => None,
         }
     }
@@ -321,6 +398,12 @@ impl fmt::Display for SpawnError {
             SpawnFailure::Config(error) => return error.fmt(f),
             SpawnFailure::NoRuntime(what) => {
                 return write!(f, "spawned outside {what}; nothing was started");
+            }
+            SpawnFailure::NoContainment(containment, source) => {
+                return write!(
+                    f,
+                    "{containment:?} containment is not available on this host ({source}); nothing was started"
+                );
             }
             SpawnFailure::Os {
                 source,
@@ -355,7 +438,9 @@ impl fmt::Display for SpawnError {
 impl std::error::Error for SpawnError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.reason {
-            SpawnFailure::Os { source, .. } => Some(source),
+            SpawnFailure::Os { source, .. } | SpawnFailure::NoContainment(_, source) => {
+                Some(source)
+            }
             SpawnFailure::Config(error) => Some(error),
             SpawnFailure::NoRuntime(_) => None,
         }

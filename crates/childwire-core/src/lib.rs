@@ -72,7 +72,7 @@ pub mod codec;
 pub mod testing;
 
 pub use channel::Channel;
-pub use command::{Command, EnvPolicy, SpawnError, StderrMode};
+pub use command::{Command, Containment, EnvPolicy, SpawnError, StderrMode};
 pub use config::{ChannelConfig, Config, ConfigError};
 pub use content_length::{ContentLength, ContentLengthDecoder};
 pub use decoder::LineDecoder;
@@ -82,7 +82,7 @@ pub use framing::{FrameDecoder, Framing, Lines};
 pub use inbound::Inbound;
 pub use jsonrpc::{IdScanner, oversized_error};
 pub use lifecycle::{
-    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
+    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
 };
 pub use outbound::{Closed, Outbound, SendError, SendErrorKind};
 pub use report::{Counters, ExitReport};

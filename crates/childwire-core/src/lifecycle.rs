@@ -77,11 +77,29 @@ pub enum Action {
     /// Deliver this signal to the child's group (or to its PID without a
     /// group). Report a failure with [`Lifecycle::handle_signal_failed`].
     Signal(Signal),
-    /// Send SIGKILL to the child's process group. Asked once, after the
-    /// leader was reaped: the group ID cannot be reused while any member
-    /// lives, so this only hits what the child left behind. ESRCH ("no such
-    /// process") is the normal answer and needs no report.
-    SweepGroup,
+    /// End with SIGKILL whatever the child left behind: what is left of its
+    /// process group (if it leads one: the group ID cannot be reused while
+    /// any member lives, so this only hits the child's own descendants),
+    /// and wherever the platform can find them, the processes that escaped
+    /// the group but still hold the child's end of its pipes, and its
+    /// cgroup (when contained in one). Asked once: after the leader was
+    /// reaped, or at once when the driver stops
+    /// ([`Lifecycle::handle_driver_stopped`]). Report what it found with
+    /// [`Lifecycle::handle_swept`]; the exit report waits for it (at most
+    /// until the drain deadline).
+    Sweep,
+}
+
+/// What an [`Action::Sweep`] found and ended, for
+/// [`Lifecycle::handle_swept`].
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct Swept {
+    /// Processes found alive and sent SIGKILL (each counted once, however it
+    /// was found).
+    pub ended: u32,
+    /// Some of them still held the child's end of its stdin, stdout or
+    /// stderr pipe: the pipes were not drained when the child exited.
+    pub held_pipes: bool,
 }
 
 /// Where the child is in its life. Phases only move forward, in the order
@@ -258,6 +276,9 @@ impl std::error::Error for SignalError {}
 /// - [`handle_stdout_eof`](Self::handle_stdout_eof) and
 ///   [`handle_stderr_eof`](Self::handle_stderr_eof);
 /// - [`handle_signal_failed`](Self::handle_signal_failed);
+/// - [`handle_swept`](Self::handle_swept): what the sweep ended;
+/// - [`handle_driver_stopped`](Self::handle_driver_stopped): the adapter
+///   stops driving (its runtime is going away): kill and sweep now;
 /// - [`handle_timeout`](Self::handle_timeout): safe to call early, late or
 ///   repeatedly (spurious calls are no-ops).
 ///
@@ -271,8 +292,8 @@ impl std::error::Error for SignalError {}
 /// - SIGTERM is never asked before `stdin_grace` has passed since the
 ///   shutdown request, and SIGKILL never before `stdin_grace + term_grace`.
 /// - Once the exit was observed, no [`Action::Signal`] is ever asked again
-///   (the PID may be reused); only one [`Action::SweepGroup`], if the child
-///   leads its own group.
+///   (the PID may be reused); only one [`Action::Sweep`], whether the child
+///   leads its own group or not (what escaped the group is swept too).
 /// - [`poll_timeout`](Self::poll_timeout) never moves backwards within one
 ///   [`Phase`].
 #[derive(Debug, Clone)]
@@ -297,6 +318,13 @@ pub struct Lifecycle {
     pending_term: bool,
     pending_kill: bool,
     pending_sweep: bool,
+    /// The sweep was decided (pending or handed out); it happens once.
+    sweep_decided: bool,
+    /// What the sweep found, once reported.
+    swept: Option<Swept>,
+    /// The adapter stops driving: no timer will fire again, so the end is
+    /// reported as soon as the exit is known, drained or not.
+    driver_stopped: bool,
     // Handed out: what the adapter was actually told to do.
     close_sent: bool,
     term_sent: bool,
@@ -313,9 +341,9 @@ pub struct Lifecycle {
 impl Lifecycle {
     /// Starts the machine for a child spawned at `now`. With
     /// `process_group`, the child leads its own group: signals go to the
-    /// whole group, and after the leader exits the group is swept once
-    /// ([`Action::SweepGroup`]), so launchers such as `sh -c` or `npx`
-    /// leave no orphaned grandchildren.
+    /// whole group. Either way, after the leader exits what it left behind
+    /// is swept once ([`Action::Sweep`]), so launchers such as `sh -c` or
+    /// `npx` leave no orphaned grandchildren.
     #[must_use]
     pub fn new(config: LifecycleConfig, process_group: bool, now: Instant) -> Self {
         Self {
@@ -333,6 +361,9 @@ impl Lifecycle {
             pending_term: false,
             pending_kill: false,
             pending_sweep: false,
+            sweep_decided: false,
+            swept: None,
+            driver_stopped: false,
             close_sent: false,
             term_sent: false,
             kill_sent: false,
@@ -350,6 +381,13 @@ impl Lifecycle {
     #[must_use]
     pub fn phase(&self) -> Phase {
         self.phase
+    }
+
+    /// Whether the child leads its own process group (signals go to the
+    /// group).
+    #[must_use]
+    pub fn process_group(&self) -> bool {
+        self.process_group
     }
 
     /// The configuration it was created with.
@@ -452,6 +490,7 @@ impl Lifecycle {
                 shutdown_requested: self.shutdown_at.is_some(),
                 elapsed: now.saturating_duration_since(since),
                 pipes_drained: true,
+                stray_processes_ended: 0,
                 stderr_tail: String::new(),
                 stderr_callback_panicked: false,
                 counters: Counters::default(),
@@ -460,7 +499,7 @@ impl Lifecycle {
             self.pending_close = false;
             self.pending_term = false;
             self.pending_kill = false;
-            self.pending_sweep = self.process_group;
+            self.decide_sweep();
             self.stdin_deadline = None;
             self.term_deadline = None;
             self.drain_deadline = now.checked_add(self.config.drain_grace);
@@ -502,6 +541,37 @@ impl Lifecycle {
         self.advance(now);
     }
 
+    /// The [`Action::Sweep`] was carried out and found `swept`. The exit
+    /// report counts what it ended, and says the pipes were held if any of
+    /// them held the child's pipes. Only the first report counts.
+    pub fn handle_swept(&mut self, swept: Swept, now: Instant) {
+        if self.sweep_decided && self.swept.is_none() {
+            self.swept = Some(swept);
+        }
+        self.advance(now);
+    }
+
+    /// The adapter stops driving the child for good (its task is dropped:
+    /// the runtime shuts down), so no timer will fire and no pipe will be
+    /// read again. Unless the exit was already observed, SIGKILL is asked
+    /// at once; the sweep is asked at once too (what escaped the group is
+    /// ended now, not after a reap that may never be seen); and the end is
+    /// reported as soon as the exit is known, without waiting for the
+    /// pipes. The adapter should wait (briefly) for the exit and report it.
+    pub fn handle_driver_stopped(&mut self, now: Instant) {
+        if !self.driver_stopped {
+            self.driver_stopped = true;
+            if self.exited.is_none() && !self.kill_sent {
+                self.pending_close = false;
+                self.pending_term = false;
+                self.pending_kill = true;
+                self.phase = self.phase.max(Phase::Killing);
+            }
+            self.decide_sweep();
+        }
+        self.advance(now);
+    }
+
     /// A deadline from [`poll_timeout`](Self::poll_timeout) may have passed.
     /// Early, late and repeated calls are fine: only deadlines `now` has
     /// reached fire.
@@ -528,13 +598,14 @@ impl Lifecycle {
             return Some(Action::Signal(Signal::Kill));
         }
         if std::mem::take(&mut self.pending_sweep) {
-            return Some(Action::SweepGroup);
+            return Some(Action::Sweep);
         }
         None
     }
 
-    /// The child's end, exactly once: after the exit was observed and both
-    /// pipes reached EOF, or `drain_grace` passed since the exit. Moves the
+    /// The child's end, exactly once: after the exit was observed, the sweep
+    /// reported and both pipes reached EOF, or `drain_grace` passed since
+    /// the exit (at once after the exit once the driver stopped). Moves the
     /// phase to [`Phase::Done`]. The report's stderr tail and counters are
     /// empty: the lifecycle does not know them.
     #[must_use]
@@ -561,6 +632,14 @@ impl Lifecycle {
     fn close_stdin(&mut self) {
         self.close_stdin_now();
         self.phase = Phase::StdinClosed;
+    }
+
+    /// Decides the sweep, once.
+    fn decide_sweep(&mut self) {
+        if !self.sweep_decided {
+            self.sweep_decided = true;
+            self.pending_sweep = true;
+        }
     }
 
     /// Decides the close of stdin, once; the phase is the caller's business.
@@ -594,9 +673,17 @@ impl Lifecycle {
                 }
                 Phase::Exited if self.ending.is_none() => {
                     let drained = self.stdout_eof && self.stderr_eof;
-                    if drained || reached(self.drain_deadline) {
+                    let swept = self.swept.is_some();
+                    let end = (drained && swept)
+                        || reached(self.drain_deadline)
+                        || (self.driver_stopped && (swept || !self.pending_sweep));
+                    if end {
                         if let Some(mut report) = self.exited.clone() {
-                            report.pipes_drained = drained;
+                            let swept = self.swept.unwrap_or_default();
+                            // Holders found by the sweep are dead now and the
+                            // pipes may reach EOF, but they were held.
+                            report.pipes_drained = drained && !swept.held_pipes;
+                            report.stray_processes_ended = swept.ended;
                             self.ending = Some(report);
                         }
                     }

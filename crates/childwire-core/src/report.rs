@@ -62,8 +62,15 @@ pub struct ExitReport {
     pub elapsed: Duration,
     /// Whether stdout and stderr reached EOF within the drain grace after
     /// the exit. `false` means something the child started still held them
-    /// open when the report was made.
+    /// open when the report was made, or held them when the child exited
+    /// (then [`stray_processes_ended`](Self::stray_processes_ended) says how
+    /// many were ended).
     pub pipes_drained: bool,
+    /// Processes the child left behind that were still alive after its exit
+    /// and were ended with SIGKILL: what was left of its process group and,
+    /// where the platform can find them, processes that escaped the group
+    /// but held its pipes, and the rest of its cgroup when contained in one.
+    pub stray_processes_ended: u32,
     /// The child's last stderr lines (empty when stderr was not captured).
     pub stderr_tail: String,
     /// The stderr callback panicked; it was not called again.
@@ -84,6 +91,7 @@ impl ExitReport {
             shutdown_requested: false,
             elapsed,
             pipes_drained: true,
+            stray_processes_ended: 0,
             stderr_tail: String::new(),
             stderr_callback_panicked: false,
             counters: Counters::default(),
@@ -167,7 +175,12 @@ impl fmt::Display for ExitReport {
             write!(f, " after {elapsed}")?;
         }
         if !self.pipes_drained {
-            f.write_str("; something it started still held its output pipes open")?;
+            f.write_str("; something it started still held its pipes open")?;
+        }
+        match self.stray_processes_ended {
+            0 => {}
+            1 => f.write_str("; ended 1 process it left behind")?,
+            n => write!(f, "; ended {n} processes it left behind")?,
         }
         if self.stderr_callback_panicked {
             f.write_str("; the stderr callback panicked")?;

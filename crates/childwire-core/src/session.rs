@@ -16,7 +16,7 @@ use crate::config::Config;
 use crate::frame::{Frame, Malformed, Message, Oversized};
 use crate::framing::{Framing, Lines};
 use crate::inbound::Inbound;
-use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError};
+use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError, Swept};
 use crate::outbound::{Closed, Outbound, SendError};
 use crate::report::{Counters, ExitReport};
 use crate::supervisor::Supervisor;
@@ -105,7 +105,7 @@ impl From<Frame> for Received {
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use childwire_core::{Action, Config, EndedBy, Exit, Received, Session};
+/// use childwire_core::{Action, Config, EndedBy, Exit, Received, Session, Swept};
 ///
 /// let start = Instant::now();
 /// let mut session = Session::new(&Config::default(), true, start);
@@ -124,7 +124,8 @@ impl From<Frame> for Received {
 /// session.handle_stdin_closed(later);
 /// session.handle_stdout_eof(later);
 /// session.handle_exit(Exit::Code(0), later);
-/// assert_eq!(session.poll_action(), Some(Action::SweepGroup));
+/// assert_eq!(session.poll_action(), Some(Action::Sweep));
+/// session.handle_swept(Swept::default(), later); // nothing was left behind
 /// let Some(Received::Exited(report)) = session.poll_received() else { panic!() };
 /// assert_eq!(report.ended_by, EndedBy::StdinClose);
 /// assert_eq!(report.counters.messages_out, 1);
@@ -223,6 +224,12 @@ impl<F: Framing> Session<F> {
     /// Delivering `signal` failed with `err`.
     pub fn handle_signal_failed(&mut self, signal: Signal, err: SignalError, now: Instant) {
         self.supervisor.handle_signal_failed(signal, err, now);
+    }
+
+    /// The [`Action::Sweep`] was carried out and found `swept`.
+    pub fn handle_swept(&mut self, swept: Swept, now: Instant) {
+        self.supervisor.handle_swept(swept, now);
+        self.advance(now);
     }
 
     /// Time passed: `now` is at or after [`poll_timeout`](Self::poll_timeout).

@@ -6,7 +6,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::config::Config;
-use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError};
+use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError, Swept};
 use crate::report::{Counters, ExitReport};
 use crate::stderr_tail::StderrTail;
 
@@ -29,6 +29,8 @@ use crate::stderr_tail::StderrTail;
 /// [`handle_stderr_eof`](Self::handle_stderr_eof),
 /// [`handle_exit`](Self::handle_exit),
 /// [`handle_signal_failed`](Self::handle_signal_failed),
+/// [`handle_swept`](Self::handle_swept),
+/// [`handle_driver_stopped`](Self::handle_driver_stopped),
 /// [`handle_timeout`](Self::handle_timeout). From the caller:
 /// [`handle_shutdown`](Self::handle_shutdown).
 ///
@@ -131,6 +133,20 @@ impl Supervisor {
     /// Delivering `signal` failed with `err`.
     pub fn handle_signal_failed(&mut self, signal: Signal, err: SignalError, now: Instant) {
         self.lifecycle.handle_signal_failed(signal, err, now);
+        self.advance();
+    }
+
+    /// The [`Action::Sweep`] was carried out and found `swept`.
+    pub fn handle_swept(&mut self, swept: Swept, now: Instant) {
+        self.lifecycle.handle_swept(swept, now);
+        self.advance();
+    }
+
+    /// The driver stops for good: kill and sweep now, and report the end
+    /// as soon as the exit is known (see
+    /// [`Lifecycle::handle_driver_stopped`]).
+    pub fn handle_driver_stopped(&mut self, now: Instant) {
+        self.lifecycle.handle_driver_stopped(now);
         self.advance();
     }
 

@@ -8,7 +8,7 @@
 use std::time::{Duration, Instant};
 
 use childwire_core::lifecycle::{
-    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
+    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
 };
 use childwire_core::report::ExitReport;
 
@@ -96,6 +96,10 @@ impl Sim {
         while let Some(action) = self.lc.poll_action() {
             self.actions.push((self.t(), action));
             let exited = self.lc.exit().is_some();
+            if action == Action::Sweep {
+                // The sweep found nothing left behind.
+                self.lc.handle_swept(Swept::default(), self.now);
+            }
             match (action, self.child) {
                 (Action::CloseStdin, Child::ExitsOnEof { after }) if !exited => {
                     self.exit_at = Some((self.now + after, Exit::Code(0)));
@@ -225,7 +229,7 @@ impl Sim {
 const CLOSE: Action = Action::CloseStdin;
 const TERM: Action = Action::Signal(Signal::Term);
 const KILL: Action = Action::Signal(Signal::Kill);
-const SWEEP: Action = Action::SweepGroup;
+const SWEEP: Action = Action::Sweep;
 
 fn secs(s: u64) -> Duration {
     Duration::from_secs(s)
@@ -475,7 +479,7 @@ fn c12_stdin_broken_during_the_flush_is_not_closed_again() {
 }
 
 #[test]
-fn c13_the_group_is_swept_once_after_exit_and_only_with_a_group() {
+fn c13_c26_what_the_child_left_is_swept_once_after_exit_with_or_without_a_group() {
     for process_group in [true, false] {
         let mut sim = Sim::with_group(LifecycleConfig::default(), process_group, Child::IgnoresAll);
         sim.shut_down_and_run();
@@ -483,11 +487,8 @@ fn c13_the_group_is_swept_once_after_exit_and_only_with_a_group() {
         sim.lc.handle_timeout(sim.now + secs(9));
         sim.drain();
         let sweeps = sim.actions().iter().filter(|(_, a)| *a == SWEEP).count();
-        assert_eq!(
-            sweeps,
-            usize::from(process_group),
-            "process_group = {process_group}"
-        );
+        // Without a group there is still what escaped it (pipe holders, a cgroup).
+        assert_eq!(sweeps, 1, "process_group = {process_group}");
     }
 }
 
@@ -577,6 +578,7 @@ fn c14_stale_or_early_time_never_panics_nor_fires() {
     assert_eq!(lc.poll_action(), None, "repeated call is a no-op");
     lc.handle_exit(Exit::Signal(15), start);
     assert_eq!(lc.poll_action(), Some(SWEEP));
+    lc.handle_swept(Swept::default(), start);
     lc.handle_stdout_eof(start);
     lc.handle_stderr_eof(start);
     let ending = lc.poll_end().expect("ended");
@@ -601,7 +603,9 @@ fn c12_huge_graces_do_not_overflow() {
     );
     lc.handle_exit(Exit::Code(0), start + secs(1));
     lc.handle_timeout(start + secs(1_000_000));
+    assert_eq!(lc.poll_action(), Some(SWEEP));
     assert_eq!(lc.poll_action(), None);
+    lc.handle_swept(Swept::default(), start + secs(1));
     assert_eq!(lc.poll_end(), None);
     lc.handle_stdout_eof(start);
     lc.handle_stderr_eof(start);
@@ -650,7 +654,7 @@ fn c15_report_display_reads_at_a_glance() {
     assert_eq!(
         held.to_string(),
         "exited with code 0 after stdin was closed, 12 ms after shutdown; \
-         something it started still held its output pipes open"
+         something it started still held its pipes open"
     );
 
     let hostile = on_its_own(Exit::Code(1), ms(5), "fatal\r\x1b[1Aexited cleanly\n");
@@ -798,4 +802,61 @@ mod contract {
             checker.finish().map_err(TestCaseError::fail)?;
         }
     }
+}
+
+#[test]
+fn c26_the_report_counts_what_the_sweep_ended_and_says_the_pipes_were_held() {
+    let start = Instant::now();
+    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
+    lc.handle_stdout_eof(start);
+    lc.handle_stderr_eof(start);
+    lc.handle_exit(Exit::Code(0), start);
+    assert_eq!(lc.poll_action(), Some(SWEEP));
+    assert_eq!(lc.poll_end(), None, "the end waits for the sweep's outcome");
+    lc.handle_swept(
+        Swept {
+            ended: 2,
+            held_pipes: true,
+        },
+        start,
+    );
+    let ending = lc.poll_end().expect("ended");
+    assert_eq!(ending.stray_processes_ended, 2);
+    assert!(!ending.pipes_drained, "holders were found at the exit");
+    assert!(
+        ending
+            .to_string()
+            .contains("ended 2 processes it left behind"),
+        "{ending}"
+    );
+}
+
+#[test]
+fn c27_a_stopping_driver_kills_and_sweeps_at_once_and_ends_at_the_exit() {
+    let start = Instant::now();
+    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
+    lc.handle_driver_stopped(start);
+    assert_eq!(lc.poll_action(), Some(KILL));
+    assert_eq!(
+        lc.poll_action(),
+        Some(SWEEP),
+        "escapees are swept before the reap"
+    );
+    assert_eq!(lc.poll_action(), None);
+    lc.handle_swept(Swept::default(), start);
+    lc.handle_exit(Exit::Signal(9), start + ms(1));
+    assert_eq!(lc.poll_action(), None, "swept once");
+    let ending = lc.poll_end().expect("no waiting for pipes nobody reads");
+    assert_eq!(ending.ended_by, EndedBy::Sigkill);
+    assert!(!ending.pipes_drained);
+
+    // After the exit, stopping only ends the wait for the pipes.
+    let mut lc = Lifecycle::new(LifecycleConfig::default(), false, start);
+    lc.handle_exit(Exit::Code(0), start);
+    assert_eq!(lc.poll_action(), Some(SWEEP));
+    lc.handle_swept(Swept::default(), start);
+    assert_eq!(lc.poll_end(), None);
+    lc.handle_driver_stopped(start);
+    assert_eq!(lc.poll_action(), None, "no signal after the exit");
+    assert_eq!(lc.poll_end().map(|e| e.ended_by), Some(EndedBy::OnItsOwn));
 }

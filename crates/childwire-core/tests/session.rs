@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use childwire_core::inbound::ITEM_OVERHEAD;
-use childwire_core::lifecycle::Action;
+use childwire_core::lifecycle::{Action, Swept};
 use childwire_core::{Closed, Config, EndedBy, Exit, Received, SendErrorKind, Session, Signal};
 
 /// A session and its simulated clock.
@@ -29,8 +29,10 @@ impl Sim {
     fn drain_actions(&mut self) {
         while let Some(action) = self.session.poll_action() {
             self.actions.push(action);
-            if action == Action::CloseStdin {
-                self.session.handle_stdin_closed(self.now);
+            match action {
+                Action::CloseStdin => self.session.handle_stdin_closed(self.now),
+                Action::Sweep => self.session.handle_swept(Swept::default(), self.now),
+                Action::Signal(_) => {}
             }
         }
     }
@@ -131,7 +133,7 @@ fn c04_pipes_held_open_by_a_grandchild_delay_the_report_only_for_drain_grace() {
     sim.drain_actions();
     assert_eq!(
         sim.actions,
-        [Action::SweepGroup],
+        [Action::Sweep],
         "leftovers of the group are swept"
     );
     assert_eq!(sim.advance_to_deadline(), Duration::from_millis(300));
@@ -298,7 +300,11 @@ fn c09_without_a_stderr_pipe_the_end_does_not_wait_for_stderr() {
     session.handle_stderr_eof(now);
     session.handle_exit(Exit::Code(0), now);
     session.handle_stdout_eof(now);
-    while session.poll_action().is_some() {}
+    while let Some(action) = session.poll_action() {
+        if action == Action::Sweep {
+            session.handle_swept(Swept::default(), now);
+        }
+    }
     assert!(session.report_ready());
 }
 

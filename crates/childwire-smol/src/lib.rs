@@ -34,9 +34,9 @@ use std::time::Instant;
 
 use childwire_async::async_process::{self, FuturesIo};
 pub use childwire_async::{
-    ChannelConfig, Closed, Command, Config, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit,
-    ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized, Received, SendError,
-    SendErrorKind, ShutdownError, SpawnError, StderrMode,
+    ChannelConfig, Closed, Command, Config, Containment, Counters, EncodeErrorKind, EndedBy,
+    EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized,
+    Received, SendError, SendErrorKind, ShutdownError, SpawnError, StderrMode,
 };
 use childwire_async::{Runtime, SpawnedChild, Timer};
 

@@ -36,11 +36,11 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 pub use childwire_async::{
-    ChannelConfig, Closed, Command, Config, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit,
-    ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized, Received, SendError,
-    SendErrorKind, ShutdownError, SpawnError, StderrMode,
+    ChannelConfig, Closed, Command, Config, Containment, Counters, EncodeErrorKind, EndedBy,
+    EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized,
+    Received, SendError, SendErrorKind, ShutdownError, SpawnError, StderrMode,
 };
-use childwire_async::{PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
+use childwire_async::{PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The [`childwire_async::Runtime`] for Tokio: the runtime the transport was
@@ -81,14 +81,23 @@ impl Runtime for Tokio {
         let mut child = tokio::process::Command::from(command).spawn()?;
         let (stdin, stdout, stderr) =
             (child.stdin.take(), child.stdout.take(), child.stderr.take());
+        let stdin = stdin.ok_or_else(|| io::Error::other("stdin not piped"))?;
+        let stdout = stdout.ok_or_else(|| io::Error::other("stdout not piped"))?;
+        #[cfg(unix)]
+        let pipes = {
+            use std::os::fd::AsFd;
+            PipeIds::of(
+                stdin.as_fd(),
+                std::iter::once(stdout.as_fd()).chain(stderr.as_ref().map(AsFd::as_fd)),
+            )
+        };
+        #[cfg(not(unix))]
+        let pipes = PipeIds::default();
         Ok(SpawnedChild {
             pid: child.id(),
-            stdin: Box::new(TokioIo(
-                stdin.ok_or_else(|| io::Error::other("stdin not piped"))?,
-            )),
-            stdout: Box::new(TokioIo(
-                stdout.ok_or_else(|| io::Error::other("stdout not piped"))?,
-            )),
+            pipes,
+            stdin: Box::new(TokioIo(stdin)),
+            stdout: Box::new(TokioIo(stdout)),
             stderr: stderr.map(|pipe| Box::new(TokioIo(pipe)) as Box<dyn PipeRead>),
             // The pipes are out of `child`: `wait` would close stdin itself,
             // and closing it is a lifecycle step of its own.

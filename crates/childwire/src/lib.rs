@@ -98,15 +98,16 @@
 //! ```
 
 pub use childwire_async::{
-    ChannelConfig, Closed, Command, Config, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit,
-    ExitReport, Framing, Lines, Malformed, Message, Oversized, Received, SendError, SendErrorKind,
-    ShutdownError, SpawnError, StderrCallback, StderrMode,
+    ChannelConfig, Closed, Command, Config, Containment, Counters, EncodeErrorKind, EndedBy,
+    EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed, Message, Oversized, Received,
+    SendError, SendErrorKind, ShutdownError, SpawnError, StderrCallback, StderrMode,
 };
 /// Runtime-generic handles and the trait to bind another runtime: write
 /// `fn serve<R: Runtime>(t: Transport<R>)` once and call it with any of the
 /// runtime modules' transports.
 pub use childwire_async::{
-    NoRuntime, PipeRead, PipeWrite, Receiver, Runtime, Sender, SpawnedChild, Timer, Transport,
+    NoRuntime, PipeIds, PipeRead, PipeWrite, Receiver, Runtime, Sender, SpawnedChild, Timer,
+    Transport,
 };
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]

@@ -66,7 +66,10 @@ pub(super) async fn run<R: Runtime>(options: RelayOptions) -> u8 {
     let mut command = Command::new(&options.command.program);
     command
         .args(&options.command.args)
-        .stderr(StderrMode::Capture);
+        .stderr(StderrMode::Capture)
+        // A host that SIGKILLs relay (or crashes) must not leave the server
+        // running: on Linux the server dies with relay.
+        .kill_on_parent_death(true);
     let mut config = Config::default();
     if !options.quiet {
         // Verbatim, as if the relay were not there; the tail is still kept

@@ -233,6 +233,8 @@ impl FakeRuntime {
             stdin: Box::new(stdin_w),
             stdout: Box::new(stdout_r),
             stderr: Some(Box::new(stderr_r)),
+            // In-memory pipes: nothing in the OS can hold them.
+            pipes: childwire_async::PipeIds::default(),
             exit: Box::pin(poll_fn(move |cx| {
                 exit_rt.preempt();
                 let mut cell = lock(&waiting);

@@ -13,7 +13,7 @@
 use std::time::{Duration, Instant};
 
 use crate::lifecycle::{
-    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError,
+    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
 };
 use crate::report::ExitReport;
 
@@ -240,7 +240,7 @@ impl Checker {
         check_eq!(self.lc.phase(), Phase::Done, "phase after the end");
         check_eq!(
             self.sweeps,
-            u32::from(self.process_group),
+            1,
             "sweeps with process_group = {}",
             self.process_group
         );
@@ -344,10 +344,10 @@ impl Checker {
                     }
                 }
             }
-            Action::SweepGroup => {
-                check!(exited, "SweepGroup before the exit");
-                check!(self.process_group, "SweepGroup without a group");
+            Action::Sweep => {
+                check!(exited, "Sweep before the exit");
                 self.sweeps += 1;
+                self.lc.handle_swept(Swept::default(), call_now);
             }
         }
         Ok(())

@@ -16,8 +16,15 @@
 //! | `unterminated`               | `one\ntwo\nlast-without-newline`, exit 0 |
 //! | `ignore-eof`                 | echo until EOF, then block forever (SIGTERM ends it) |
 //! | `ignore-term`                | ignore SIGTERM, print `{"ready":true}`, echo until EOF, block forever |
-//! | `grandchild [ignore-term] [hold-pipes]` | start `misbehave sleeper [ignore-term]`, print `{"grandchild":PID}` once it is ready, echo, exit 0 |
+//! | `grandchild [ignore-term] [hold-pipes] [setsid\|setpgid\|double-fork]` | start `misbehave sleeper [ignore-term]`, print `{"grandchild":PID}` once it is ready, echo, exit 0 (see below) |
 //! | `sleeper [ignore-term]`      | (the grandchild) report ready on stderr, block forever |
+//! | `daemonize [ignore-term]`    | (the double fork's middle) start a `setsid` sleeper with this stdin/stdout, write its PID to stderr, exit 0 |
+//!
+//! The grandchild escapes its parent's process group with `setsid` (a new session, as Python's
+//! `start_new_session=True`), `setpgid` (`setpgid(0, 0)`, a new group in the same session) or
+//! `double-fork` (a daemon: started `setsid` by a middle process that exits at once, so it is
+//! re-parented away from the child). With `hold-pipes` it inherits the child's stdin and stdout
+//! (the transport's pipes); without, it holds none of them.
 //! | `stderr-flood MIB`           | write MIB MiB to stderr from a thread while echoing; `{"stderr_done":BYTES}` when written, `{"stderr_failed":..}` if a write fails |
 //! | `no-read`                    | print `{"ready":true}`, block forever without reading stdin |
 //! | `fail-start`                 | `Error: Cannot find module 'x'` on stderr, exit 1 |
@@ -132,10 +139,37 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             block_forever();
         }
         "grandchild" => {
-            let flags = Flags::parse(rest, &["ignore-term", "hold-pipes"])?;
-            let pid = start_grandchild(flags.has("ignore-term"), flags.has("hold-pipes"))?;
+            let flags = Flags::parse(
+                rest,
+                &[
+                    "ignore-term",
+                    "hold-pipes",
+                    "setsid",
+                    "setpgid",
+                    "double-fork",
+                ],
+            )?;
+            let escape = if flags.has("setsid") {
+                Escape::Setsid
+            } else if flags.has("setpgid") {
+                Escape::Setpgid
+            } else {
+                Escape::Stay
+            };
+            let pid = if flags.has("double-fork") {
+                daemonize_grandchild(flags.has("ignore-term"), flags.has("hold-pipes"))?
+            } else {
+                start_grandchild(flags.has("ignore-term"), flags.has("hold-pipes"), escape)?
+            };
             say(format!("{{\"grandchild\":{pid}}}\n").as_bytes())?;
             echo(ECHO)?;
+        }
+        "daemonize" => {
+            let ignore_term = Flags::parse(rest, &["ignore-term"])?.has("ignore-term");
+            // stdin and stdout are the child's, passed on: the daemon holds them.
+            let pid = start_grandchild(ignore_term, true, Escape::Setsid)?;
+            // stderr is the child's private pipe for this one line.
+            writeln!(io::stderr(), "{pid}")?;
         }
         "sleeper" => {
             if Flags::parse(rest, &["ignore-term"])?.has("ignore-term") {
@@ -298,12 +332,23 @@ fn long_line(len: u64) -> io::Result<()> {
     out.flush()
 }
 
+/// Where the grandchild goes relative to its parent's process group.
+#[derive(Clone, Copy)]
+enum Escape {
+    /// It stays in the group, as a launcher's children do.
+    Stay,
+    /// A new session (and group): `setsid()`.
+    Setsid,
+    /// A new group in the same session: `setpgid(0, 0)`.
+    Setpgid,
+}
+
 /// Starts `misbehave sleeper` and returns its PID once it is ready (signal disposition set), so a
 /// test never races the grandchild's own startup.
 ///
 /// Unless `hold_pipes`, the grandchild gets null stdin/stdout: it then cannot keep our pipes (and
 /// the transport's) open after we exit. Its stderr is a private pipe for the readiness line only.
-fn start_grandchild(ignore_term: bool, hold_pipes: bool) -> io::Result<u32> {
+fn start_grandchild(ignore_term: bool, hold_pipes: bool, escape: Escape) -> io::Result<u32> {
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.arg("sleeper");
     if ignore_term {
@@ -313,6 +358,14 @@ fn start_grandchild(ignore_term: bool, hold_pipes: bool) -> io::Result<u32> {
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
     }
     cmd.stderr(Stdio::piped());
+    match escape {
+        Escape::Stay => {}
+        Escape::Setsid => unix::setsid_on_spawn(&mut cmd),
+        Escape::Setpgid => {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+    }
     let mut child = cmd.spawn()?;
     let stderr = child
         .stderr
@@ -325,6 +378,34 @@ fn start_grandchild(ignore_term: bool, hold_pipes: bool) -> io::Result<u32> {
     }
     // Not waited for on purpose: it is meant to outlive us, as a launcher's child would.
     Ok(child.id())
+}
+
+/// The double fork of a daemon: `misbehave daemonize` starts the `setsid` sleeper (with our
+/// stdin/stdout when `hold_pipes`), reports its PID on a private pipe and exits; we reap it, so the
+/// sleeper is left without its parent, re-parented to init (or the nearest subreaper).
+fn daemonize_grandchild(ignore_term: bool, hold_pipes: bool) -> io::Result<u32> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.arg("daemonize");
+    if ignore_term {
+        cmd.arg("ignore-term");
+    }
+    if !hold_pipes {
+        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    }
+    let mut middle = cmd.stderr(Stdio::piped()).spawn()?;
+    let stderr = middle
+        .stderr
+        .take()
+        .ok_or_else(|| io::Error::other("the middle process has no stderr pipe"))?;
+    let mut line = String::new();
+    BufReader::new(stderr).read_line(&mut line)?;
+    let status = middle.wait()?;
+    if !status.success() {
+        return Err(io::Error::other(format!("daemonize failed: {status}")));
+    }
+    line.trim_end()
+        .parse()
+        .map_err(|_| io::Error::other(format!("daemonize said {line:?}")))
 }
 
 /// Writes `total` bytes of 1 KiB lines to stderr, then tells stdout it is done. If nobody drains

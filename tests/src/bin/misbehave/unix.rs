@@ -20,6 +20,22 @@ pub(crate) fn ignore_sigterm() -> io::Result<()> {
     Ok(())
 }
 
+/// Makes `cmd`'s child start a new session (`setsid`), leaving our process group and session.
+#[cfg(unix)]
+pub(crate) fn setsid_on_spawn(cmd: &mut std::process::Command) {
+    use std::os::unix::process::CommandExt;
+    // SAFETY: the hook runs between fork and exec; setsid is async-signal-safe, and the closure
+    // allocates nothing (its error is built from the raw errno).
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::setsid() == -1 {
+                return Err(io::Error::last_os_error());
+            }
+            Ok(())
+        });
+    }
+}
+
 /// This process's process group ID.
 #[cfg(unix)]
 pub(crate) fn pgid() -> io::Result<u32> {

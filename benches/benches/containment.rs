@@ -1,0 +1,208 @@
+//! Containment's cost (issue 12): at spawn and at shutdown, per mechanism, on Tokio (the
+//! containment code is the same for every runtime).
+//!
+//! - Spawn: `Transport::spawn` alone, for the default (a process group; std can use
+//!   `posix_spawn`), with `kill_on_parent_death` (a `pre_exec` hook, so a fork, and a hop to the
+//!   spawner thread), and with `Containment::Cgroup` (mkdir of a cgroup, the child joining it).
+//! - Shutdown: an EOF-obeying child (`bench-child eof-exit`) stamps CLOCK_MONOTONIC before it
+//!   exits; the gap to the report holds the sweep after the exit (the /proc scan for pipe
+//!   holders; with a cgroup, `cgroup.kill` and its removal). Baseline in the same run:
+//!   `std::process`, drop stdin, `wait()`.
+//!
+//! The /proc scan grows with the processes on the machine: their count is printed with the table.
+//! No targets: these are costs to know, not limits.
+//!
+//! `cargo xtask bench [--quick]`, or `cargo bench -p childwire-bench --bench containment`.
+
+#[macro_use]
+#[path = "support/e2e.rs"]
+mod e2e;
+
+use std::io::BufReader;
+use std::process::ExitCode;
+use std::time::{Duration, Instant};
+
+use childwire_async::{Config, Containment, EndedBy, Received, Transport};
+use childwire_bench::monotonic_nanos;
+use childwire_tokio::Tokio;
+use e2e::Timings;
+use e2e::harness::{Args, Json, Table};
+
+fn main() -> ExitCode {
+    e2e::main("containment", bench)
+}
+
+/// The ways a child can be held, as rows.
+#[derive(Clone, Copy)]
+enum Setup {
+    Default,
+    ParentDeath,
+    Cgroup,
+}
+
+impl Setup {
+    const ALL: [Setup; 3] = [Setup::Default, Setup::ParentDeath, Setup::Cgroup];
+
+    fn name(self) -> &'static str {
+        match self {
+            Setup::Default => "default (process group, pipe sweep)",
+            Setup::ParentDeath => "kill_on_parent_death",
+            Setup::Cgroup => "Containment::Cgroup",
+        }
+    }
+
+    fn command(self, mode: &str) -> childwire_async::Command {
+        let mut command = e2e::command(mode, &[]);
+        match self {
+            Setup::Default => {}
+            Setup::ParentDeath => {
+                command.kill_on_parent_death(true);
+            }
+            Setup::Cgroup => {
+                command.contain(Containment::Cgroup);
+            }
+        }
+        command
+    }
+}
+
+fn bench(args: Args) -> Result<ExitCode, String> {
+    let runs = if args.quick { 10 } else { 50 };
+    let processes = std::fs::read_dir("/proc")
+        .map(|dir| {
+            dir.filter_map(Result::ok)
+                .filter(|e| {
+                    e.file_name()
+                        .to_str()
+                        .is_some_and(|n| n.parse::<u32>().is_ok())
+                })
+                .count()
+        })
+        .unwrap_or(0);
+    eprintln!(
+        "containment: {runs} spawns and shutdowns per setup, on Tokio, {processes} processes in /proc{}",
+        e2e::quick_note(&args)
+    );
+    let rt = e2e::tokio_runtime();
+
+    let mut spawn_table = Table::new(["spawn", "p50 µs", "max µs"]);
+    let mut shutdown_table = Table::new([
+        "shutdown of an EOF-obeying child",
+        "report after child exit p50 µs",
+        "max µs",
+    ]);
+    let mut json = Vec::new();
+
+    // The baseline: nothing to sweep.
+    let mut std_after = Timings::default();
+    for _ in 0..runs {
+        std_after.push(std_eof()?);
+    }
+    shutdown_table.row([
+        "std::process (drop stdin, wait)".to_string(),
+        e2e::us(std_after.median()),
+        e2e::us(*std_after.sorted().last().unwrap_or(&Duration::ZERO)),
+    ]);
+
+    for setup in Setup::ALL {
+        let mut spawns = Timings::default();
+        let mut after = Timings::default();
+        let mut unavailable = None;
+        for _ in 0..runs {
+            let outcome = rt.block_on(async {
+                let command = setup.command("eof-exit");
+                let start = Instant::now();
+                let spawned = Transport::<Tokio>::spawn(&command, Config::default());
+                let took = start.elapsed();
+                let mut transport = match spawned {
+                    Ok(t) => t,
+                    Err(err) => return Err(Some(err.to_string())),
+                };
+                match transport.recv().await {
+                    Some(Received::Message(m)) if *m == *b"ready" => {}
+                    other => return Err(Some(format!("expected `ready`, got {other:?}"))),
+                }
+                let report = transport
+                    .shutdown()
+                    .await
+                    .map_err(|e| Some(e.to_string()))?;
+                let end = monotonic_nanos();
+                if report.ended_by != EndedBy::StdinClose || !report.success() {
+                    return Err(Some(format!("unexpected end: {report}")));
+                }
+                let exit = match transport.recv().await {
+                    Some(Received::Message(m)) => exit_stamp(&m)?,
+                    other => return Err(Some(format!("expected `exit-at`, got {other:?}"))),
+                };
+                Ok((took, Duration::from_nanos(end.saturating_sub(exit))))
+            });
+            match outcome {
+                Ok((took, gap)) => {
+                    spawns.push(took);
+                    after.push(gap);
+                }
+                Err(why) => {
+                    unavailable = why;
+                    break;
+                }
+            }
+        }
+        if let Some(why) = unavailable {
+            eprintln!("containment: {}: not measured: {why}", setup.name());
+            spawn_table.row([setup.name().to_string(), "n/a".into(), "n/a".into()]);
+            continue;
+        }
+        let max = |t: &Timings| *t.sorted().last().unwrap_or(&Duration::ZERO);
+        spawn_table.row([
+            setup.name().to_string(),
+            e2e::us(spawns.median()),
+            e2e::us(max(&spawns)),
+        ]);
+        shutdown_table.row([
+            setup.name().to_string(),
+            e2e::us(after.median()),
+            e2e::us(max(&after)),
+        ]);
+        json.push(Json::object([
+            ("setup", Json::from(setup.name())),
+            ("spawn_seconds", Json::from(spawns.all())),
+            ("after_child_exit_seconds", Json::from(after.all())),
+        ]));
+    }
+    let results = Json::object([
+        ("runs", Json::from(runs)),
+        ("processes_in_proc", Json::from(processes)),
+        ("std_after_child_exit_seconds", Json::from(std_after.all())),
+        ("setups", Json::Arr(json)),
+    ]);
+    Ok(e2e::finish(
+        "containment",
+        &args,
+        &[spawn_table, shutdown_table],
+        &[],
+        results,
+    ))
+}
+
+/// `exit-at NANOS` → NANOS.
+fn exit_stamp(line: &[u8]) -> Result<u64, Option<String>> {
+    std::str::from_utf8(line)
+        .ok()
+        .and_then(|l| l.trim_end().strip_prefix("exit-at "))
+        .and_then(|n| n.parse().ok())
+        .ok_or_else(|| Some(format!("expected `exit-at NANOS`, got {line:?}")))
+}
+
+/// The baseline: from the child's exit stamp to `wait()` returning.
+fn std_eof() -> Result<Duration, String> {
+    let (mut child, stdin, stdout) = e2e::std_spawn("eof-exit", &[])?;
+    let mut stdout = BufReader::new(stdout);
+    let mut line = Vec::new();
+    e2e::read_line(&mut stdout, &mut line)?;
+    drop(stdin);
+    child.wait().map_err(|e| format!("wait: {e}"))?;
+    let end = monotonic_nanos();
+    e2e::read_line(&mut stdout, &mut line)?;
+    let exit = exit_stamp(&line).map_err(|e| e.unwrap_or_default())?;
+    Ok(Duration::from_nanos(end.saturating_sub(exit)))
+}

@@ -1,0 +1,51 @@
+//! One long-lived thread that spawns the children whose life is tied to the
+//! host's (Linux's parent-death signal).
+//!
+//! `PR_SET_PDEATHSIG` fires when the *thread* that forked the child exits,
+//! not the process: a child spawned from a pool thread that is retired (a
+//! runtime's blocking pool, a short-lived `std::thread`) would be killed
+//! while the host lives on. This thread never exits before the process, so
+//! the signal comes exactly when the host dies, however it dies.
+
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
+use std::sync::mpsc;
+use std::sync::{Mutex, OnceLock};
+
+type Job = Box<dyn FnOnce() + Send>;
+
+/// Runs `spawn` on the spawner thread and hands its result back; its panic
+/// is resumed here, on the caller's thread.
+pub(crate) fn run<T: Send + 'static>(spawn: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
+    static JOBS: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
+    let jobs = match JOBS.get() {
+        Some(jobs) => jobs,
+        None => {
+            let (tx, rx) = mpsc::channel::<Job>();
+            let started = std::thread::Builder::new()
+                .name("childwire-spawner".into())
+                .spawn(move || {
+                    for job in rx {
+                        job();
+                    }
+                });
+            started?;
+            // Another caller may have won the race: its thread serves, ours
+            // ends with its channel.
+            JOBS.get_or_init(|| Mutex::new(tx))
+        }
+    };
+    let (done_tx, done_rx) = mpsc::sync_channel(1);
+    let job: Job = Box::new(move || {
+        let _ = done_tx.send(catch_unwind(AssertUnwindSafe(spawn)));
+    });
+    jobs.lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .send(job)
+        .map_err(|_| io::Error::other("the childwire spawner thread is gone"))?;
+    match done_rx.recv() {
+        Ok(Ok(value)) => Ok(value),
+        Ok(Err(panic)) => resume_unwind(panic),
+        Err(_) => Err(io::Error::other("the childwire spawner thread is gone")),
+    }
+}

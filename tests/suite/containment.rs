@@ -1,0 +1,305 @@
+//! Nothing the child started outlives the transport (C26), and no panic path leaves a child
+//! behind (C27).
+//!
+//! The escapes are `misbehave grandchild` with `setsid`, `setpgid` or `double-fork`: a grandchild
+//! that left the child's process group, which a group signal cannot reach. Linux finds it by the
+//! child's pipes it holds, or (opt-in) by the child's cgroup; elsewhere these tests say they were
+//! skipped and why.
+
+use std::io::{BufRead, BufReader};
+use std::time::{Duration, Instant};
+
+use childwire_conformance::procfs::{self, proc_stat};
+use childwire_conformance::{cgroup_of, pid_exists, process_alive};
+
+use super::rt::{self, Containment, EndedBy, Exit, Received, Transport};
+use super::support::*;
+
+/// Skips the rest of a test, saying why, where /proc cannot show what it checks.
+macro_rules! linux_only {
+    () => {
+        if !procfs::SUPPORTED {
+            eprintln!("skipped: escaped descendants are found through /proc, on Linux only");
+            return;
+        }
+    };
+}
+
+/// How the transport ends in a test.
+#[derive(Clone, Copy, Debug)]
+enum Ending {
+    /// `shutdown()`: the graceful path.
+    Shutdown,
+    /// Every handle dropped without a shutdown.
+    Drop,
+}
+
+/// Starts `misbehave grandchild ARGS`, checks the grandchild left the child's group, ends the
+/// transport the `ending` way, and checks that the grandchild is gone too; the report, after a
+/// shutdown.
+async fn escapee_is_ended(args: &[&str], ending: Ending) -> Option<rt::ExitReport> {
+    let mut all = vec!["grandchild"];
+    all.extend_from_slice(args);
+    let mut t = start_misbehave(&all);
+    let pid = pid_of(&t);
+    let grandchild = grandchild_pid(&mut t).await;
+    roundtrip(&mut t, "still talking").await;
+    let stat = proc_stat(grandchild).expect("the grandchild runs");
+    assert_ne!(stat.pgrp, pid, "{args:?}: the grandchild left the group");
+    let report = match ending {
+        Ending::Shutdown => Some(finish(t).await),
+        Ending::Drop => {
+            drop(t);
+            eventually(STEP, "the child is reaped after the drop", || {
+                !pid_exists(pid)
+            })
+            .await;
+            None
+        }
+    };
+    eventually(STEP, "the escaped grandchild is ended", || {
+        !process_alive(grandchild)
+    })
+    .await;
+    report
+}
+
+/// What a shutdown report says when one escaped process held the pipes.
+fn assert_reports_one_pipe_holder(report: &rt::ExitReport) {
+    assert_eq!(report.stray_processes_ended, 1, "{report}");
+    assert!(!report.pipes_drained, "the pipes were held at the exit");
+    let text = report.to_string();
+    assert!(
+        text.contains("held its pipes") && text.contains("ended 1 process it left behind"),
+        "{text}"
+    );
+}
+
+#[test]
+fn c26_a_setsid_grandchild_holding_the_pipes_is_ended_at_shutdown() {
+    run(async {
+        linux_only!();
+        let started = Instant::now();
+        let report = escapee_is_ended(&["setsid", "hold-pipes"], Ending::Shutdown)
+            .await
+            .expect("a report");
+        assert_reports_one_pipe_holder(&report);
+        assert_eq!(report.ended_by, EndedBy::StdinClose);
+        assert_eq!(report.exit, Exit::Code(0));
+        // Holders are found at the exit, not after waiting out the drain grace.
+        assert!(
+            started.elapsed() < Duration::from_secs(1),
+            "{:?}",
+            started.elapsed()
+        );
+    });
+}
+
+#[test]
+fn c26_a_setsid_grandchild_holding_the_pipes_is_ended_at_drop() {
+    run(async {
+        linux_only!();
+        escapee_is_ended(&["setsid", "hold-pipes", "ignore-term"], Ending::Drop).await;
+    });
+}
+
+#[test]
+fn c26_a_setpgid_grandchild_holding_the_pipes_is_ended_at_shutdown_and_at_drop() {
+    run(async {
+        linux_only!();
+        let report = escapee_is_ended(&["setpgid", "hold-pipes"], Ending::Shutdown)
+            .await
+            .expect("a report");
+        assert_reports_one_pipe_holder(&report);
+        escapee_is_ended(&["setpgid", "hold-pipes"], Ending::Drop).await;
+    });
+}
+
+#[test]
+fn c26_a_double_fork_daemon_holding_stdout_is_ended_at_shutdown_and_at_drop() {
+    run(async {
+        linux_only!();
+        let report = escapee_is_ended(&["double-fork", "hold-pipes"], Ending::Shutdown)
+            .await
+            .expect("a report");
+        assert_reports_one_pipe_holder(&report);
+        escapee_is_ended(&["double-fork", "hold-pipes", "ignore-term"], Ending::Drop).await;
+    });
+}
+
+#[test]
+fn c26_a_clean_child_reports_nothing_left_behind() {
+    run(async {
+        let mut t = start_misbehave(&["echo"]);
+        roundtrip(&mut t, "hello").await;
+        let report = finish(t).await;
+        assert_eq!(report.stray_processes_ended, 0);
+        assert!(report.pipes_drained);
+        assert!(!report.to_string().contains("left behind"), "{report}");
+    });
+}
+
+/// `misbehave grandchild setsid` (no pipes held) in a cgroup of its own, or why not.
+fn start_contained(args: &[&str]) -> Option<Transport> {
+    let mut all = vec!["grandchild", "setsid"];
+    all.extend_from_slice(args);
+    let mut cmd = misbehave(&all);
+    cmd.contain(Containment::Cgroup);
+    match Transport::spawn(&cmd, config()) {
+        Ok(t) => Some(t),
+        Err(err) if err.kind() == std::io::ErrorKind::Unsupported || !procfs::SUPPORTED => {
+            // Only where no cgroup v2 sub-tree can be created here: the error says why.
+            eprintln!("skipped: {err}");
+            None
+        }
+        Err(err) => panic!("a contained spawn failed for another reason: {err}"),
+    }
+}
+
+/// The cgroup v2 directory named by `path` (as in /proc/PID/cgroup), under the usual mounts.
+fn cgroup_dir_exists(path: &str) -> bool {
+    ["/sys/fs/cgroup", "/sys/fs/cgroup/unified"]
+        .iter()
+        .any(|mount| std::path::Path::new(&format!("{mount}{path}")).is_dir())
+}
+
+#[test]
+fn c26_cgroup_containment_ends_a_grandchild_that_holds_no_pipe() {
+    run(async {
+        for ending in [Ending::Shutdown, Ending::Drop] {
+            let Some(mut t) = start_contained(&[]) else {
+                return;
+            };
+            let pid = pid_of(&t);
+            let grandchild = grandchild_pid(&mut t).await;
+            let cgroup = cgroup_of(grandchild).expect("the grandchild's cgroup");
+            assert!(cgroup.contains("/childwire-"), "{cgroup}");
+            assert_eq!(cgroup_of(pid).as_deref(), Some(cgroup.as_str()));
+            match ending {
+                Ending::Shutdown => {
+                    let report = finish(t).await;
+                    assert_eq!(report.stray_processes_ended, 1, "{report}");
+                    assert!(report.pipes_drained, "it held no pipe");
+                }
+                Ending::Drop => drop(t),
+            }
+            eventually(STEP, "the contained grandchild is ended", || {
+                !process_alive(grandchild)
+            })
+            .await;
+            eventually(STEP, "the child's cgroup is removed", || {
+                !cgroup_dir_exists(&cgroup)
+            })
+            .await;
+            assert!(!pid_exists(pid) || matches!(ending, Ending::Drop));
+        }
+    });
+}
+
+/// Reads one line from `pipe` on a thread, within `limit`.
+fn read_line_within(pipe: std::process::ChildStdout, limit: Duration) -> Option<String> {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut line = String::new();
+        let _ = BufReader::new(pipe).read_line(&mut line);
+        let _ = tx.send(line);
+    });
+    rx.recv_timeout(limit).ok()
+}
+
+#[test]
+fn c26_parent_death_kills_the_child_when_the_host_is_sigkilled_not_when_its_worker_thread_exits() {
+    run(async {
+        if !cfg!(target_os = "linux") {
+            eprintln!("skipped: the parent-death signal is Linux's");
+            return;
+        }
+        // The host spawns the child from a worker thread that exits, then proves the child still
+        // answers, and prints its PID.
+        let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_pdeath-host"));
+        host.args([rt::NAME, MISBEHAVE])
+            .stdout(std::process::Stdio::piped());
+        if let Some(tag) = tag() {
+            host.env(TAG_VAR, tag);
+        }
+        let mut host = host.spawn().expect("spawn pdeath-host");
+        let line = read_line_within(host.stdout.take().expect("piped"), STEP)
+            .expect("the host reports its child");
+        let child: u32 = line
+            .trim()
+            .strip_prefix("{\"child\":")
+            .and_then(|rest| rest.strip_suffix('}'))
+            .and_then(|pid| pid.parse().ok())
+            .unwrap_or_else(|| panic!("the host said {line:?}"));
+        assert!(process_alive(child), "the child outlived the worker thread");
+        host.kill().expect("SIGKILL the host");
+        host.wait().expect("reap the host");
+        eventually(STEP, "the child dies with its host", || {
+            !process_alive(child)
+        })
+        .await;
+    });
+}
+
+#[test]
+fn c27_a_dropped_runtime_leaves_no_zombie_and_the_receiver_gets_the_report() {
+    run(async {
+        let cmd = misbehave(&["ignore-eof"]);
+        let started = rt::on_a_dropped_runtime(move || {
+            let t = Transport::spawn(&cmd, config()).expect("spawn");
+            let pid = t.id().expect("a pid");
+            (t, pid)
+        });
+        let (mut t, pid) = match started {
+            Ok(started) => started,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+        if procfs::SUPPORTED {
+            // Reaped while the runtime was dropped, not left to a later one.
+            assert!(!pid_exists(pid), "child {pid} is left a zombie");
+        }
+        match within(STEP, "recv after the runtime was dropped", t.recv()).await {
+            Some(Received::Exited(report)) => {
+                assert_eq!(report.exit, Exit::Signal(9), "{report}");
+                assert_eq!(report.ended_by, EndedBy::Sigkill);
+                assert_eq!(
+                    report.stray_processes_ended, 0,
+                    "the child is no stray: {report}"
+                );
+            }
+            other => panic!("expected the exit report, got {other:?}"),
+        }
+        assert!(
+            within(STEP, "recv after the report", t.recv())
+                .await
+                .is_none()
+        );
+        assert!(matches!(
+            within(STEP, "shutdown after the end", t.shutdown()).await,
+            Ok(report) if report.exit == Exit::Signal(9)
+        ));
+    });
+}
+
+#[test]
+fn c27_spawning_from_a_thread_outside_any_runtime_fails_first_or_works() {
+    run(async {
+        let cmd = misbehave(&["echo"]);
+        let spawned = std::thread::spawn(move || Transport::spawn(&cmd, config()))
+            .join()
+            .expect("the thread");
+        match spawned {
+            // Tokio: no runtime there, and nothing was started.
+            Err(err) => assert_eq!(err.kind(), std::io::ErrorKind::Unsupported, "{err}"),
+            // smol, async-std: a global executor drives it from anywhere.
+            Ok(mut t) => {
+                roundtrip(&mut t, "from a plain thread").await;
+                let report = finish(t).await;
+                assert_eq!(report.exit, Exit::Code(0));
+            }
+        }
+    });
+}
