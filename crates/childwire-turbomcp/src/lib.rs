@@ -9,8 +9,8 @@
 //! `ChildProcessTransport`, so switching is one line:
 //!
 //! ```no_run
-//! use turbomcp_transport::ChildProcessConfig;
-//! use turbomcp_transport::Transport as _;
+//! use childwire_turbomcp::ChildProcessConfig; // TurboMCP's own, re-exported
+//! use childwire_turbomcp::Transport as _;
 //!
 //! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 //! let config = ChildProcessConfig {
@@ -70,15 +70,19 @@ use childwire::tokio::{
 };
 use tokio::sync::watch;
 use turbomcp_protocol::MessageId;
-use turbomcp_transport::ChildProcessConfig;
 use turbomcp_transport::core::{
-    Transport, TransportCapabilities, TransportError, TransportMessage, TransportMetrics,
-    TransportResult, TransportState, TransportType,
+    TransportCapabilities, TransportError, TransportMessage, TransportMetrics, TransportResult,
+    TransportState, TransportType,
 };
 
 pub use childwire::tokio::{ChannelConfig, Command, Config, ExitReport, SpawnError};
 pub use exit::ExitHandle;
 pub use pending::SERVER_EXITED_ERROR_CODE;
+/// TurboMCP's child process configuration, which [`ChildwireTransport::new`]
+/// takes.
+pub use turbomcp_transport::ChildProcessConfig;
+/// TurboMCP's transport trait, which [`ChildwireTransport`] implements.
+pub use turbomcp_transport::core::Transport;
 
 use pending::{Pending, canonical_id, exited_error};
 
