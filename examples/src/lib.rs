@@ -9,6 +9,8 @@
 //!   example_server`), a line-in/line-out state machine plus a stdio loop.
 //! - [`mcp_client`]: the MCP client (`cargo run --example mcp_client`).
 //! - [`relay`]: the stdio proxy (`cargo run --example relay -- CMD`).
+//! - [`sdk_client`]: the command line of `rmcp_client` and `turbomcp_client`,
+//!   the same session through an MCP SDK with childwire as its transport.
 //! - [`rt`]: running a program on the runtime picked with `--runtime`.
 //! - [`cli`]: options first, then the child's command, unchanged; and the
 //!   `main` the examples share.
@@ -37,6 +39,7 @@ pub mod mcp_server;
 pub mod protocol;
 pub mod relay;
 pub mod rt;
+pub mod sdk_client;
 
 /// The README's Rust snippets, compiled by `cargo test --doc` so they keep
 /// up with the API.
@@ -60,4 +63,8 @@ mod crate_readmes {
     struct Smol;
     #[doc = include_str!("../../crates/childwire-async-std/README.md")]
     struct AsyncStd;
+    #[doc = include_str!("../../crates/childwire-rmcp/README.md")]
+    struct Rmcp;
+    #[doc = include_str!("../../crates/childwire-turbomcp/README.md")]
+    struct Turbomcp;
 }

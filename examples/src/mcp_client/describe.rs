@@ -50,7 +50,11 @@ pub fn server(result: &Value) -> Vec<String> {
     };
     let capabilities = match result.get("capabilities") {
         Some(Value::Object(caps)) if !caps.is_empty() => {
-            caps.keys().cloned().collect::<Vec<_>>().join(", ")
+            // Sorted here: the map's own order depends on serde_json's
+            // `preserve_order`, which a dependency may turn on (TurboMCP does).
+            let mut names: Vec<&str> = caps.keys().map(String::as_str).collect();
+            names.sort_unstable();
+            names.join(", ")
         }
         _ => "none".to_owned(),
     };

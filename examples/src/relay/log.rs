@@ -103,19 +103,19 @@ impl Log {
     /// Writes buffered records to the file.
     pub fn flush(&self) {
         let mut inner = self.lock();
-        if !inner.failed {
-            if let Err(err) = inner.out.flush() {
-                inner.fail(&err);
-            }
+        if !inner.failed
+            && let Err(err) = inner.out.flush()
+        {
+            inner.fail(&err);
         }
     }
 
     fn write(&self, record: &[u8]) {
         let mut inner = self.lock();
-        if !inner.failed {
-            if let Err(err) = inner.out.write_all(record) {
-                inner.fail(&err);
-            }
+        if !inner.failed
+            && let Err(err) = inner.out.write_all(record)
+        {
+            inner.fail(&err);
         }
     }
 

@@ -212,10 +212,10 @@ struct Stop<'a> {
 
 impl<'a> Stop<'a> {
     fn poll_signal(&mut self, cx: &mut Context<'_>) -> Poll<Signal> {
-        if let Some(shutdown) = &mut self.shutdown {
-            if shutdown.as_mut().poll(cx).is_ready() {
-                self.shutdown = None;
-            }
+        if let Some(shutdown) = &mut self.shutdown
+            && shutdown.as_mut().poll(cx).is_ready()
+        {
+            self.shutdown = None;
         }
         let Some(signals) = &mut self.signals else {
             return Poll::Pending;
@@ -266,12 +266,12 @@ impl<'a> Stop<'a> {
             .pid
             .and_then(|pid| i32::try_from(pid).ok())
             .and_then(Pid::from_raw);
-        if let Some(group) = group {
-            if let Err(err) = kill_process_group(group, rustix::process::Signal::KILL) {
-                // ESRCH: the whole group is gone already; the report follows.
-                if err != rustix::io::Errno::SRCH {
-                    note!("relay: killing the child's group failed: {err}");
-                }
+        if let Some(group) = group
+            && let Err(err) = kill_process_group(group, rustix::process::Signal::KILL)
+        {
+            // ESRCH: the whole group is gone already; the report follows.
+            if err != rustix::io::Errno::SRCH {
+                note!("relay: killing the child's group failed: {err}");
             }
         }
     }
@@ -315,10 +315,10 @@ async fn pump_stdout<'a, R: Runtime>(
             Poll::Ready(event) => event,
             Poll::Pending => {
                 // Nothing more right now: let what we have go.
-                if let Some(writer) = &mut out {
-                    if let Err(err) = writer.flush() {
-                        stdout_failed(&mut out, stopper, &err);
-                    }
+                if let Some(writer) = &mut out
+                    && let Err(err) = writer.flush()
+                {
+                    stdout_failed(&mut out, stopper, &err);
                 }
                 if let Some(log) = log {
                     log.flush();
@@ -352,10 +352,10 @@ async fn pump_stdout<'a, R: Runtime>(
                 }
             }
             Received::Exited(report) => {
-                if let Some(writer) = &mut out {
-                    if let Err(err) = writer.flush() {
-                        note!("relay: writing stdout failed: {err}");
-                    }
+                if let Some(writer) = &mut out
+                    && let Err(err) = writer.flush()
+                {
+                    note!("relay: writing stdout failed: {err}");
                 }
                 return Some(*report);
             }
@@ -371,13 +371,12 @@ fn write_line<R: Runtime>(
     stopper: &Sender<R>,
     message: &[u8],
 ) {
-    if let Some(writer) = out {
-        if let Err(err) = writer
+    if let Some(writer) = out
+        && let Err(err) = writer
             .write_all(message)
             .and_then(|()| writer.write_all(b"\n"))
-        {
-            stdout_failed(out, stopper, &err);
-        }
+    {
+        stdout_failed(out, stopper, &err);
     }
 }
 

@@ -1,0 +1,375 @@
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+//! [rmcp] transports over [childwire]: run an MCP server as a child process,
+//! or serve over this process's own stdio, with childwire's bounded framing,
+//! backpressure, graceful shutdown and exit report.
+//!
+//! [`ChildwireTransport`] implements rmcp's [`Transport`] trait, so it goes
+//! wherever rmcp's `TokioChildProcess` goes:
+//!
+//! ```no_run
+//! use childwire_rmcp::{ChildwireTransport, Command, Config};
+//! use rmcp::ServiceExt;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let transport = ChildwireTransport::spawn(&Command::new("uvx").arg("mcp-server-time"), Config::default())?;
+//! let exit = transport.exit_handle();
+//! let client = ().serve(transport).await?; // the handshake
+//! for tool in client.list_all_tools().await? {
+//!     println!("{}", tool.name);
+//! }
+//! client.cancel().await?; // closes the transport: the graceful shutdown
+//! println!("server {}", exit.wait().await.expect("the server's end is known"));
+//! # Ok(()) }
+//! ```
+//!
+//! What it adds to a plain child process transport:
+//!
+//! - **Closing is graceful.** rmcp closes the transport when the service
+//!   ends; that runs childwire's shutdown: flush, close the server's stdin,
+//!   wait, SIGTERM, wait, SIGKILL, on the server's whole process group. The
+//!   [`ExitReport`] then comes out of [`ExitHandle`]. Dropping the transport
+//!   without closing it kills the group (the non-graceful path).
+//! - **A dead server explains itself.** When the server exits, every
+//!   request still waiting for its answer fails with a JSON-RPC error (code
+//!   [`SERVER_EXITED_ERROR_CODE`]) whose message is the exit report: "the
+//!   MCP server ended before it answered: it exited with code 3 after 12 ms;
+//!   last stderr: cannot open database". During the handshake that is the
+//!   error `serve` returns, instead of "connection closed". Sending after the
+//!   end fails with [`Error::Exited`], carrying the report too.
+//! - **An over-long response fails its request.** A response over
+//!   `max_message_size` is dropped without being buffered whole, and its
+//!   request gets a JSON-RPC error (childwire's `oversized_error`) right away
+//!   instead of waiting forever. An over-long *request* from the server is
+//!   answered with the same error, so the server is not left waiting either.
+//! - **stderr is drained** and each line goes to `tracing` (target
+//!   `childwire::stderr`, level `debug`) and to
+//!   [`Config::on_stderr_line`]'s callback; its tail is in the exit report.
+//!
+//! The server role (feature `server`) runs over this process's own stdin and
+//! stdout: [`ChildwireTransport::stdio`].
+//!
+//! [rmcp]: https://docs.rs/rmcp
+//! [childwire]: https://docs.rs/childwire
+
+mod error;
+mod exit;
+mod pending;
+
+use std::borrow::Cow;
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use childwire::core::jsonrpc::oversized_error;
+use childwire::tokio::{Oversized, Received, Receiver, Sender, ShutdownError, Transport as Wire};
+use rmcp::model::{JsonRpcMessage, RequestId};
+use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use tokio::sync::watch;
+
+pub use childwire::tokio::{
+    ChannelConfig, Command, Config, ExitReport, NoRuntime, SendError, SpawnError,
+};
+pub use error::Error;
+pub use exit::ExitHandle;
+pub use pending::SERVER_EXITED_ERROR_CODE;
+
+use pending::{Pending, canonical_id, exited_error};
+
+/// An rmcp [`Transport`] over a childwire transport: a child process (the
+/// client role, [`spawn`](ChildwireTransport::spawn)) or this process's
+/// stdio (the server role, [`stdio`](ChildwireTransport::stdio)).
+///
+/// `R` is rmcp's role: [`rmcp::RoleClient`] for a host talking to a
+/// server it runs, [`rmcp::RoleServer`] for a server.
+pub struct ChildwireTransport<R: ServiceRole> {
+    sender: Sender,
+    receiver: Receiver,
+    /// Requests sent and not answered yet.
+    pending: Pending,
+    /// Messages made up by the transport (errors for dropped or never
+    /// coming responses), delivered before the next read.
+    ready: VecDeque<RxJsonRpcMessage<R>>,
+    /// `max_message_size`, for the size in the oversized errors.
+    limit: usize,
+    exit: watch::Sender<Option<Arc<ExitReport>>>,
+    /// The receiver ended (`None`): only `ready` is left.
+    ended: bool,
+}
+
+#[cfg(feature = "client")]
+#[cfg_attr(docsrs, doc(cfg(feature = "client")))]
+impl ChildwireTransport<rmcp::RoleClient> {
+    /// Spawns `command` (an MCP server) and talks to it as a client.
+    ///
+    /// Must be called within a Tokio runtime. Fails with a [`SpawnError`]
+    /// that names the program and the reason (not found on `PATH`,
+    /// permission denied, ...); nothing is left behind.
+    ///
+    /// ```no_run
+    /// use childwire_rmcp::{ChildwireTransport, Command, Config};
+    ///
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// let mut config = Config::default();
+    /// config.stdin_grace(std::time::Duration::from_secs(5));
+    /// let transport = ChildwireTransport::spawn(
+    ///     Command::new("npx").args(["-y", "@modelcontextprotocol/server-everything"]),
+    ///     config,
+    /// )?;
+    /// # Ok(()) }
+    /// ```
+    pub fn spawn(command: &Command, config: impl Into<Config>) -> Result<Self, SpawnError> {
+        let config = config.into();
+        let limit = config.channel.max_message_size;
+        Ok(Self::new(Wire::spawn(command, config)?, limit))
+    }
+}
+
+#[cfg(feature = "server")]
+#[cfg_attr(docsrs, doc(cfg(feature = "server")))]
+impl ChildwireTransport<rmcp::RoleServer> {
+    /// The server role over this process's own stdin and stdout, with the
+    /// default limits. The session ends at stdin's EOF.
+    ///
+    /// ```no_run
+    /// use rmcp::{ServerHandler, ServiceExt};
+    ///
+    /// #[derive(Clone)]
+    /// struct Server;
+    /// impl ServerHandler for Server {}
+    ///
+    /// # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
+    /// let service = Server.serve(childwire_rmcp::ChildwireTransport::stdio()?).await?;
+    /// service.waiting().await?;
+    /// # Ok(()) }
+    /// ```
+    pub fn stdio() -> Result<Self, NoRuntime> {
+        Self::stdio_with(&ChannelConfig::default())
+    }
+
+    /// [`stdio`](Self::stdio) with the given limits.
+    pub fn stdio_with(config: &ChannelConfig) -> Result<Self, NoRuntime> {
+        Ok(Self::new(
+            childwire::tokio::stdio(config)?,
+            config.max_message_size,
+        ))
+    }
+}
+
+impl<R: ServiceRole> ChildwireTransport<R> {
+    /// Wraps a childwire transport made some other way (e.g. over a socket
+    /// with `Transport::from_pipes`, or spawned with another framing setup).
+    /// `max_message_size` is its inbound limit, quoted in the errors made up
+    /// for over-long responses.
+    pub fn from_transport(transport: Wire, max_message_size: usize) -> Self {
+        Self::new(transport, max_message_size)
+    }
+
+    fn new(transport: Wire, limit: usize) -> Self {
+        let (sender, receiver) = transport.split();
+        Self {
+            sender,
+            receiver,
+            pending: Pending::default(),
+            ready: VecDeque::new(),
+            limit,
+            exit: watch::Sender::new(None),
+            ended: false,
+        }
+    }
+
+    /// A handle to the child's [`ExitReport`], to keep before handing the
+    /// transport to rmcp: the report is there once the child ended (the
+    /// service closed the transport, or the child exited on its own).
+    pub fn exit_handle(&self) -> ExitHandle {
+        ExitHandle::new(self.exit.subscribe())
+    }
+
+    /// The child's process ID (its process group's too); `None` over stdio.
+    pub fn id(&self) -> Option<u32> {
+        self.sender.id()
+    }
+
+    /// The child's end, once known.
+    fn report(&self) -> Option<Arc<ExitReport>> {
+        self.exit.borrow().clone()
+    }
+
+    /// Turns what childwire received into messages for rmcp, in `ready`.
+    fn handle(&mut self, item: Received) {
+        match item {
+            Received::Message(message) => {
+                match serde_json::from_slice::<RxJsonRpcMessage<R>>(message.bytes()) {
+                    Ok(message) => {
+                        self.answered(&message);
+                        self.ready.push_back(message);
+                    }
+                    Err(err) => tracing::warn!(
+                        "dropped a message that is not MCP JSON-RPC ({err}): {:?}",
+                        String::from_utf8_lossy(&message.bytes()[..message.bytes().len().min(200)])
+                    ),
+                }
+            }
+            Received::Oversized(notice) => self.oversized(&notice),
+            Received::Exited(report) => self.exited(*report),
+            other => tracing::warn!("{other:?}"),
+        }
+    }
+
+    /// Forgets the request a response answers.
+    fn answered(&self, message: &RxJsonRpcMessage<R>) {
+        let id = match message {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
+        };
+        if let Some(id) = id {
+            self.pending.remove(&id_key(id));
+        }
+    }
+
+    /// A message over the limit was dropped: fail our request it answered,
+    /// or answer the peer's request it was.
+    fn oversized(&mut self, notice: &Oversized) {
+        let Some(raw) = notice.json_rpc_id() else {
+            tracing::warn!("{notice}; it had no JSON-RPC id, so no request fails for it");
+            return;
+        };
+        let error = oversized_error(raw, notice.len, self.limit);
+        match canonical_id(raw) {
+            Some(key) if self.pending.remove(&key) => {
+                tracing::warn!("{notice}; its request fails with an error");
+                self.deliver(&error);
+            }
+            _ if is_request(&notice.head) => {
+                tracing::warn!("{notice}; answering the peer's request with an error");
+                let sender = self.sender.clone();
+                tokio::spawn(async move {
+                    if let Err(err) = sender.send(error).await {
+                        tracing::debug!("could not answer the over-long request: {err}");
+                    }
+                });
+            }
+            _ => tracing::warn!("{notice}; no request of ours waits for it"),
+        }
+    }
+
+    /// The child ended: every request still waiting fails with its report.
+    fn exited(&mut self, report: ExitReport) {
+        if report.unexpected() {
+            tracing::warn!("the MCP server {report}");
+        } else {
+            tracing::debug!("the MCP server {report}");
+        }
+        for id in self.pending.take_all() {
+            self.deliver(&exited_error(&id, &report));
+        }
+        self.exit.send_replace(Some(Arc::new(report)));
+    }
+
+    /// Queues a made-up JSON-RPC message for rmcp.
+    fn deliver(&mut self, json: &Bytes) {
+        match serde_json::from_slice(json) {
+            Ok(message) => self.ready.push_back(message),
+            Err(err) => tracing::error!("could not build the error response ({err}): {json:?}"),
+        }
+    }
+}
+
+impl<R: ServiceRole> Transport<R> for ChildwireTransport<R> {
+    type Error = Error;
+
+    fn name() -> Cow<'static, str> {
+        Cow::Borrowed("childwire")
+    }
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<R>,
+    ) -> impl Future<Output = Result<(), Error>> + Send + 'static {
+        let request = match &item {
+            JsonRpcMessage::Request(request) => Some(id_key(&request.id)),
+            _ => None,
+        };
+        let prepared = match self.report() {
+            Some(report) => Err(Error::Exited(Box::new(ExitReport::clone(&report)))),
+            None => serde_json::to_vec(&item).map_err(Error::Serialize),
+        };
+        if let (Ok(_), Some(id)) = (&prepared, &request) {
+            self.pending.insert(id.clone());
+        }
+        let sender = self.sender.clone();
+        let pending = self.pending.clone();
+        let exit = self.exit.subscribe();
+        async move {
+            match sender.send(prepared?).await {
+                Ok(()) => Ok(()),
+                Err(source) => {
+                    if let Some(id) = request {
+                        pending.remove(&id);
+                    }
+                    let exit = exit.borrow().as_deref().cloned().map(Box::new);
+                    Err(Error::Send { source, exit })
+                }
+            }
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<R>> {
+        loop {
+            if let Some(message) = self.ready.pop_front() {
+                return Some(message);
+            }
+            if self.ended {
+                return None;
+            }
+            // Cancel-safe: `recv` loses nothing when dropped, and the rest
+            // is synchronous.
+            match self.receiver.recv().await {
+                Some(item) => self.handle(item),
+                None => self.ended = true,
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), Error> {
+        match self.sender.shutdown().await {
+            Ok(report) => {
+                if !report.success() {
+                    tracing::info!("the MCP server {report}");
+                }
+                self.exit.send_if_modified(|known| {
+                    known.get_or_insert_with(|| Arc::new(report));
+                    true
+                });
+                Ok(())
+            }
+            // Over stdio: the write side is closed, there is no child.
+            Err(ShutdownError::NoChild) => Ok(()),
+            Err(err) => Err(Error::Shutdown(err)),
+        }
+    }
+}
+
+impl<R: ServiceRole> fmt::Debug for ChildwireTransport<R> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChildwireTransport")
+            .field("pid", &self.sender.id())
+            .field("ended", &self.ended)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A request id in the compact JSON form [`Pending`] keys on.
+fn id_key(id: &RequestId) -> String {
+    serde_json::to_string(id).unwrap_or_default()
+}
+
+/// Whether a dropped message's first bytes look like a request (it has a
+/// `method`) rather than a response.
+fn is_request(head: &[u8]) -> bool {
+    head.windows(8).any(|window| window == b"\"method\"")
+}

@@ -1,0 +1,463 @@
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
+//! A [TurboMCP] transport over [childwire]: run an MCP server as a child
+//! process with childwire's bounded framing, backpressure, graceful
+//! shutdown and exit report.
+//!
+//! [`ChildwireTransport`] implements TurboMCP's [`Transport`] trait and is
+//! built from the same [`ChildProcessConfig`] as TurboMCP's own
+//! `ChildProcessTransport`, so switching is one line:
+//!
+//! ```no_run
+//! use childwire_turbomcp::ChildProcessConfig; // TurboMCP's own, re-exported
+//! use childwire_turbomcp::Transport as _;
+//!
+//! # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = ChildProcessConfig {
+//!     command: "uvx".into(),
+//!     args: vec!["mcp-server-time".into()],
+//!     ..ChildProcessConfig::default()
+//! };
+//! // Was: let transport = turbomcp_transport::ChildProcessTransport::new(config);
+//! let transport = childwire_turbomcp::ChildwireTransport::new(config);
+//! let exit = transport.exit_handle();
+//! // let client = turbomcp_client::Client::new(transport); client.initialize().await?; ...
+//! # transport.connect().await?;
+//! transport.disconnect().await?; // the graceful shutdown (`Client::shutdown` calls it)
+//! println!("server {}", exit.get().expect("the server's end is known"));
+//! # Ok(()) }
+//! ```
+//!
+//! What it adds over `ChildProcessTransport`:
+//!
+//! - **Disconnecting is graceful** and ends in an [`ExitReport`]: flush,
+//!   close the server's stdin, wait `shutdown_timeout`, SIGTERM, wait
+//!   `sigterm_grace`, SIGKILL, on the server's whole process group (so
+//!   `npx`/`uvx` launchers leave nothing behind). Dropping the transport
+//!   without disconnecting kills the group.
+//! - **A dead server explains itself.** When it exits, every request still
+//!   waiting fails with a JSON-RPC error (code
+//!   [`SERVER_EXITED_ERROR_CODE`]) whose message is the exit report ("exited
+//!   with code 3 after 12 ms; last stderr: cannot open database"), and
+//!   `receive` then fails with `ConnectionLost` saying the same.
+//! - **An over-long response fails its request** at once with childwire's
+//!   `oversized_error`, instead of the request waiting for its timeout; it
+//!   is dropped without being buffered whole.
+//! - **stderr is drained** and each line goes to `tracing` (target
+//!   `childwire::stderr`, level `debug`); its tail is in the exit report.
+//!
+//! For more control (environment policy, process group, stderr mode, a
+//! stderr callback), build it from childwire's own [`Command`] and
+//! [`Config`] with [`ChildwireTransport::from_command`].
+//!
+//! [TurboMCP]: https://docs.rs/turbomcp
+//! [childwire]: https://docs.rs/childwire
+
+mod exit;
+mod pending;
+
+use std::collections::VecDeque;
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+
+use bytes::Bytes;
+use childwire::core::jsonrpc::{IdScanner, oversized_error};
+use childwire::tokio::{
+    Oversized, Received, Receiver, SendErrorKind, Sender, ShutdownError, Transport as Wire,
+};
+use tokio::sync::watch;
+use turbomcp_protocol::MessageId;
+use turbomcp_transport::core::{
+    TransportCapabilities, TransportError, TransportMessage, TransportMetrics, TransportResult,
+    TransportState, TransportType,
+};
+
+pub use childwire::tokio::{ChannelConfig, Command, Config, ExitReport, SpawnError};
+pub use exit::ExitHandle;
+pub use pending::SERVER_EXITED_ERROR_CODE;
+/// TurboMCP's child process configuration, which [`ChildwireTransport::new`]
+/// takes.
+pub use turbomcp_transport::ChildProcessConfig;
+/// TurboMCP's transport trait, which [`ChildwireTransport`] implements.
+pub use turbomcp_transport::core::Transport;
+
+use pending::{Pending, canonical_id, exited_error};
+
+type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// A TurboMCP [`Transport`] to an MCP server run as a child process through
+/// childwire. The child starts at [`connect`](Transport::connect), as with
+/// TurboMCP's `ChildProcessTransport`.
+pub struct ChildwireTransport {
+    /// What to spawn at `connect`; taken then.
+    launch: Mutex<Option<(Command, Config)>>,
+    sender: Mutex<Option<Sender>>,
+    /// The receiving side, locked across `receive`'s wait (cancel-safe).
+    inbound: tokio::sync::Mutex<Inbound>,
+    state: Mutex<TransportState>,
+    pending: Pending,
+    limit: usize,
+    capabilities: TransportCapabilities,
+    exit: watch::Sender<Option<Arc<ExitReport>>>,
+    messages_sent: AtomicU64,
+    bytes_sent: AtomicU64,
+    messages_received: AtomicU64,
+    bytes_received: AtomicU64,
+    next_id: AtomicU64,
+}
+
+#[derive(Default)]
+struct Inbound {
+    receiver: Option<Receiver>,
+    /// Messages to hand out before reading more: the child's, and the
+    /// errors made up for requests that will get no answer.
+    ready: VecDeque<Bytes>,
+    /// The receiver ended: nothing more will come.
+    ended: bool,
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+impl ChildwireTransport {
+    /// A transport for the server `config` describes, started at
+    /// `connect`: the drop-in for TurboMCP's `ChildProcessTransport::new`.
+    ///
+    /// `shutdown_timeout` is the wait after closing the server's stdin,
+    /// `sigterm_grace` the wait after SIGTERM, `max_message_size` the limit
+    /// both ways. `startup_timeout` and `buffer_size` have no counterpart
+    /// (spawning does not wait; childwire sizes its own reads), and the
+    /// child's process group is always killed on drop, whatever
+    /// `kill_on_drop` says.
+    pub fn new(config: ChildProcessConfig) -> Self {
+        let mut command = Command::new(&config.command);
+        command.args(&config.args);
+        if let Some(dir) = &config.working_directory {
+            command.current_dir(dir);
+        }
+        if let Some(vars) = &config.environment {
+            command.envs(vars.iter().map(|(key, value)| (key, value)));
+        }
+        let mut childwire = Config::default();
+        childwire
+            .stdin_grace(config.shutdown_timeout)
+            .term_grace(config.sigterm_grace)
+            .max_message_size(config.max_message_size)
+            .max_send_size(config.max_message_size);
+        Self::from_command(command, childwire)
+    }
+
+    /// A transport that spawns `command` with childwire's `config` at
+    /// `connect`.
+    ///
+    /// ```no_run
+    /// use childwire_turbomcp::{ChildwireTransport, Command, Config};
+    ///
+    /// let mut config = Config::default();
+    /// config.on_stderr_line(|line| eprintln!("server: {}", String::from_utf8_lossy(line)));
+    /// let transport = ChildwireTransport::from_command(
+    ///     Command::new("npx").args(["-y", "@modelcontextprotocol/server-everything"]).clone(),
+    ///     config,
+    /// );
+    /// ```
+    pub fn from_command(command: Command, config: Config) -> Self {
+        let limit = config.channel.max_message_size;
+        let capabilities = TransportCapabilities {
+            max_message_size: Some(config.channel.max_send_size),
+            supports_bidirectional: true,
+            ..TransportCapabilities::default()
+        };
+        Self {
+            launch: Mutex::new(Some((command, config))),
+            sender: Mutex::new(None),
+            inbound: tokio::sync::Mutex::new(Inbound::default()),
+            state: Mutex::new(TransportState::Disconnected),
+            pending: Pending::default(),
+            limit,
+            capabilities,
+            exit: watch::Sender::new(None),
+            messages_sent: AtomicU64::new(0),
+            bytes_sent: AtomicU64::new(0),
+            messages_received: AtomicU64::new(0),
+            bytes_received: AtomicU64::new(0),
+            next_id: AtomicU64::new(0),
+        }
+    }
+
+    /// A handle to the child's [`ExitReport`], there once the child ended
+    /// (after `disconnect`, or once `receive` met its end). Take it before
+    /// handing the transport to a client.
+    pub fn exit_handle(&self) -> ExitHandle {
+        ExitHandle::new(self.exit.subscribe())
+    }
+
+    /// The child's process ID (its process group's too), once connected.
+    pub fn id(&self) -> Option<u32> {
+        lock(&self.sender).as_ref().and_then(Sender::id)
+    }
+
+    fn report(&self) -> Option<Arc<ExitReport>> {
+        self.exit.borrow().clone()
+    }
+
+    fn set_state(&self, state: TransportState) {
+        *lock(&self.state) = state;
+    }
+
+    async fn start(&self) -> TransportResult<()> {
+        if matches!(*lock(&self.state), TransportState::Connected) {
+            return Ok(());
+        }
+        let Some((command, config)) = lock(&self.launch).take() else {
+            return Err(TransportError::ConnectionFailed(
+                "this transport's server was already started once; make a new transport".into(),
+            ));
+        };
+        self.set_state(TransportState::Connecting);
+        let wire = match Wire::spawn(&command, config) {
+            Ok(wire) => wire,
+            Err(err) => {
+                self.set_state(TransportState::Failed {
+                    reason: err.to_string(),
+                });
+                return Err(TransportError::ConnectionFailed(err.to_string()));
+            }
+        };
+        let (sender, receiver) = wire.split();
+        *lock(&self.sender) = Some(sender);
+        self.inbound.lock().await.receiver = Some(receiver);
+        self.set_state(TransportState::Connected);
+        Ok(())
+    }
+
+    async fn stop(&self) -> TransportResult<()> {
+        let Some(sender) = lock(&self.sender).clone() else {
+            return Ok(());
+        };
+        self.set_state(TransportState::Disconnecting);
+        match sender.shutdown().await {
+            Ok(report) => {
+                if !report.success() {
+                    tracing::info!("the MCP server {report}");
+                }
+                self.exit.send_if_modified(|known| {
+                    known.get_or_insert_with(|| Arc::new(report));
+                    true
+                });
+                self.set_state(TransportState::Disconnected);
+                Ok(())
+            }
+            Err(ShutdownError::NoChild) => {
+                self.set_state(TransportState::Disconnected);
+                Ok(())
+            }
+            Err(err) => {
+                self.set_state(TransportState::Failed {
+                    reason: err.to_string(),
+                });
+                Err(TransportError::Internal(err.to_string()))
+            }
+        }
+    }
+
+    async fn send_message(&self, message: TransportMessage) -> TransportResult<()> {
+        if let Some(report) = self.report() {
+            return Err(TransportError::ConnectionLost(format!(
+                "the MCP server {report}"
+            )));
+        }
+        let Some(sender) = lock(&self.sender).clone() else {
+            return Err(TransportError::ConnectionFailed(
+                "not connected: call connect first".into(),
+            ));
+        };
+        let request = request_id(&message.payload);
+        if let Some(id) = &request {
+            self.pending.insert(id.clone());
+        }
+        let len = message.payload.len() as u64;
+        match sender.send(message.payload).await {
+            Ok(()) => {
+                self.messages_sent.fetch_add(1, Ordering::Relaxed);
+                self.bytes_sent.fetch_add(len, Ordering::Relaxed);
+                Ok(())
+            }
+            Err(err) => {
+                if let Some(id) = &request {
+                    self.pending.remove(id);
+                }
+                Err(match self.report() {
+                    Some(report) => {
+                        TransportError::ConnectionLost(format!("{err}; the MCP server {report}"))
+                    }
+                    None if matches!(err.kind(), SendErrorKind::Closed(_)) => {
+                        TransportError::ConnectionLost(err.to_string())
+                    }
+                    None => TransportError::SendFailed(err.to_string()),
+                })
+            }
+        }
+    }
+
+    async fn receive_message(&self) -> TransportResult<Option<TransportMessage>> {
+        let mut inbound = self.inbound.lock().await;
+        loop {
+            if let Some(payload) = inbound.ready.pop_front() {
+                self.messages_received.fetch_add(1, Ordering::Relaxed);
+                self.bytes_received
+                    .fetch_add(payload.len() as u64, Ordering::Relaxed);
+                let id = MessageId::Number(self.next_id.fetch_add(1, Ordering::Relaxed) as i64);
+                return Ok(Some(TransportMessage::new(id, payload)));
+            }
+            if inbound.ended {
+                return Err(TransportError::ConnectionLost(match self.report() {
+                    Some(report) => format!("the MCP server {report}"),
+                    None => "the MCP server closed its output".into(),
+                }));
+            }
+            let Some(receiver) = inbound.receiver.as_mut() else {
+                // Not connected yet: as TurboMCP's own transports do.
+                return Ok(None);
+            };
+            // Cancel-safe: `recv` loses nothing when dropped, and the rest
+            // is synchronous.
+            match receiver.recv().await {
+                Some(item) => self.handle(&mut inbound, item),
+                None => inbound.ended = true,
+            }
+        }
+    }
+
+    fn handle(&self, inbound: &mut Inbound, item: Received) {
+        match item {
+            Received::Message(message) => {
+                let payload = message.into_bytes();
+                if let Some(id) = top_level_id(&payload) {
+                    self.pending.remove(&id);
+                }
+                inbound.ready.push_back(payload);
+            }
+            Received::Oversized(notice) => self.oversized(inbound, &notice),
+            Received::Exited(report) => {
+                if report.unexpected() {
+                    tracing::warn!("the MCP server {report}");
+                    self.set_state(TransportState::Failed {
+                        reason: format!("the MCP server {report}"),
+                    });
+                } else {
+                    tracing::debug!("the MCP server {report}");
+                    self.set_state(TransportState::Disconnected);
+                }
+                for id in self.pending.take_all() {
+                    inbound.ready.push_back(exited_error(&id, &report));
+                }
+                self.exit.send_replace(Some(Arc::from(report)));
+            }
+            other => tracing::warn!("{other:?}"),
+        }
+    }
+
+    /// A message over the limit was dropped: fail our request it answered,
+    /// or answer the server's request it was.
+    fn oversized(&self, inbound: &mut Inbound, notice: &Oversized) {
+        let Some(raw) = notice.json_rpc_id() else {
+            tracing::warn!("{notice}; it had no JSON-RPC id, so no request fails for it");
+            return;
+        };
+        let error = oversized_error(raw, notice.len, self.limit);
+        match canonical_id(raw) {
+            Some(key) if self.pending.remove(&key) => {
+                tracing::warn!("{notice}; its request fails with an error");
+                inbound.ready.push_back(error);
+            }
+            _ if is_request(&notice.head) => {
+                tracing::warn!("{notice}; answering the server's request with an error");
+                if let Some(sender) = lock(&self.sender).clone() {
+                    tokio::spawn(async move {
+                        if let Err(err) = sender.send(error).await {
+                            tracing::debug!("could not answer the over-long request: {err}");
+                        }
+                    });
+                }
+            }
+            _ => tracing::warn!("{notice}; no request of ours waits for it"),
+        }
+    }
+}
+
+impl Transport for ChildwireTransport {
+    fn transport_type(&self) -> TransportType {
+        TransportType::ChildProcess
+    }
+
+    fn capabilities(&self) -> &TransportCapabilities {
+        &self.capabilities
+    }
+
+    fn state(&self) -> BoxFuture<'_, TransportState> {
+        let state = lock(&self.state).clone();
+        Box::pin(async move { state })
+    }
+
+    fn connect(&self) -> BoxFuture<'_, TransportResult<()>> {
+        Box::pin(self.start())
+    }
+
+    fn disconnect(&self) -> BoxFuture<'_, TransportResult<()>> {
+        Box::pin(self.stop())
+    }
+
+    fn send(&self, message: TransportMessage) -> BoxFuture<'_, TransportResult<()>> {
+        Box::pin(self.send_message(message))
+    }
+
+    fn receive(&self) -> BoxFuture<'_, TransportResult<Option<TransportMessage>>> {
+        Box::pin(self.receive_message())
+    }
+
+    fn metrics(&self) -> BoxFuture<'_, TransportMetrics> {
+        let metrics = TransportMetrics {
+            bytes_sent: self.bytes_sent.load(Ordering::Relaxed),
+            bytes_received: self.bytes_received.load(Ordering::Relaxed),
+            messages_sent: self.messages_sent.load(Ordering::Relaxed),
+            messages_received: self.messages_received.load(Ordering::Relaxed),
+            ..TransportMetrics::default()
+        };
+        Box::pin(async move { metrics })
+    }
+}
+
+impl fmt::Debug for ChildwireTransport {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ChildwireTransport")
+            .field("pid", &self.id())
+            .field("state", &*lock(&self.state))
+            .finish_non_exhaustive()
+    }
+}
+
+/// The id of an outgoing request (a message with a `method` and an `id`),
+/// in the compact form [`Pending`] keys on.
+fn request_id(payload: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(payload).ok()?;
+    let object = value.as_object()?;
+    object.get("method")?;
+    serde_json::to_string(object.get("id")?).ok()
+}
+
+/// The top-level `id` of an incoming message, without parsing it whole.
+fn top_level_id(payload: &[u8]) -> Option<String> {
+    let mut scanner = IdScanner::new();
+    scanner.feed(payload);
+    canonical_id(&scanner.id()?)
+}
+
+/// Whether a dropped message's first bytes look like a request (it has a
+/// `method`) rather than a response.
+fn is_request(head: &[u8]) -> bool {
+    head.windows(8).any(|window| window == b"\"method\"")
+}
