@@ -284,6 +284,21 @@ fn c12_a_second_signal_kills_the_child_at_once() {
 }
 
 #[test]
+fn c26_a_sigkilled_relay_leaves_no_server_behind() {
+    if !cfg!(target_os = "linux") {
+        eprintln!("skipped: the parent-death signal is Linux's");
+        return;
+    }
+    // SIGKILL cannot be caught: relay runs no shutdown. The server, which
+    // ignores EOF and SIGTERM alike, must die with it all the same.
+    let (mut relay, child) = start_relay(&[], true);
+    relay.signal(Signal::KILL);
+    let status = relay.wait_for_exit(DEADLINE);
+    assert!(status.is_some(), "relay survived SIGKILL");
+    assert_group_gone(child, Duration::from_secs(5));
+}
+
+#[test]
 fn c12_a_host_closing_stdin_then_signalling_leaves_no_process() {
     // What hosts do: close the server's stdin, SIGTERM it if it is still
     // there 2 s later, SIGKILL it 2 s after that. The server (behind relay)
