@@ -407,12 +407,15 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
             // Its lines still reach the callback, then the report is out.
             self.deliver_stderr_lines();
             self.publish_report();
-            if self
+            let published = self
                 .link
                 .control
                 .as_ref()
-                .is_some_and(|control| lock(control).report.is_some())
-            {
+                .and_then(|control| lock(control).report.clone());
+            if let Some(report) = published {
+                // No task is left to wait for the receiver: it gets the
+                // report now, after what was read.
+                self.hand_over(report);
                 return;
             }
         }
