@@ -347,6 +347,33 @@ impl Spawn for childwire_async_std::AsyncStd {
     }
 }
 
+/// Waits `duration` on `R`'s clock.
+pub(crate) async fn sleep<R: Runtime>(duration: Duration) -> Result<(), String> {
+    let rt = R::current().map_err(|e| e.to_string())?;
+    let mut timer = rt.timer(rt.now() + duration);
+    std::future::poll_fn(|cx| childwire_async::Timer::poll(timer.as_mut(), cx)).await;
+    Ok(())
+}
+
+/// `task`'s output, or an error naming `what` if it takes longer than
+/// `limit`: a probe that hangs is a failure to report, not a bench that
+/// never ends.
+pub(crate) async fn within<R: Runtime, T>(
+    limit: Duration,
+    what: &str,
+    task: impl Future<Output = T>,
+) -> Result<T, String> {
+    let task = std::pin::pin!(task);
+    let timeout = std::pin::pin!(sleep::<R>(limit));
+    match futures_util::future::select(task, timeout).await {
+        futures_util::future::Either::Left((out, _)) => Ok(out),
+        futures_util::future::Either::Right((slept, _)) => {
+            slept?;
+            Err(format!("{what} took over {limit:?}"))
+        }
+    }
+}
+
 /// The child in `mode`, as childwire runs it.
 pub(crate) fn command(mode: &str, args: &[&str]) -> childwire_async::Command {
     let mut command = childwire_async::Command::new(CHILD);
