@@ -29,8 +29,9 @@
 //!
 //! `cargo xtask bench [--quick] [--check]`, or
 //! `cargo bench -p childwire-bench --bench throughput -- [--quick] [--check]
-//! [--only NAME]` (`--only` runs one contender of the size table, e.g. under
-//! `perf record`, and skips the N-children table).
+//! [--only NAME] [--size BYTES]` (`--only` runs one contender of the size
+//! table, e.g. under `perf record`, `--size` one of the sizes; either skips
+//! the N-children table).
 
 #[macro_use]
 #[path = "support/e2e.rs"]
@@ -157,6 +158,19 @@ fn bench(args: Args) -> Result<ExitCode, String> {
         (32 * 1024 * 1024, 32, 5)
     };
     let lineup = Lineup::<Caller>::from_env()?;
+    let only_size = match e2e::flag_value("--size") {
+        Some(size) => Some(
+            size.parse::<usize>()
+                .ok()
+                .filter(|s| SIZES.contains(s))
+                .ok_or_else(|| format!("--size must be one of {SIZES:?}"))?,
+        ),
+        None => None,
+    };
+    let sizes: Vec<usize> = SIZES
+        .into_iter()
+        .filter(|&s| only_size.is_none_or(|only| only == s))
+        .collect();
     eprintln!(
         "throughput: ~{} MiB each way per transfer through `bench-child cat`, sizes {}, best of {reps}, \
          contenders interleaved; writer task, reader in the caller, payload built per message{}",
@@ -168,7 +182,7 @@ fn bench(args: Args) -> Result<ExitCode, String> {
     let mut goals = Vec::new();
     let mut rates: Vec<Vec<f64>> = Vec::new();
     let mut json_sizes = Vec::new();
-    for size in SIZES {
+    for &size in &sizes {
         let job = Job {
             messages: (volume / size).max(min_messages),
             len: size,
@@ -228,10 +242,10 @@ fn bench(args: Args) -> Result<ExitCode, String> {
         ]));
         rates.push(rate);
     }
-    let mut tables = size_tables(&lineup, &rates);
+    let mut tables = size_tables(&lineup, &sizes, &rates);
 
     let mut json_fleets = Vec::new();
-    if lineup.complete {
+    if lineup.complete && only_size.is_none() {
         let total = if args.quick { 4_000 } else { 200_000 };
         let (table, fleet_goals, json) = fleets(total, if args.quick { 1 } else { 3 })?;
         tables.push(table);
@@ -249,9 +263,9 @@ fn bench(args: Args) -> Result<ExitCode, String> {
 
 /// The size tables: MiB/s per contender and size, then each contender's
 /// ratios to the baselines.
-fn size_tables(lineup: &Lineup<Caller>, rates: &[Vec<f64>]) -> Vec<Table> {
+fn size_tables(lineup: &Lineup<Caller>, sizes: &[usize], rates: &[Vec<f64>]) -> Vec<Table> {
     let mut header = vec!["MiB/s (best), each way".to_string()];
-    header.extend(SIZES.map(size_name));
+    header.extend(sizes.iter().map(|&s| size_name(s)));
     let mut speeds = Table::new(header);
     for (i, contender) in lineup.contenders.iter().enumerate() {
         let mut row = vec![contender.name()];
@@ -263,8 +277,16 @@ fn size_tables(lineup: &Lineup<Caller>, rates: &[Vec<f64>]) -> Vec<Table> {
         speeds.row(row);
     }
     let mut header = vec!["ratio (best)".to_string()];
-    header.extend(SIZES.map(|s| format!("{} vs LinesCodec", size_name(s))));
-    header.extend(SIZES.map(|s| format!("{} vs blocking", size_name(s))));
+    header.extend(
+        sizes
+            .iter()
+            .map(|&s| format!("{} vs LinesCodec", size_name(s))),
+    );
+    header.extend(
+        sizes
+            .iter()
+            .map(|&s| format!("{} vs blocking", size_name(s))),
+    );
     let mut ratios = Table::new(header);
     for (i, &contender) in lineup.contenders.iter().enumerate() {
         if matches!(contender, Contender::Blocking) {
