@@ -394,11 +394,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         loop {
             match out.outbound.send(item) {
                 Ok(()) => {
-                    if out.outbound.queued() >= WRITE_BATCH {
-                        self.link.write_or_arm(&mut out, self.rt.now());
-                    } else {
-                        self.link.arm_flush(&mut out);
-                    }
+                    self.link.queued_one(&mut out, || self.rt.now());
                     return Ok(Ok(()));
                 }
                 Err(err) if err.kind() == SendErrorKind::Full => {
@@ -561,8 +557,9 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
     fn start_send(self: Pin<&mut Self>, item: Bytes) -> Result<(), Self::Error> {
         let mut out = lock(&self.link.out);
         out.outbound.send_anyway(item)?;
-        if out.outbound.queued() >= WRITE_BATCH {
+        if out.outbound.queued() >= out.write_at {
             self.link.write_or_arm(&mut out, self.rt.now());
+            out.write_at = out.outbound.queued() + WRITE_BATCH;
         }
         Ok(())
     }
