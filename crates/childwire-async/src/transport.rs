@@ -334,9 +334,10 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// message was not queued, and nothing of it reaches the peer.
     pub async fn send<B: AsRef<[u8]>>(&self, payload: B) -> Result<(), SendError<B>> {
         let mut payload = Some(payload);
+        let mut refused_full = false;
         poll_fn(|cx| {
             let item = payload.take().expect("polled after completion");
-            match self.poll_send(cx, item) {
+            match self.poll_send(cx, item, &mut refused_full) {
                 Ok(result) => Poll::Ready(result),
                 Err(item) => {
                     payload = Some(item);
@@ -360,6 +361,15 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         poll_fn(|cx| {
             let mut out = lock(&self.link.out);
             let now = self.rt.now();
+            // A message refused for want of room is not offered again (its
+            // bytes checked again) until there is room: see `poll_send`.
+            if pending.is_some()
+                && !out.outbound.send_ready()
+                && out.poll_write_all(Some(cx.waker()), now).is_pending()
+                && !out.outbound.send_ready()
+            {
+                return Poll::Pending;
+            }
             while let Some(item) = pending.take().or_else(|| payloads.next()) {
                 match out.outbound.send(item) {
                     Ok(()) => {
@@ -385,13 +395,28 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     }
 
     /// One attempt: the result, or the payload back to wait for room.
+    /// `refused_full` says the payload was already refused for want of
+    /// room; it is then not offered again until there is room.
     fn poll_send<B: AsRef<[u8]>>(
         &self,
         cx: &mut Context<'_>,
         mut item: B,
+        refused_full: &mut bool,
     ) -> Result<Result<(), SendError<B>>, B> {
         let mut out = lock(&self.link.out);
         loop {
+            // Offering the payload checks all of its bytes (no `\n`, no
+            // `\r`) before the room: a 1 MiB message waiting behind a full
+            // queue was scanned again at every wake-up, once per 64 KiB the
+            // pipe took. Once refused, wait for room first.
+            if *refused_full && !out.outbound.send_ready() {
+                let now = self.rt.now();
+                if out.poll_write_all(Some(cx.waker()), now).is_pending()
+                    && !out.outbound.send_ready()
+                {
+                    return Err(item);
+                }
+            }
             match out.outbound.send(item) {
                 Ok(()) => {
                     self.link.queued_one(&mut out, || self.rt.now());
@@ -399,6 +424,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
                 }
                 Err(err) if err.kind() == SendErrorKind::Full => {
                     // The caller does the I/O while it waits for room.
+                    *refused_full = true;
                     item = err.into_payload();
                     let now = self.rt.now();
                     if out.poll_write_all(Some(cx.waker()), now).is_pending()
