@@ -282,9 +282,13 @@ async fn escaped<R: Runtime>() -> Result<BoundOutcome, String> {
     let path = pidfile.to_string_lossy().into_owned();
     let mut transport = e2e::spawn::<R>("escape", &[&path], Config::default())?;
     let shutdown = e2e::within::<R, _>(PROBE_LIMIT, "shutdown()", transport.shutdown()).await;
-    // Whatever happened, the grandchild must not outlive the probe.
+    // Whatever happened, the grandchild must not outlive the probe; whether
+    // it was still there is reported (C26 asks the transport to end it).
     let grandchild = std::fs::read_to_string(&pidfile).unwrap_or_default();
     let _ = std::fs::remove_file(&pidfile);
+    let grandchild_alive = !grandchild.is_empty()
+        && std::fs::read_to_string(format!("/proc/{}/stat", grandchild.trim()))
+            .is_ok_and(|stat| !stat.contains(") Z "));
     if !grandchild.is_empty() {
         let _ = std::process::Command::new("kill")
             .args(["-KILL", grandchild.trim()])
@@ -305,7 +309,8 @@ async fn escaped<R: Runtime>() -> Result<BoundOutcome, String> {
     Ok(BoundOutcome {
         decoded: report.counters.messages_in,
         note: format!(
-            "shutdown: {}, pipes drained: {}; then {left} messages received",
+            "shutdown: {}, pipes drained: {}; then {left} messages received; \
+             grandchild still running right after shutdown(): {grandchild_alive}",
             report.ended_by, report.pipes_drained
         ),
     })
