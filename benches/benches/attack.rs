@@ -1,12 +1,22 @@
-//! Memory under attack (issue 7, item 4): the child writes 1 GiB with no
-//! newline, then `\n` and one valid line. Each contender runs in a process
-//! of its own (this binary again, `--probe NAME`), which reports its peak
-//! RSS (`VmHWM`) and whether the valid line arrived.
+//! Memory under attack. Each contender runs in a process of its own (this
+//! binary again, `--probe NAME`), which reports its peak RSS (`VmHWM`).
 //!
-//! Target per childwire adapter (default 16 MiB limit): peak RSS <=
-//! 2 x 16 MiB + 16 MiB, and the valid line arrives. For comparison, the
-//! same for tokio-util's `LinesCodec` in a `FramedRead`, with a 16 MiB
+//! The long line: the child writes 1 GiB with no newline, then `\n` and one
+//! valid line. Target per childwire adapter (default 16 MiB limit): peak
+//! RSS <= 2 x 16 MiB + 16 MiB, and the valid line arrives. For comparison,
+//! the same for tokio-util's `LinesCodec` in a `FramedRead`, with a 16 MiB
 //! `max_length` and without one; their behaviour is reported as observed.
+//!
+//! The receive bound (DESIGN.md C25), with 1-byte lines, the most messages
+//! per byte, so per-message overhead the bound failed to count would show:
+//! - `unread`: the child prints 1-byte lines as fast as it can; the caller
+//!   waits, receives one message, and waits again;
+//! - `escaped writer`: the child starts a grandchild in a process group of
+//!   its own that holds stdout and prints 1-byte lines, then exits; the
+//!   caller, which never received, awaits `shutdown()` (the drain grace
+//!   ends it), then receives what is left.
+//!
+//! Target for both: peak RSS <= `recv_high_water` + 16 MiB.
 //!
 //! `cargo xtask bench [--quick] [--check]`, or
 //! `cargo bench -p childwire-bench --bench attack -- [--quick] [--check]`.
@@ -16,6 +26,7 @@
 mod e2e;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use childwire_async::{Config, Received, Runtime};
 use childwire_bench::VALID_LINE;
@@ -29,6 +40,23 @@ const GIB: u64 = 1024 * MIB;
 
 /// The memory target: twice the limit plus 16 MiB of everything else.
 const MAX_PEAK_KIB: u64 = (2 * e2e::MAX_MESSAGE_SIZE as u64 + 16 * MIB) / 1024;
+
+/// The default receive bound, which the probes run with.
+fn recv_high_water() -> u64 {
+    Config::default().channel.recv_high_water as u64
+}
+
+/// The receive-bound target: the bound plus 16 MiB of everything else.
+fn max_bound_peak_mib() -> f64 {
+    (recv_high_water() + 16 * MIB) as f64 / MIB as f64
+}
+
+/// A probe that cannot finish within this is reported as failed.
+const PROBE_LIMIT: Duration = Duration::from_secs(30);
+
+/// The receive-bound probes, each run as `--probe "ADAPTER PROBE"`.
+const UNREAD: &str = "unread";
+const ESCAPED: &str = "escaped writer";
 
 /// The contenders, each run as `--probe NAME`.
 const LINES_CODEC_MAX: &str = "LinesCodec max_length 16 MiB";
@@ -51,7 +79,11 @@ fn main() -> ExitCode {
 
 fn bench(args: Args) -> Result<ExitCode, String> {
     let flood = if args.quick { 64 * MIB } else { GIB };
+    let wait = Duration::from_millis(if args.quick { 200 } else { 1_000 });
     if let Some(probe) = e2e::flag_value("--probe") {
+        if let Some((adapter, kind)) = bound_probe(&probe) {
+            return run_bound_probe(adapter, kind, wait);
+        }
         return run_probe(&probe, flood);
     }
     eprintln!(
@@ -107,13 +139,181 @@ fn bench(args: Args) -> Result<ExitCode, String> {
             ("note", Json::from(note.as_str())),
         ]));
     }
+    let (bound_table, bound_json) = bound_probes(&args, wait, &mut goals)?;
     let results = Json::object([
         ("flood_bytes", Json::Num(flood as f64)),
         ("max_message_size", Json::from(e2e::MAX_MESSAGE_SIZE)),
         ("max_peak_rss_kib", Json::Num(MAX_PEAK_KIB as f64)),
         ("contenders", Json::Arr(json)),
+        ("recv_high_water", Json::Num(recv_high_water() as f64)),
+        ("max_bound_peak_rss_mib", Json::Num(max_bound_peak_mib())),
+        ("receive_bound", Json::Arr(bound_json)),
     ]);
-    Ok(e2e::finish("attack", &args, &[table], &goals, results))
+    Ok(e2e::finish(
+        "attack",
+        &args,
+        &[table, bound_table],
+        &goals,
+        results,
+    ))
+}
+
+/// `"childwire-tokio unread"` → the adapter and the probe.
+fn bound_probe(name: &str) -> Option<(Adapter, &'static str)> {
+    let (adapter, kind) = name.split_once(' ')?;
+    let kind = [UNREAD, ESCAPED].into_iter().find(|k| *k == kind)?;
+    Some((Adapter::from_name(adapter)?, kind))
+}
+
+/// Runs the receive-bound probes: their table, with goals added to `goals`.
+fn bound_probes(
+    args: &Args,
+    wait: Duration,
+    goals: &mut Vec<Goal>,
+) -> Result<(Table, Vec<Json>), String> {
+    eprintln!(
+        "attack: 1-byte lines to a caller that does not receive (`unread`: waits {wait:?}, one recv, \
+         waits again; `escaped writer`: a grandchild floods after the child exits, the caller \
+         awaits shutdown()); recv_high_water {} MiB",
+        recv_high_water() / MIB
+    );
+    let mut table = Table::new([
+        "receive bound",
+        "peak RSS MiB",
+        "RSS at start MiB",
+        "messages decoded",
+        "seconds",
+        "what happened",
+    ]);
+    let mut json = Vec::new();
+    for kind in [UNREAD, ESCAPED] {
+        for adapter in Adapter::ALL {
+            let name = format!("{} {kind}", adapter.name());
+            let probe = e2e::run_probe(&name, args)?;
+            let peak_mib = probe.num("peak_kib") / 1024.0;
+            let ok = probe.text("ok") == Some("true");
+            let note = probe.text("note").unwrap_or("").to_string();
+            table.row([
+                name.clone(),
+                format!("{peak_mib:.1}"),
+                format!("{:.1}", probe.num("start_kib") / 1024.0),
+                format!("{}", probe.num("decoded")),
+                format!("{:.2}", probe.num("seconds")),
+                note.clone(),
+            ]);
+            goals.push(Goal::new(
+                format!("{name} peak RSS"),
+                peak_mib,
+                Bound::AtMost(max_bound_peak_mib()),
+                " MiB",
+            ));
+            goals.push(Goal::holds(format!("{name} completes"), ok));
+            json.push(Json::object([
+                ("name", Json::from(name.as_str())),
+                ("peak_rss_kib", Json::from(probe.num("peak_kib"))),
+                ("start_rss_kib", Json::from(probe.num("start_kib"))),
+                ("messages_decoded", Json::from(probe.num("decoded"))),
+                ("completed", Json::Bool(ok)),
+                ("seconds", Json::from(probe.num("seconds"))),
+                ("note", Json::from(note.as_str())),
+            ]));
+        }
+    }
+    Ok((table, json))
+}
+
+/// What a receive-bound probe found.
+struct BoundOutcome {
+    /// Messages decoded from stdout (queued or received).
+    decoded: u64,
+    /// What happened, in words.
+    note: String,
+}
+
+/// The receive-bound probe process: prints `probe-result ...`.
+fn run_bound_probe(adapter: Adapter, kind: &str, wait: Duration) -> Result<ExitCode, String> {
+    let (result, footprint) = e2e::footprint(|| {
+        if kind == UNREAD {
+            on_adapter!(adapter, R => unread::<R>(wait).await)
+        } else {
+            on_adapter!(adapter, R => escaped::<R>().await)
+        }
+    });
+    let (ok, outcome) = match result {
+        Ok(outcome) => (true, outcome),
+        Err(note) => (
+            false,
+            BoundOutcome {
+                decoded: 0,
+                note: format!("FAILED: {note}"),
+            },
+        ),
+    };
+    println!(
+        "probe-result peak_kib={} start_kib={} decoded={} ok={ok} seconds={:.3} note={}",
+        footprint.peak_kib, footprint.start_kib, outcome.decoded, footprint.seconds, outcome.note,
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A child printing 1-byte lines; the caller waits, takes one, waits.
+async fn unread<R: Runtime>(wait: Duration) -> Result<BoundOutcome, String> {
+    let mut transport = e2e::spawn::<R>("ones", &[], Config::default())?;
+    e2e::sleep::<R>(wait).await?;
+    match e2e::within::<R, _>(PROBE_LIMIT, "the first recv", transport.recv()).await? {
+        Some(Received::Message(message)) if *message == *b"1" => {}
+        other => return Err(format!("expected `1`, got {other:?}")),
+    }
+    e2e::sleep::<R>(wait).await?;
+    let decoded = transport.counters().messages_in;
+    // Dropped without a shutdown: the child is killed (it would never end).
+    drop(transport);
+    Ok(BoundOutcome {
+        decoded,
+        note: format!("waited, received 1, waited: {decoded} decoded"),
+    })
+}
+
+/// A grandchild floods stdout after the child exits; the caller, which
+/// never received, awaits `shutdown()`, then receives what is left.
+async fn escaped<R: Runtime>() -> Result<BoundOutcome, String> {
+    let pidfile =
+        std::env::temp_dir().join(format!("childwire-bench-escape-{}.pid", std::process::id()));
+    let path = pidfile.to_string_lossy().into_owned();
+    let mut transport = e2e::spawn::<R>("escape", &[&path], Config::default())?;
+    let shutdown = e2e::within::<R, _>(PROBE_LIMIT, "shutdown()", transport.shutdown()).await;
+    // Whatever happened, the grandchild must not outlive the probe; whether
+    // it was still there is reported (C26 asks the transport to end it).
+    let grandchild = std::fs::read_to_string(&pidfile).unwrap_or_default();
+    let _ = std::fs::remove_file(&pidfile);
+    let grandchild_alive = !grandchild.is_empty()
+        && std::fs::read_to_string(format!("/proc/{}/stat", grandchild.trim()))
+            .is_ok_and(|stat| !stat.contains(") Z "));
+    if !grandchild.is_empty() {
+        let _ = std::process::Command::new("kill")
+            .args(["-KILL", grandchild.trim()])
+            .stderr(std::process::Stdio::null())
+            .status();
+    }
+    let report = shutdown?.map_err(|e| format!("shutdown: {e}"))?;
+    let mut left = 0_u64;
+    let drained = e2e::within::<R, _>(PROBE_LIMIT, "receiving the rest", async {
+        while let Some(item) = transport.recv().await {
+            if matches!(item, Received::Message(_)) {
+                left += 1;
+            }
+        }
+    })
+    .await;
+    drained?;
+    Ok(BoundOutcome {
+        decoded: report.counters.messages_in,
+        note: format!(
+            "shutdown: {}, pipes drained: {}; then {left} messages received; \
+             grandchild still running right after shutdown(): {grandchild_alive}",
+            report.ended_by, report.pipes_drained
+        ),
+    })
 }
 
 /// The probe process: runs one contender and prints `probe-result ...`.

@@ -11,7 +11,10 @@
 #[path = "../../../crates/childwire-core/benches/support/harness.rs"]
 pub(crate) mod harness;
 
+use std::fmt::Write as _;
+use std::future::Future;
 use std::io::BufRead;
+use std::pin::Pin;
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
@@ -97,6 +100,10 @@ pub(crate) trait Setup: Copy {
 
     /// The setup's part of a contender's name.
     fn label(self) -> String;
+
+    /// Where the caller runs: the LinesCodec baseline is placed alike, so
+    /// an adapter is compared with the baseline in the same place.
+    fn placement(self) -> Placement;
 }
 
 impl Setup for Placement {
@@ -107,6 +114,10 @@ impl Setup for Placement {
     fn label(self) -> String {
         self.name().to_string()
     }
+
+    fn placement(self) -> Placement {
+        self
+    }
 }
 
 /// One side of the benches that time childwire against baselines on the
@@ -116,17 +127,17 @@ pub(crate) enum Contender<S> {
     /// Plain blocking `std::process` pipes: the practical limit.
     Blocking,
     /// tokio-util's `LinesCodec` over `tokio::process` pipes: what users
-    /// would write instead.
-    LinesCodec,
+    /// would write instead, its caller placed as an adapter's is.
+    LinesCodec(Placement),
     /// A childwire adapter, set up as `S` says.
     Adapter(Adapter, S),
 }
 
 impl<S: Setup> Contender<S> {
-    /// The baselines first (the tables' ratios rely on it), then every
-    /// adapter in every setup.
+    /// The baselines first, then every adapter in every setup.
     pub(crate) fn all() -> Vec<Self> {
-        let mut all = vec![Contender::Blocking, Contender::LinesCodec];
+        let mut all = vec![Contender::Blocking];
+        all.extend(Placement::ALL.map(Contender::LinesCodec));
         for setup in S::all() {
             all.extend(Adapter::ALL.map(|a| Contender::Adapter(a, setup)));
         }
@@ -136,7 +147,7 @@ impl<S: Setup> Contender<S> {
     pub(crate) fn name(self) -> String {
         match self {
             Contender::Blocking => "blocking std::process".into(),
-            Contender::LinesCodec => "tokio LinesCodec".into(),
+            Contender::LinesCodec(placement) => format!("tokio LinesCodec, {}", placement.name()),
             Contender::Adapter(adapter, setup) => {
                 format!("{}, {}", adapter.name(), setup.label())
             }
@@ -175,6 +186,32 @@ impl<S: Setup> Lineup<S> {
     /// when every contender ran.
     pub(crate) fn judges(&self, contender: Contender<S>) -> bool {
         self.complete && matches!(contender, Contender::Adapter(..))
+    }
+
+    /// Where `contender` is in the lineup, if it runs.
+    pub(crate) fn position(&self, contender: Contender<S>) -> Option<usize>
+    where
+        S: PartialEq,
+    {
+        self.contenders.iter().position(|&c| c == contender)
+    }
+
+    /// The baselines `contender` is compared with: the blocking one, and
+    /// LinesCodec with its caller placed alike. `None` for those `--only`
+    /// left out.
+    pub(crate) fn baselines(&self, contender: Contender<S>) -> (Option<usize>, Option<usize>)
+    where
+        S: PartialEq,
+    {
+        let placement = match contender {
+            Contender::Adapter(_, setup) => setup.placement(),
+            Contender::LinesCodec(placement) => placement,
+            Contender::Blocking => Placement::BlockOn,
+        };
+        (
+            self.position(Contender::Blocking),
+            self.position(Contender::LinesCodec(placement)),
+        )
     }
 
     /// Calls `run(contender, round, its timings)` for every contender in
@@ -262,6 +299,79 @@ pub(crate) fn tokio_runtime() -> &'static tokio::runtime::Runtime {
             .build()
             .expect("a Tokio runtime")
     })
+}
+
+/// Runs `body` on the shared Tokio runtime, placed as `placement` says:
+/// for the LinesCodec baselines, placed like the adapters they are
+/// compared with.
+pub(crate) fn on_tokio<T: Send + 'static>(
+    placement: Placement,
+    body: impl Future<Output = T> + Send + 'static,
+) -> T {
+    let runtime = tokio_runtime();
+    match placement {
+        Placement::BlockOn => runtime.block_on(body),
+        Placement::Task => runtime
+            .block_on(runtime.spawn(body))
+            .expect("the bench task panicked"),
+    }
+}
+
+/// A task spawned on the bench's runtime, awaited for its output.
+pub(crate) type Task<T> = Pin<Box<dyn Future<Output = T> + Send>>;
+
+/// What a user of each adapter calls to run a task in the background:
+/// the runtime's own `spawn`. The benches' writers run this way, as users
+/// write them (a writer task, the reader in the caller).
+pub(crate) trait Spawn: Runtime {
+    /// Spawns `task` on the runtime; the returned future is its output.
+    fn spawn_task<T: Send + 'static>(task: impl Future<Output = T> + Send + 'static) -> Task<T>;
+}
+
+impl Spawn for childwire_tokio::Tokio {
+    fn spawn_task<T: Send + 'static>(task: impl Future<Output = T> + Send + 'static) -> Task<T> {
+        let handle = tokio::spawn(task);
+        Box::pin(async move { handle.await.expect("a bench task panicked") })
+    }
+}
+
+impl Spawn for childwire_smol::Smol {
+    fn spawn_task<T: Send + 'static>(task: impl Future<Output = T> + Send + 'static) -> Task<T> {
+        Box::pin(smol::spawn(task))
+    }
+}
+
+impl Spawn for childwire_async_std::AsyncStd {
+    fn spawn_task<T: Send + 'static>(task: impl Future<Output = T> + Send + 'static) -> Task<T> {
+        Box::pin(async_std::task::spawn(task))
+    }
+}
+
+/// Waits `duration` on `R`'s clock.
+pub(crate) async fn sleep<R: Runtime>(duration: Duration) -> Result<(), String> {
+    let rt = R::current().map_err(|e| e.to_string())?;
+    let mut timer = rt.timer(rt.now() + duration);
+    std::future::poll_fn(|cx| childwire_async::Timer::poll(timer.as_mut(), cx)).await;
+    Ok(())
+}
+
+/// `task`'s output, or an error naming `what` if it takes longer than
+/// `limit`: a probe that hangs is a failure to report, not a bench that
+/// never ends.
+pub(crate) async fn within<R: Runtime, T>(
+    limit: Duration,
+    what: &str,
+    task: impl Future<Output = T>,
+) -> Result<T, String> {
+    let task = std::pin::pin!(task);
+    let timeout = std::pin::pin!(sleep::<R>(limit));
+    match futures_util::future::select(task, timeout).await {
+        futures_util::future::Either::Left((out, _)) => Ok(out),
+        futures_util::future::Either::Right((slept, _)) => {
+            slept?;
+            Err(format!("{what} took over {limit:?}"))
+        }
+    }
 }
 
 /// The child in `mode`, as childwire runs it.
@@ -355,22 +465,43 @@ pub(crate) fn lines_codec_pipes(child: &mut tokio::process::Child) -> Result<Cod
     ))
 }
 
-/// `count` JSON-RPC requests of about `len` bytes each (no newline), with
-/// distinct ids so a mixed-up echo would be caught.
+/// What every payload is made of: `{"jsonrpc":"2.0","id":ID,` this,
+/// filler text, then [`PAYLOAD_TAIL`].
+const PAYLOAD_HEAD: &str = r#""method":"echo","params":""#;
+const PAYLOAD_TAIL: &str = r#""}"#;
+/// The filler, copied in whole slices: building a 1 MiB payload costs a
+/// memcpy, as serialising one would, not a loop per character.
+const FILLER: &str = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_";
+
+/// A JSON-RPC request of `len` bytes (no newline; longer only when `len`
+/// is below the ~60 bytes the envelope takes), with id `id` so a mixed-up
+/// echo would be caught. The throughput and latency benches build one per
+/// message, in every contender alike, as a caller serialising its
+/// messages does.
+pub(crate) fn payload(id: usize, len: usize) -> String {
+    let mut line = String::with_capacity(len.max(64));
+    let _ = write!(line, r#"{{"jsonrpc":"2.0","id":{id},{PAYLOAD_HEAD}"#);
+    let mut fill = len.saturating_sub(line.len() + PAYLOAD_TAIL.len());
+    while fill > 0 {
+        let n = fill.min(FILLER.len());
+        line.push_str(&FILLER[..n]);
+        fill -= n;
+    }
+    line.push_str(PAYLOAD_TAIL);
+    line
+}
+
+/// The length of [`payload`]`(id, len)`, without building it.
+pub(crate) fn payload_len(id: usize, len: usize) -> usize {
+    let digits = id.checked_ilog10().map_or(1, |d| d as usize + 1);
+    let envelope = r#"{"jsonrpc":"2.0","id":,"#.len() + digits;
+    len.max(envelope + PAYLOAD_HEAD.len() + PAYLOAD_TAIL.len())
+}
+
+/// `count` payloads built ahead (see [`payload`]), for benches that do not
+/// time building them.
 pub(crate) fn payloads(count: usize, len: usize) -> Vec<Bytes> {
-    (0..count)
-        .map(|id| {
-            let mut line = format!(
-                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"echo","arguments":{{"text":""#
-            );
-            let tail = r#""}}}"#;
-            while line.len() + tail.len() < len {
-                line.push(char::from(b'a' + (line.len() % 26) as u8));
-            }
-            line.push_str(tail);
-            Bytes::from(line)
-        })
-        .collect()
+    (0..count).map(|id| Bytes::from(payload(id, len))).collect()
 }
 
 /// Durations measured by the bench itself (a transfer, not its set-up), so
@@ -446,6 +577,8 @@ pub(crate) struct Goal {
 pub(crate) enum Bound {
     AtLeast(f64),
     AtMost(f64),
+    /// Strictly less: "below" a baseline, where a tie is not a win.
+    Below(f64),
     /// A yes/no outcome (value 1 or 0) that must be yes.
     Holds,
 }
@@ -474,6 +607,7 @@ impl Goal {
         match self.bound {
             Bound::AtLeast(min) => self.value >= min,
             Bound::AtMost(max) => self.value <= max,
+            Bound::Below(max) => self.value < max,
             Bound::Holds => self.value == 1.0,
         }
     }
@@ -496,6 +630,9 @@ impl Goal {
                 self.value,
                 self.verdict()
             ),
+            Bound::Below(max) => {
+                format!("{:.2}{unit} (< {max}{unit}) {}", self.value, self.verdict())
+            }
             Bound::Holds => format!(
                 "{} {}",
                 if self.passed() { "yes" } else { "no" },
@@ -508,6 +645,7 @@ impl Goal {
         let (kind, limit) = match self.bound {
             Bound::AtLeast(min) => ("at_least", Json::from(min)),
             Bound::AtMost(max) => ("at_most", Json::from(max)),
+            Bound::Below(max) => ("below", Json::from(max)),
             Bound::Holds => ("holds", Json::Null),
         };
         Json::object([

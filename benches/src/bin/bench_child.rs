@@ -11,6 +11,12 @@
 //!   the child's own exit began.
 //! - `ignore-term`: ignores SIGTERM, writes `ready`, and then never exits on
 //!   its own (stdin EOF included): only SIGKILL ends it.
+//! - `ones`: writes 1-byte lines (`1\n`) as fast as the pipe takes them,
+//!   until the pipe closes: the most messages per byte, so a receive bound
+//!   that does not count per-message overhead shows.
+//! - `escape PIDFILE`: starts `bench-child ones` in a process group of its
+//!   own holding this stdout (a descendant that escaped the child's group),
+//!   writes its PID to `PIDFILE`, and exits: the pipe outlives the child.
 //!
 //! The pipes are used as raw file descriptors: `std::io::stdout()` is line
 //! buffered, which would add copies and syscalls the bench would then
@@ -36,8 +42,13 @@ fn main() -> ExitCode {
         },
         Some("eof-exit") => eof_exit(),
         Some("ignore-term") => ignore_term(),
+        Some("ones") => ones(),
+        Some("escape") => match args.get(1) {
+            Some(pidfile) => escape(pidfile),
+            None => Err(io::Error::other("escape needs a PID file")),
+        },
         _ => Err(io::Error::other(
-            "usage: bench-child cat | flood BYTES | eof-exit | ignore-term",
+            "usage: bench-child cat | flood BYTES | eof-exit | ignore-term | ones | escape PIDFILE",
         )),
     };
     match result {
@@ -84,6 +95,25 @@ fn flood(bytes: u64) -> io::Result<()> {
     output.write_all(b"\n")?;
     output.write_all(VALID_LINE)?;
     output.write_all(b"\n")
+}
+
+fn ones() -> io::Result<()> {
+    let mut output = raw_stdout()?;
+    let buf = b"1\n".repeat(CHUNK / 2);
+    loop {
+        output.write_all(&buf)?;
+    }
+}
+
+fn escape(pidfile: &str) -> io::Result<()> {
+    use std::os::unix::process::CommandExt;
+    let grandchild = std::process::Command::new(std::env::current_exe()?)
+        .arg("ones")
+        .stdin(std::process::Stdio::null())
+        // Out of the child's group: a group signal does not reach it.
+        .process_group(0)
+        .spawn()?;
+    std::fs::write(pidfile, grandchild.id().to_string())
 }
 
 fn eof_exit() -> io::Result<()> {

@@ -96,6 +96,20 @@ impl<F: Framing> Link<F> {
         }
     }
 
+    /// After a sender queued a message: writes from the caller's task once
+    /// another batch is queued since the last attempt, else leaves it to
+    /// the background flush. A sender running ahead of a full pipe thus
+    /// tries the pipe (and reads the clock) once per batch, not once per
+    /// message; the background task is armed either way.
+    pub(crate) fn queued_one(&self, out: &mut OutSide<F>, now: impl FnOnce() -> Instant) {
+        if out.outbound.queued() >= out.write_at {
+            self.write_or_arm(out, now());
+            out.write_at = out.outbound.queued() + WRITE_BATCH;
+        } else {
+            self.arm_flush(out);
+        }
+    }
+
     /// Writes what is queued if the background flush was armed: a caller
     /// about to wait for an answer sends its request itself, with no
     /// hand-off to another task.
@@ -166,6 +180,9 @@ pub(crate) struct OutSide<F: Framing> {
     pub(crate) write_failed: bool,
     /// A write failed, ever: what was queued then was dropped.
     pub(crate) broken: bool,
+    /// Queued bytes at which a sender next writes itself (see
+    /// [`Link::queued_one`]).
+    pub(crate) write_at: usize,
     /// Tasks waiting for room, for the queue to drain, or for the pipe.
     waiters: Arc<WakeSet>,
     pipe_waker: Waker,
@@ -181,6 +198,7 @@ impl<F: Framing> OutSide<F> {
             flush_armed: false,
             write_failed: false,
             broken: false,
+            write_at: WRITE_BATCH,
             pipe_waker: fan_out(&waiters),
             waiters,
         }
@@ -248,6 +266,8 @@ impl<F: Framing> OutSide<F> {
             self.flush_armed = false;
         }
         if progress {
+            // The pipe took bytes: a sender may try again after a batch.
+            self.write_at = self.outbound.queued() + WRITE_BATCH;
             self.waiters.wake_all();
         }
         outcome

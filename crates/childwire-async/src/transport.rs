@@ -20,7 +20,7 @@ use futures_sink::Sink;
 
 use crate::control::{Control, ControlParts};
 use crate::flusher::Flusher;
-use crate::link::{ControlSide, Link, OutSide, ReadOutcome, WRITE_BATCH, lock};
+use crate::link::{ControlSide, Link, ReadOutcome, WRITE_BATCH, lock};
 use crate::runtime::{PipeRead, PipeWrite, Runtime};
 use crate::{os, spawn, spawner};
 
@@ -364,9 +364,10 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// message was not queued, and nothing of it reaches the peer.
     pub async fn send<B: AsRef<[u8]>>(&self, payload: B) -> Result<(), SendError<B>> {
         let mut payload = Some(payload);
+        let mut refused_full = false;
         poll_fn(|cx| {
             let item = payload.take().expect("polled after completion");
-            match self.poll_send(cx, item) {
+            match self.poll_send(cx, item, &mut refused_full) {
                 Ok(result) => Poll::Ready(result),
                 Err(item) => {
                     payload = Some(item);
@@ -390,6 +391,15 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         poll_fn(|cx| {
             let mut out = lock(&self.link.out);
             let now = self.rt.now();
+            // A message refused for want of room is not offered again (its
+            // bytes checked again) until there is room: see `poll_send`.
+            if pending.is_some()
+                && !out.outbound.send_ready()
+                && out.poll_write_all(Some(cx.waker()), now).is_pending()
+                && !out.outbound.send_ready()
+            {
+                return Poll::Pending;
+            }
             while let Some(item) = pending.take().or_else(|| payloads.next()) {
                 match out.outbound.send(item) {
                     Ok(()) => {
@@ -415,20 +425,36 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     }
 
     /// One attempt: the result, or the payload back to wait for room.
+    /// `refused_full` says the payload was already refused for want of
+    /// room; it is then not offered again until there is room.
     fn poll_send<B: AsRef<[u8]>>(
         &self,
         cx: &mut Context<'_>,
         mut item: B,
+        refused_full: &mut bool,
     ) -> Result<Result<(), SendError<B>>, B> {
         let mut out = lock(&self.link.out);
         loop {
+            // Offering the payload checks all of its bytes (no `\n`, no
+            // `\r`) before the room: a 1 MiB message waiting behind a full
+            // queue was scanned again at every wake-up, once per 64 KiB the
+            // pipe took. Once refused, wait for room first.
+            if *refused_full && !out.outbound.send_ready() {
+                let now = self.rt.now();
+                if out.poll_write_all(Some(cx.waker()), now).is_pending()
+                    && !out.outbound.send_ready()
+                {
+                    return Err(item);
+                }
+            }
             match out.outbound.send(item) {
                 Ok(()) => {
-                    self.wrote_or_armed(&mut out);
+                    self.link.queued_one(&mut out, || self.rt.now());
                     return Ok(Ok(()));
                 }
                 Err(err) if err.kind() == SendErrorKind::Full => {
                     // The caller does the I/O while it waits for room.
+                    *refused_full = true;
                     item = err.into_payload();
                     let now = self.rt.now();
                     if out.poll_write_all(Some(cx.waker()), now).is_pending()
@@ -507,18 +533,6 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         .await
     }
 
-    /// After a message was queued: a pipe's worth is written by this task,
-    /// less is left to the next `recv` or the background task, which is
-    /// asked once per batch. Either way nothing accepted waits for a flush
-    /// that may never be asked for.
-    fn wrote_or_armed(&self, out: &mut OutSide<F>) {
-        if out.outbound.queued() >= WRITE_BATCH {
-            self.link.write_or_arm(out, self.rt.now());
-        } else {
-            self.link.arm_flush(out);
-        }
-    }
-
     /// Waits until everything queued so far was written to the peer, writing
     /// it from this task. Fails if the peer stopped reading first (what was
     /// queued was dropped) or sending ended.
@@ -590,6 +604,15 @@ impl<R: Runtime, F: Framing> Clone for Sender<R, F> {
 
 impl<R: Runtime, F: Framing> Drop for Sender<R, F> {
     fn drop(&mut self) {
+        // What was fed and not flushed is left to the background flush:
+        // below a batch, `start_send` does not arm it, and if it ran since
+        // the last `send`, nobody else would write these bytes.
+        {
+            let mut out = lock(&self.link.out);
+            if !out.outbound.is_drained() {
+                self.link.arm_flush(&mut out);
+            }
+        }
         release(&self.link);
     }
 }
@@ -633,7 +656,9 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
     fn start_send(self: Pin<&mut Self>, item: Bytes) -> Result<(), Self::Error> {
         let mut out = lock(&self.link.out);
         out.outbound.send_anyway(item)?;
-        self.wrote_or_armed(&mut out);
+        // Written once a batch is queued, else left to the background flush
+        // (armed): nothing fed waits for a flush that may never be asked.
+        self.link.queued_one(&mut out, || self.rt.now());
         Ok(())
     }
 
