@@ -20,6 +20,7 @@ use super::rt;
 
 mod api;
 mod containment;
+mod hatches;
 mod inbound;
 mod lifecycle;
 mod outbound;

@@ -48,11 +48,14 @@ pub(crate) struct Control<R: Runtime, F: Framing> {
     stall_reported: bool,
     /// The report reached the receiver (after the lines held back for it).
     handed_over: bool,
+    /// This child's span: its events carry its pid and program.
+    span: tracing::Span,
 }
 
 pub(crate) struct ControlParts {
     pub(crate) tracking: os::Tracking,
     pub(crate) program: String,
+    pub(crate) span: tracing::Span,
     pub(crate) exit: Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>,
     pub(crate) stderr: Option<Box<dyn PipeRead>>,
     pub(crate) on_stderr_line: Option<StderrCallback>,
@@ -73,6 +76,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             rt,
             tracking: parts.tracking,
             program: parts.program,
+            span: parts.span,
             exit: Some(parts.exit),
             stderr: parts.stderr,
             stderr_buf: stderr_buf.into_boxed_slice(),
@@ -353,6 +357,8 @@ impl<R: Runtime, F: Framing> Future for Control<R, F> {
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
+        let span = this.span.clone();
+        let _entered = span.enter();
         this.link.set_bg_waker(cx.waker());
         for _ in 0..ROUNDS_PER_POLL {
             let Some((progress, deadline)) = this.round(cx) else {

@@ -35,6 +35,7 @@ mod pre_exec;
 mod runtime;
 pub mod spawn;
 mod spawner;
+mod stderr_lines;
 mod transport;
 mod wake;
 
@@ -46,4 +47,5 @@ pub use childwire_core::{
 #[cfg(feature = "serde")]
 pub use json::{RecvJsonError, SendJsonError};
 pub use runtime::{NoRuntime, PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
+pub use stderr_lines::{STDERR_LINES_PENDING, StderrLines};
 pub use transport::{Config, Receiver, Sender, ShutdownError, StderrCallback, Transport};

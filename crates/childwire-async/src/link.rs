@@ -409,6 +409,8 @@ pub(crate) struct ControlSide {
     /// Every handle was dropped without a shutdown: the child is to be
     /// killed.
     pub(crate) abandoned: bool,
+    /// Whether a drop without a shutdown kills the child.
+    pub(crate) kill_on_drop: bool,
     /// A copy of the report for `shutdown()` callers.
     pub(crate) report: Option<ExitReport>,
     /// The background task ended before the end (its runtime shut down).
@@ -418,9 +420,10 @@ pub(crate) struct ControlSide {
 }
 
 impl ControlSide {
-    pub(crate) fn new(supervisor: Supervisor) -> Self {
+    pub(crate) fn new(supervisor: Supervisor, kill_on_drop: bool) -> Self {
         Self {
             supervisor,
+            kill_on_drop,
             shutdown: false,
             abandoned: false,
             report: None,

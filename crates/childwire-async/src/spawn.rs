@@ -8,7 +8,7 @@ use std::io::{self, Read};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 
-use childwire_core::command::minimal_env;
+use childwire_core::command::{allowed_env, minimal_env};
 use childwire_core::{Command, EnvPolicy, SpawnError, StderrMode};
 
 /// The `std::process::Command` that carries `command` out, with stdin and
@@ -17,14 +17,39 @@ use childwire_core::{Command, EnvPolicy, SpawnError, StderrMode};
 pub fn to_std(command: &Command) -> std::process::Command {
     let mut std = std::process::Command::new(command.get_program());
     std.args(command.get_args());
-    if command.get_env_policy() == EnvPolicy::Minimal {
-        std.env_clear();
-        std.envs(minimal_env(std::env::vars_os()));
+    match command.get_env_policy() {
+        EnvPolicy::Inherit => {}
+        EnvPolicy::Minimal => {
+            std.env_clear();
+            std.envs(minimal_env(std::env::vars_os()));
+        }
+        EnvPolicy::AllowList => {
+            let allowed: Vec<&OsStr> = command.get_env_allowed().collect();
+            std.env_clear();
+            std.envs(allowed_env(std::env::vars_os(), &allowed));
+        }
+        EnvPolicy::Empty => {
+            std.env_clear();
+        }
     }
-    std.envs(command.get_envs());
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => std.env(key, value),
+            None => std.env_remove(key),
+        };
+    }
     if let Some(dir) = command.get_current_dir() {
         std.current_dir(dir);
     }
+    adopt(&mut std, command);
+    std
+}
+
+/// Sets on `std` what childwire needs of any command it runs: stdin and
+/// stdout piped, stderr as `command` says, and the process group. Used for
+/// commands built here and for ones the caller built
+/// ([`Transport::spawn_std`](crate::Transport::spawn_std)).
+pub fn adopt(std: &mut std::process::Command, command: &Command) {
     std.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(match command.get_stderr() {
@@ -37,7 +62,6 @@ pub fn to_std(command: &Command) -> std::process::Command {
         use std::os::unix::process::CommandExt;
         std.process_group(0);
     }
-    std
 }
 
 /// The error for `command` failing to start with `err`, saying what was
@@ -101,6 +125,41 @@ mod tests {
             std.get_envs()
                 .any(|(k, v)| k == "EXTRA" && v == Some(OsStr::new("1")))
         );
+    }
+
+    #[test]
+    fn c16_allow_list_clear_and_remove_shape_the_environment() {
+        // SAFETY-free: the test reads the real environment and checks what
+        // the std command would pass on; PATH is set in every test run.
+        let mut command = Command::new("server");
+        command
+            .env_allow(["PATH"])
+            .env("A", "1")
+            .env("B", "2")
+            .env_remove("A");
+        let std = to_std(&command);
+        let envs: Vec<_> = std.get_envs().collect();
+        assert!(
+            envs.iter().any(|(k, v)| *k == "PATH" && v.is_some()),
+            "{envs:?}"
+        );
+        assert!(
+            envs.iter()
+                .any(|(k, v)| *k == "B" && *v == Some(OsStr::new("2")))
+        );
+        assert!(
+            envs.iter().any(|(k, v)| *k == "A" && v.is_none()),
+            "A is removed"
+        );
+        assert!(!envs.iter().any(|(k, _)| *k == "HOME"), "not on the list");
+
+        let mut command = Command::new("server");
+        command.env_clear().env("ONLY", "this");
+        let envs: Vec<_> = to_std(&command)
+            .get_envs()
+            .map(|(k, _)| k.to_owned())
+            .collect();
+        assert_eq!(envs, ["ONLY"]);
     }
 
     #[test]

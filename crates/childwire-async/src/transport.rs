@@ -22,6 +22,7 @@ use crate::control::{Control, ControlParts};
 use crate::flusher::Flusher;
 use crate::link::{ControlSide, Link, ReadOutcome, WRITE_BATCH, lock};
 use crate::runtime::{PipeRead, PipeWrite, Runtime};
+use crate::stderr_lines::{self, StderrLines};
 use crate::{os, spawn, spawner};
 
 /// A function that receives each line the child writes to stderr (without
@@ -56,6 +57,30 @@ impl Config {
     ) -> &mut Self {
         self.on_stderr_line = Some(Arc::new(callback));
         self
+    }
+}
+
+impl Config {
+    /// The child's stderr lines as a stream ([`StderrLines`]) instead of a
+    /// callback: it replaces any [`on_stderr_line`](Self::on_stderr_line).
+    /// Lines still go to `tracing` and into the exit report's tail.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
+    /// use childwire_async::{Command, Config, Transport};
+    ///
+    /// let mut config = Config::default();
+    /// let mut stderr = config.stderr_stream();
+    /// let server = Transport::<R>::spawn(&Command::new("npx"), config)?;
+    /// while let Some(line) = stderr.next_line().await {
+    ///     eprintln!("server: {}", String::from_utf8_lossy(&line));
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub fn stderr_stream(&mut self) -> StderrLines {
+        let (sink, lines) = stderr_lines::pair();
+        self.on_stderr_line(move |line| sink.push(line));
+        lines
     }
 }
 
@@ -155,12 +180,51 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         command: &Command,
         config: impl Into<Config>,
     ) -> Result<Self, SpawnError> {
-        let config = config.into();
+        Self::spawn_prepared(framing, command, spawn::to_std(command), config.into())
+    }
+
+    /// Spawns a `std::process::Command` built by the caller (for `pre_exec`,
+    /// uid/gid, a sandbox wrapper, process-wrap...), talking `framing`.
+    /// childwire sets what it needs on it: stdin and stdout piped, stderr
+    /// captured, the child leading its own process group (Unix); the rest
+    /// (program, arguments, environment, working directory, hooks) is the
+    /// caller's, unchanged.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
+    /// use childwire_async::{Config, Lines, Transport};
+    ///
+    /// let mut std = std::process::Command::new("uvx");
+    /// std.arg("mcp-server-time").env_remove("AWS_SECRET_ACCESS_KEY");
+    /// let server = Transport::<R>::spawn_std(Lines, std, Config::default())?;
+    /// # Ok(()) }
+    /// ```
+    pub fn spawn_std(
+        framing: F,
+        mut std: std::process::Command,
+        config: impl Into<Config>,
+    ) -> Result<Self, SpawnError> {
+        let mut command = Command::new(std.get_program());
+        command.args(std.get_args());
+        if let Some(dir) = std.get_current_dir() {
+            command.current_dir(dir);
+        }
+        spawn::adopt(&mut std, &command);
+        Self::spawn_prepared(framing, &command, std, config.into())
+    }
+
+    /// Spawns `std`, which carries out `command`, and starts the background
+    /// task.
+    fn spawn_prepared(
+        framing: F,
+        command: &Command,
+        mut std: std::process::Command,
+        config: Config,
+    ) -> Result<Self, SpawnError> {
         config
             .validate()
             .map_err(|err| SpawnError::invalid_config(command, err))?;
         let rt = R::current().map_err(|err| SpawnError::no_runtime(command, err.0))?;
-        let mut std = spawn::to_std(command);
         let prepared = os::Prepared::new(command, &mut std)
             .map_err(|err| SpawnError::containment_unavailable(command, err))?;
         let stderr = command.get_stderr();
@@ -195,14 +259,18 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
             child.stdin,
             Inbound::new(&framing, channel.max_message_size, channel.recv_high_water),
             child.stdout,
-            Some(ControlSide::new(supervisor)),
+            Some(ControlSide::new(supervisor, command.get_kill_on_drop())),
         );
+        let program = command.get_program().to_string_lossy().into_owned();
+        // Every event of this child's background task is in its span.
+        let span = tracing::debug_span!("childwire", pid = child.pid, program = %program);
         let control = Control::new(
             Arc::clone(&link),
             rt.clone(),
             ControlParts {
                 tracking,
-                program: command.get_program().to_string_lossy().into_owned(),
+                program,
+                span,
                 exit: child.exit,
                 stderr: child.stderr,
                 on_stderr_line: config.on_stderr_line.clone(),
@@ -871,7 +939,14 @@ fn release<F: Framing>(link: &Link<F>) {
     if let Some(control) = &link.control {
         let mut control = lock(control);
         if !control.shutdown {
-            control.abandoned = true;
+            if control.kill_on_drop {
+                control.abandoned = true;
+            } else {
+                // Left running, as asked: it reads EOF, and is reaped when
+                // it exits.
+                drop(control);
+                lock(&link.out).abort(Closed::Closing);
+            }
         }
     }
     link.wake_bg();

@@ -28,6 +28,11 @@ pub enum EnvPolicy {
     /// The child sees only [`MINIMAL_ENV_VARS`], like the MCP SDKs' default:
     /// a server gets what it needs to run, not the host's secrets.
     Minimal,
+    /// The child sees only the variables named with
+    /// [`Command::env_allow`] (a custom allow-list).
+    AllowList,
+    /// The child inherits nothing ([`Command::env_clear`]).
+    Empty,
 }
 
 /// What happens to the child's stderr (C09).
@@ -87,8 +92,12 @@ pub enum Containment {
 pub struct Command {
     program: OsString,
     args: Vec<OsString>,
-    envs: Vec<(OsString, OsString)>,
+    /// Variables set (`Some`) or removed (`None`), in order: the last word
+    /// on a name wins, as with `std::process::Command`.
+    envs: Vec<(OsString, Option<OsString>)>,
     env_policy: EnvPolicy,
+    env_allowed: Vec<OsString>,
+    kill_on_drop: bool,
     current_dir: Option<PathBuf>,
     stderr: StderrMode,
     process_group: bool,
@@ -104,6 +113,8 @@ impl Command {
             args: Vec::new(),
             envs: Vec::new(),
             env_policy: EnvPolicy::Inherit,
+            env_allowed: Vec::new(),
+            kill_on_drop: true,
             current_dir: None,
             stderr: StderrMode::Capture,
             process_group: true,
@@ -132,7 +143,51 @@ impl Command {
     /// Sets a variable for the child, whatever the [`EnvPolicy`].
     pub fn env(&mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> &mut Self {
         self.envs
-            .push((key.as_ref().to_owned(), value.as_ref().to_owned()));
+            .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
+        self
+    }
+
+    /// Removes a variable from what the child gets, inherited or set before
+    /// with [`env`](Self::env).
+    pub fn env_remove(&mut self, key: impl AsRef<OsStr>) -> &mut Self {
+        self.envs.push((key.as_ref().to_owned(), None));
+        self
+    }
+
+    /// The child inherits none of the parent's variables; those set with
+    /// [`env`](Self::env) it still gets ([`EnvPolicy::Empty`]).
+    pub fn env_clear(&mut self) -> &mut Self {
+        self.env_policy(EnvPolicy::Empty)
+    }
+
+    /// The child inherits only the parent's variables named here (added to
+    /// any named before), like [`EnvPolicy::Minimal`] with a list of your
+    /// own ([`EnvPolicy::AllowList`]). Exported shell functions are skipped
+    /// all the same.
+    ///
+    /// ```
+    /// use childwire_core::command::{Command, EnvPolicy};
+    ///
+    /// let mut command = Command::new("node");
+    /// command.env_allow(["PATH", "HOME", "NODE_OPTIONS"]).env_remove("NODE_OPTIONS");
+    /// assert_eq!(command.get_env_policy(), EnvPolicy::AllowList);
+    /// ```
+    pub fn env_allow<I, S>(&mut self, names: I) -> &mut Self
+    where
+        I: IntoIterator<Item = S>,
+        S: AsRef<OsStr>,
+    {
+        self.env_allowed
+            .extend(names.into_iter().map(|name| name.as_ref().to_owned()));
+        self.env_policy(EnvPolicy::AllowList)
+    }
+
+    /// Whether dropping the transport without a shutdown kills the child
+    /// (its group, with one) with SIGKILL (default `true`). With `false`,
+    /// a dropped transport leaves the child running: it reads EOF on its
+    /// stdin, and childwire still reaps it when it exits.
+    pub fn kill_on_drop(&mut self, enabled: bool) -> &mut Self {
+        self.kill_on_drop = enabled;
         self
     }
 
@@ -211,11 +266,20 @@ impl Command {
         self.args.iter().map(OsString::as_os_str)
     }
 
-    /// The variables set with [`env`](Self::env), in order.
-    pub fn get_envs(&self) -> impl ExactSizeIterator<Item = (&OsStr, &OsStr)> {
-        self.envs
-            .iter()
-            .map(|(k, v)| (k.as_os_str(), v.as_os_str()))
+    /// The variables set with [`env`](Self::env) (`Some`) or removed with
+    /// [`env_remove`](Self::env_remove) (`None`), in order.
+    pub fn get_envs(&self) -> impl ExactSizeIterator<Item = (&OsStr, Option<&OsStr>)> {
+        self.envs.iter().map(|(k, v)| (k.as_os_str(), v.as_deref()))
+    }
+
+    /// The names of [`env_allow`](Self::env_allow).
+    pub fn get_env_allowed(&self) -> impl ExactSizeIterator<Item = &OsStr> {
+        self.env_allowed.iter().map(OsString::as_os_str)
+    }
+
+    /// Whether dropping the transport kills the child.
+    pub fn get_kill_on_drop(&self) -> bool {
+        self.kill_on_drop
     }
 
     /// The working directory, if one was set.
@@ -254,11 +318,20 @@ impl Command {
 /// The allow-listed variables of `vars` (the parent's environment, read by
 /// the adapter). Values that start with `()` are exported shell functions (a
 /// Shellshock vector), skipped as the MCP SDKs do.
-pub fn minimal_env(
-    vars: impl Iterator<Item = (OsString, OsString)>,
-) -> impl Iterator<Item = (OsString, OsString)> {
-    vars.filter(|(key, value)| {
-        MINIMAL_ENV_VARS.iter().any(|allowed| key == allowed)
+pub fn minimal_env<'a>(
+    vars: impl Iterator<Item = (OsString, OsString)> + 'a,
+) -> impl Iterator<Item = (OsString, OsString)> + 'a {
+    allowed_env(vars, MINIMAL_ENV_VARS)
+}
+
+/// The variables of `vars` named in `allowed`, exported shell functions
+/// skipped, as [`minimal_env`] does with its own list.
+pub fn allowed_env<'a, A: AsRef<OsStr> + 'a>(
+    vars: impl Iterator<Item = (OsString, OsString)> + 'a,
+    allowed: &'a [A],
+) -> impl Iterator<Item = (OsString, OsString)> + 'a {
+    vars.filter(move |(key, value)| {
+        allowed.iter().any(|name| key.as_os_str() == name.as_ref())
             && !value.as_encoded_bytes().starts_with(b"()")
     })
 }
