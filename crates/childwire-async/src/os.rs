@@ -1,7 +1,7 @@
 //! The OS calls the core's decisions need: delivering signals, sweeping what
 //! a child left behind, and reading exit statuses.
 //!
-//! What each platform covers (C26):
+//! What each platform covers:
 //! - Linux: signals go to the child's process group; the sweep after its
 //!   exit ends what is left of the group, every process (in any group or
 //!   session) that still holds the child's end of one of its pipes, and,
@@ -110,7 +110,7 @@ impl Tracking {
     }
 
     /// Carries out a signal [`Action`] on the child: to its group when it
-    /// leads one (C13), else to the process alone. Must not be called once
+    /// leads one, else to the process alone. Must not be called once
     /// the child was reaped (the core never asks it then).
     pub(crate) fn signal(&self, action: Action) -> Result<(), SignalError> {
         let Action::Signal(signal) = action else {

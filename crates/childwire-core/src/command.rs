@@ -1,5 +1,5 @@
 //! What to run, and how: program, arguments, environment policy, working
-//! directory, stderr handling and process group (C11, C13, C16).
+//! directory, stderr handling and process group.
 //!
 //! [`Command`] is plain data: the core reads no environment and touches no
 //! file. The async layer turns it into an OS process, applying the policy
@@ -16,7 +16,7 @@ use crate::config::ConfigError;
 /// minimal environment (on Unix).
 pub const MINIMAL_ENV_VARS: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
 
-/// Which of the parent's environment variables the child sees (C16).
+/// Which of the parent's environment variables the child sees.
 ///
 /// Variables set with [`Command::env`] are added in either case.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -35,7 +35,7 @@ pub enum EnvPolicy {
     Empty,
 }
 
-/// What happens to the child's stderr (C09).
+/// What happens to the child's stderr.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StderrMode {
     /// Piped and always drained: the last lines are kept for the exit
@@ -50,7 +50,7 @@ pub enum StderrMode {
 }
 
 /// What holds everything the child starts, so that all of it can be ended
-/// with the child (C26).
+/// with the child.
 ///
 /// Whatever is chosen, on Linux the processes that left the child's group
 /// but still hold its pipes are found and ended after its exit.
@@ -76,7 +76,7 @@ pub enum Containment {
 /// a stdio transport needs.
 ///
 /// Arguments and the working directory are passed through unchanged; no
-/// shell is involved unless the program is one (C16).
+/// shell is involved unless the program is one.
 ///
 /// ```
 /// use childwire_core::command::{Command, EnvPolicy};
@@ -223,7 +223,7 @@ impl Command {
     }
 
     /// Whether the child leads a process group of its own (default `true`,
-    /// Unix only; C13).
+    /// Unix only).
     ///
     /// With a group, SIGTERM and SIGKILL reach everything the child started
     /// (`npx`'s node, `sh -c`'s commands), and what is left when the child

@@ -1,4 +1,4 @@
-//! The child's life from spawn to reap as a sans-IO state machine (C12–C15).
+//! The child's life from spawn to reap as a sans-IO state machine.
 //!
 //! [`Lifecycle`] decides when to close the child's stdin, when to send SIGTERM
 //! and SIGKILL, and when the child's end can be reported. It never reads the
@@ -174,7 +174,7 @@ pub fn signal_name(signo: i32) -> Option<&'static str> {
     })
 }
 
-/// Which shutdown step ended the child (C15).
+/// Which shutdown step ended the child.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum EndedBy {
     /// No shutdown was asked, or the child exited before its stdin was closed.
@@ -264,7 +264,7 @@ impl std::error::Error for SignalError {}
 ///
 /// Inputs, each taking `now`:
 /// - [`handle_shutdown`](Self::handle_shutdown): the user asked for a
-///   graceful shutdown (C12);
+///   graceful shutdown;
 /// - [`handle_outbound_drained`](Self::handle_outbound_drained) /
 ///   [`handle_outbound_pending`](Self::handle_outbound_pending): the write
 ///   queue became empty / non-empty;
@@ -411,7 +411,7 @@ impl Lifecycle {
 
     // ---- inputs ----
 
-    /// The user asked for a graceful shutdown (C12). Asking again changes
+    /// The user asked for a graceful shutdown. Asking again changes
     /// nothing; asking after the exit was observed changes nothing.
     ///
     /// With the write queue already known empty (or stdin already closed) it
@@ -471,7 +471,7 @@ impl Lifecycle {
     }
 
     /// The child was reaped. Ends the escalation at once, whatever the phase
-    /// (C12): no signal is asked after this. Only the first exit counts.
+    ///: no signal is asked after this. Only the first exit counts.
     pub fn handle_exit(&mut self, exit: Exit, now: Instant) {
         if self.exited.is_none() {
             let ended_by = if self.kill_sent {

@@ -1,4 +1,4 @@
-//! The exit report: how the child's life ended, in one value (C15).
+//! The exit report: how the child's life ended, in one value.
 
 use std::fmt;
 use std::time::Duration;
@@ -21,7 +21,7 @@ pub struct Counters {
     pub oversized: u64,
     /// Malformed frames dropped from stdout (framings that can break).
     pub malformed: u64,
-    /// Blank lines skipped on stdout (C01).
+    /// Blank lines skipped on stdout.
     pub blank_lines: u64,
     /// Bytes the child wrote to stderr.
     pub stderr_bytes: u64,
