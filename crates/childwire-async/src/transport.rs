@@ -761,7 +761,29 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
     }
 }
 
-/// The receiving half of a [`Transport`].
+/// The receiving half of a [`Transport`]: messages and notices in the order
+/// the peer wrote them, then (for a child) the exit report, then `None`. A
+/// `futures::Stream` too.
+///
+/// ```no_run
+/// # async fn demo<R: childwire_async::Runtime>(t: childwire_async::Transport<R>) {
+/// use childwire_async::Received;
+///
+/// let (_sender, mut receiver) = t.split();
+/// let mut batch = Vec::new();
+/// // Many messages per call: one lock for all that are ready.
+/// while receiver.recv_many(&mut batch, 256).await > 0 {
+///     for item in batch.drain(..) {
+///         match item {
+///             Received::Message(message) => println!("{}", String::from_utf8_lossy(&message)),
+///             Received::Oversized(notice) => eprintln!("dropped, id {:?}", notice.json_rpc_id()),
+///             Received::Exited(report) => eprintln!("server {report}"),
+///             other => eprintln!("{other:?}"),
+///         }
+///     }
+/// }
+/// # }
+/// ```
 pub struct Receiver<R: Runtime, F: Framing = Lines> {
     link: Arc<Link<F>>,
     rt: R,
