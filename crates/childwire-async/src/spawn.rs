@@ -129,8 +129,7 @@ mod tests {
 
     #[test]
     fn c16_allow_list_clear_and_remove_shape_the_environment() {
-        // SAFETY-free: the test reads the real environment and checks what
-        // the std command would pass on; PATH is set in every test run.
+        // Reads the real environment: PATH is set in every test run.
         let mut command = Command::new("server");
         command
             .env_allow(["PATH"])
