@@ -103,21 +103,7 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
             cmd::run(&mut doc).map(|()| Outcome::Passed)
         }),
         step("facade feature matrix", facade_matrix),
-        cargo_step(
-            "publish --dry-run",
-            // Packages every published crate as crates.io would get it and
-            // builds each from its package, unpublished siblings included
-            // (cargo serves them from a local registry under target/package).
-            // `--allow-dirty` so local runs with uncommitted work pass too:
-            // CI's clone is clean anyway.
-            &[
-                "publish",
-                "--dry-run",
-                "--workspace",
-                "--locked",
-                "--allow-dirty",
-            ],
-        ),
+        step("publish --dry-run", publish_dry_run),
         step("msrv", {
             let tally = Rc::clone(&tally);
             move || msrv::check(|line| tally.borrow_mut().add(line)).map(|()| Outcome::Passed)
@@ -281,4 +267,40 @@ mod tests {
         }
         assert_eq!((tally.passed, tally.failed, tally.ignored), (50, 1, 1));
     }
+}
+
+/// Packages every published crate as crates.io would get it and builds each
+/// from its package, unpublished siblings included (cargo serves them from a
+/// local registry under `target/package`). `--allow-dirty` so local runs with
+/// uncommitted work pass too: CI's clone is clean anyway.
+///
+/// `target/package` goes first: cargo takes a registry crate of a given
+/// version for immutable, so a second run would verify against the siblings
+/// it compiled the first time, not the sources of now.
+fn publish_dry_run() -> Result<Outcome, String> {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| {
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("..")
+                .join("target")
+        });
+    match std::fs::remove_dir_all(target.join("package")) {
+        Ok(()) => {}
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+        Err(err) => {
+            return Err(format!(
+                "cannot clear {}: {err}",
+                target.join("package").display()
+            ));
+        }
+    }
+    let mut publish = cmd::cargo([
+        "publish",
+        "--dry-run",
+        "--workspace",
+        "--locked",
+        "--allow-dirty",
+    ]);
+    cmd::run(&mut publish).map(|()| Outcome::Passed)
 }
