@@ -32,6 +32,9 @@ mod link;
 mod os;
 #[cfg(target_os = "linux")]
 mod pre_exec;
+#[cfg(feature = "serde")]
+#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+pub mod requests;
 mod runtime;
 pub mod spawn;
 mod spawner;

@@ -54,7 +54,6 @@
 
 mod error;
 mod exit;
-mod pending;
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
@@ -70,14 +69,14 @@ use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::sync::watch;
 
+pub use childwire::requests::SERVER_EXITED_ERROR_CODE;
 pub use childwire::tokio::{
     ChannelConfig, Command, Config, ExitReport, NoRuntime, SendError, SpawnError,
 };
 pub use error::Error;
 pub use exit::ExitHandle;
-pub use pending::SERVER_EXITED_ERROR_CODE;
 
-use pending::{Pending, canonical_id, exited_error};
+use childwire::requests::{Pending, canonical_id, exited_error};
 
 /// An rmcp [`Transport`] over a childwire transport: a child process (the
 /// client role, [`spawn`](ChildwireTransport::spawn)) or this process's

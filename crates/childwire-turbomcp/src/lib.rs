@@ -54,7 +54,6 @@
 //! [childwire]: https://docs.rs/childwire
 
 mod exit;
-mod pending;
 
 use std::collections::VecDeque;
 use std::fmt;
@@ -75,16 +74,16 @@ use turbomcp_transport::core::{
     TransportState, TransportType,
 };
 
+pub use childwire::requests::SERVER_EXITED_ERROR_CODE;
 pub use childwire::tokio::{ChannelConfig, Command, Config, ExitReport, SpawnError};
 pub use exit::ExitHandle;
-pub use pending::SERVER_EXITED_ERROR_CODE;
 /// TurboMCP's child process configuration, which [`ChildwireTransport::new`]
 /// takes.
 pub use turbomcp_transport::ChildProcessConfig;
 /// TurboMCP's transport trait, which [`ChildwireTransport`] implements.
 pub use turbomcp_transport::core::Transport;
 
-use pending::{Pending, canonical_id, exited_error};
+use childwire::requests::{Pending, canonical_id, exited_error};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 

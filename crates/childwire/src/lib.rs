@@ -111,7 +111,7 @@ pub use childwire_async::{
 };
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub use childwire_async::{RecvJsonError, SendJsonError};
+pub use childwire_async::{RecvJsonError, SendJsonError, requests};
 /// The sans-IO core: the framer on its own (usable over any byte stream),
 /// the encoder, the lifecycle and session state machines.
 pub use childwire_core as core;
