@@ -251,24 +251,6 @@ fn workspace_has_package(name: &str) -> Result<bool, String> {
     Ok(json.contains(&needle))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::Tally;
-
-    #[test]
-    fn tally_sums_cargo_test_result_lines_and_ignores_the_rest() {
-        let mut tally = Tally::default();
-        for line in [
-            "test result: ok. 48 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 3.4s",
-            "test c01_blank_lines ... ok",
-            "test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.1s",
-        ] {
-            tally.add(line);
-        }
-        assert_eq!((tally.passed, tally.failed, tally.ignored), (50, 1, 1));
-    }
-}
-
 /// Packages every published crate as crates.io would get it and builds each
 /// from its package, unpublished siblings included (cargo serves them from a
 /// local registry under `target/package`). `--allow-dirty` so local runs with
@@ -303,4 +285,22 @@ fn publish_dry_run() -> Result<Outcome, String> {
         "--allow-dirty",
     ]);
     cmd::run(&mut publish).map(|()| Outcome::Passed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Tally;
+
+    #[test]
+    fn tally_sums_cargo_test_result_lines_and_ignores_the_rest() {
+        let mut tally = Tally::default();
+        for line in [
+            "test result: ok. 48 passed; 0 failed; 1 ignored; 0 measured; 0 filtered out; finished in 3.4s",
+            "test c01_blank_lines ... ok",
+            "test result: FAILED. 2 passed; 1 failed; 0 ignored; 0 measured; 0 filtered out; finished in 0.1s",
+        ] {
+            tally.add(line);
+        }
+        assert_eq!((tally.passed, tally.failed, tally.ignored), (50, 1, 1));
+    }
 }
