@@ -256,10 +256,14 @@ fn workspace_has_package(name: &str) -> Result<bool, String> {
 /// local registry under `target/package`). `--allow-dirty` so local runs with
 /// uncommitted work pass too: CI's clone is clean anyway.
 ///
-/// `target/package` goes first: cargo takes a registry crate of a given
-/// version for immutable, so a second run would verify against the siblings
-/// it compiled the first time, not the sources of now.
+/// What a previous run left goes first: cargo takes a registry crate of a
+/// given version for immutable, so a second run (on this machine, from this
+/// checkout) would verify against the siblings it extracted and compiled the
+/// first time, not the sources of now. Those are `target/package` and the
+/// extracted copies of our crates under `$CARGO_HOME/registry/src/-HASH/`
+/// (the local registries, named by a hash of their path and no host).
 fn publish_dry_run() -> Result<Outcome, String> {
+    clear_local_registry_copies()?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| {
@@ -285,6 +289,37 @@ fn publish_dry_run() -> Result<Outcome, String> {
         "--allow-dirty",
     ]);
     cmd::run(&mut publish).map(|()| Outcome::Passed)
+}
+
+/// Removes our crates' extracted copies from cargo's local registries.
+fn clear_local_registry_copies() -> Result<(), String> {
+    let cargo_home = std::env::var_os("CARGO_HOME")
+        .map(std::path::PathBuf::from)
+        .or_else(|| {
+            std::env::var_os("HOME").map(|home| std::path::Path::new(&home).join(".cargo"))
+        });
+    let Some(src) = cargo_home.map(|home| home.join("registry").join("src")) else {
+        return Ok(());
+    };
+    let Ok(registries) = std::fs::read_dir(&src) else {
+        return Ok(());
+    };
+    for registry in registries.flatten() {
+        // crates.io's is `index.crates.io-HASH`; a local one is `-HASH`.
+        if !registry.file_name().to_string_lossy().starts_with('-') {
+            continue;
+        }
+        let Ok(crates) = std::fs::read_dir(registry.path()) else {
+            continue;
+        };
+        for krate in crates.flatten() {
+            if krate.file_name().to_string_lossy().starts_with("childwire") {
+                std::fs::remove_dir_all(krate.path())
+                    .map_err(|err| format!("cannot clear {}: {err}", krate.path().display()))?;
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
