@@ -21,7 +21,7 @@ use crate::encoder::EncodeErrorKind;
 use crate::frame::{
     DecoderStats, Frame, Malformed, MalformedReason, Message, OVERSIZED_HEAD_LEN, Oversized,
 };
-use crate::framing::{FrameDecoder, Framing};
+use crate::framing::{FrameDecoder, Framing, adopt_input, append_input};
 use crate::jsonrpc::IdScanner;
 
 /// The longest header block accepted, its final `\r\n\r\n` included: 8 KiB.
@@ -316,31 +316,15 @@ impl ContentLengthDecoder {
     /// Bytes given after [`handle_eof`](Self::handle_eof) start a new stream;
     /// poll the old one's last frames first.
     pub fn handle_data(&mut self, data: &[u8]) {
-        let rest = std::mem::take(&mut self.input);
-        if rest.is_empty() {
-            // Even empty, it holds a reference to the staging memory: let go
-            // of it so that memory can be reused instead of reallocated.
-            drop(rest);
-            self.staging.reserve(data.len());
-        } else {
-            // Only when a caller gives two chunks without polling between.
-            self.staging.reserve(rest.len() + data.len());
-            self.staging.extend_from_slice(&rest);
-        }
-        self.staging.extend_from_slice(data);
-        self.input = self.staging.split().freeze();
+        append_input(&mut self.input, &mut self.staging, data);
         self.eof = false;
     }
 
     /// Takes the next bytes of the stream without copying them: bodies that
     /// lie wholly inside `data` are slices of it.
     pub fn handle_bytes(&mut self, data: Bytes) {
-        if self.input.is_empty() {
-            self.input = data;
-            self.eof = false;
-        } else {
-            self.handle_data(&data);
-        }
+        adopt_input(&mut self.input, &mut self.staging, data);
+        self.eof = false;
     }
 
     /// Takes the end of the stream: the next [`poll_frame`](Self::poll_frame)

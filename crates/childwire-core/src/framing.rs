@@ -113,3 +113,32 @@ impl Framing for Lines {
         1
     }
 }
+
+/// Appends `data` to a decoder's unframed `input`, copying once into
+/// `staging`, whose memory is reused once the frames sliced from it are
+/// dropped. Shared by every decoder here.
+pub(crate) fn append_input(input: &mut Bytes, staging: &mut BytesMut, data: &[u8]) {
+    let rest = std::mem::take(input);
+    if rest.is_empty() {
+        // Even empty, it holds a reference to the staging memory: let go of
+        // it so that memory can be reused instead of reallocated.
+        drop(rest);
+        staging.reserve(data.len());
+    } else {
+        // Only when a caller gives two chunks without polling between.
+        staging.reserve(rest.len() + data.len());
+        staging.extend_from_slice(&rest);
+    }
+    staging.extend_from_slice(data);
+    *input = staging.split().freeze();
+}
+
+/// Takes `data` as a decoder's unframed `input` without a copy when nothing
+/// is left of the previous chunk; appends it otherwise.
+pub(crate) fn adopt_input(input: &mut Bytes, staging: &mut BytesMut, data: Bytes) {
+    if input.is_empty() {
+        *input = data;
+    } else {
+        append_input(input, staging, &data);
+    }
+}
