@@ -237,12 +237,14 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
             rt.spawn_child(std, stderr)
         }
         .map_err(|err| spawn::spawn_error(command, err))?;
+        // On Windows this starts the child, created suspended, in its job.
         let tracking = os::Tracking::new(
             child.pid,
             command.get_process_group(),
             child.pipes,
             prepared,
-        );
+        )
+        .map_err(|err| SpawnError::new(command, err))?;
         let now = rt.now();
         let mut supervisor = Supervisor::new(&config, command.get_process_group(), now);
         if child.stderr.is_none() {

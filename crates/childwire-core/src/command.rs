@@ -14,7 +14,28 @@ use crate::config::ConfigError;
 
 /// The variables the official MCP SDKs pass to a server under their default,
 /// minimal environment (on Unix).
+#[cfg(not(windows))]
 pub const MINIMAL_ENV_VARS: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+
+/// The variables the official MCP SDKs pass to a server under their default,
+/// minimal environment (on Windows), plus `PATHEXT`, which finds `npx.cmd`
+/// for `npx`. Without `SYSTEMROOT` many programs cannot even start.
+#[cfg(windows)]
+pub const MINIMAL_ENV_VARS: &[&str] = &[
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PATHEXT",
+    "PROCESSOR_ARCHITECTURE",
+    "PROGRAMFILES",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "USERNAME",
+    "USERPROFILE",
+];
 
 /// Which of the parent's environment variables the child sees.
 ///
@@ -337,14 +358,20 @@ pub fn minimal_env<'a>(
 }
 
 /// The variables of `vars` named in `allowed`, exported shell functions
-/// skipped, as [`minimal_env`] does with its own list.
+/// skipped, as [`minimal_env`] does with its own list. On Windows names
+/// match whatever their case, as Windows reads them (`Path` is `PATH`).
 pub fn allowed_env<'a, A: AsRef<OsStr> + 'a>(
     vars: impl Iterator<Item = (OsString, OsString)> + 'a,
     allowed: &'a [A],
 ) -> impl Iterator<Item = (OsString, OsString)> + 'a {
     vars.filter(move |(key, value)| {
-        allowed.iter().any(|name| key.as_os_str() == name.as_ref())
-            && !value.as_encoded_bytes().starts_with(b"()")
+        allowed.iter().any(|name| {
+            if cfg!(windows) {
+                key.eq_ignore_ascii_case(name)
+            } else {
+                key.as_os_str() == name.as_ref()
+            }
+        }) && !value.as_encoded_bytes().starts_with(b"()")
     })
 }
 
@@ -367,8 +394,9 @@ enum SpawnFailure {
         missing_dir: Option<PathBuf>,
         /// The script's `#!` interpreter, if it is what was missing.
         missing_interpreter: Option<PathBuf>,
-        /// The argument (its index) a batch file could not be given.
-        refused_batch_arg: Option<(usize, OsString)>,
+        /// The argument (its index) a batch file could not be given; boxed,
+        /// as it is rare and the error travels in every spawn's `Result`.
+        refused_batch_arg: Option<Box<(usize, OsString)>>,
     },
     Config(ConfigError),
     NoRuntime(&'static str),
@@ -449,7 +477,7 @@ impl SpawnError {
             refused_batch_arg, ..
         } = &mut self.reason
         {
-            *refused_batch_arg = Some((index, arg));
+            *refused_batch_arg = Some(Box::new((index, arg)));
         }
         self
     }
@@ -515,7 +543,7 @@ impl fmt::Display for SpawnError {
                 refused_batch_arg,
             } => (source, missing_dir, missing_interpreter, refused_batch_arg),
         };
-        if let Some((index, arg)) = refused_batch_arg {
+        if let Some((index, arg)) = refused_batch_arg.as_deref() {
             return write!(
                 f,
                 "argument {index} ({:?}) cannot be passed to a batch file: cmd.exe reads its \
@@ -639,7 +667,10 @@ mod tests {
         let command = Command::new("npx");
         let err = SpawnError::new(
             &command,
-            io::Error::new(io::ErrorKind::InvalidInput, "batch file arguments are invalid"),
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "batch file arguments are invalid",
+            ),
         )
         .with_refused_batch_argument(1, "{\"a\":\n1}".into());
         let text = err.to_string();
@@ -654,6 +685,10 @@ mod tests {
         let long = format!("{}\n", "x".repeat(100));
         let err = SpawnError::new(&command, io::Error::from(io::ErrorKind::InvalidInput))
             .with_refused_batch_argument(0, long.into());
-        assert!(err.to_string().contains(&format!("\"{}\"…", "x".repeat(40))), "{err}");
+        assert!(
+            err.to_string()
+                .contains(&format!("\"{}\"…", "x".repeat(40))),
+            "{err}"
+        );
     }
 }

@@ -818,9 +818,15 @@ mod tests {
     fn c15_ordinary_codes_are_shown_in_decimal_without_a_name() {
         for raw in [0, 1, 3, 127, 255, -1, 0x4000_0000] {
             assert_eq!(ntstatus_name(raw), None, "{raw}");
-            assert_eq!(Exit::Code(raw).to_string(), format!("exited with code {raw}"));
+            assert_eq!(
+                Exit::Code(raw).to_string(),
+                format!("exited with code {raw}")
+            );
         }
         // An unknown NTSTATUS keeps the plain form too.
-        assert_eq!(code(0xC0FF_EE00).to_string(), "exited with code -1056969216");
+        assert_eq!(
+            code(0xC0FF_EE00).to_string(),
+            "exited with code -1056969216"
+        );
     }
 }
