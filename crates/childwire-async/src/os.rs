@@ -29,9 +29,10 @@
 //!     share with the child (a GUI host; its children then get no console
 //!     window either, `CREATE_NO_WINDOW`).
 //!   - [`Signal::Kill`]: `TerminateJobObject`, the whole tree, exit code 1.
-//!   - The sweep: the processes still in the job (minus the child if it is
-//!     alive) are counted, then the job is terminated; whether they held
-//!     the pipes is not known (`held_pipes` is `false`).
+//!   - The sweep: the processes still in the job (but the child, and the
+//!     `conhost.exe` Windows adds for a child with a console of its own)
+//!     are counted, then the job is terminated; whether they held the pipes
+//!     is not known (`held_pipes` is `false`).
 //!   - The drop path's wait: on a process handle of our own
 //!     (`WaitForSingleObject`, `GetExitCodeProcess`).
 //! - Elsewhere: nothing beyond what the runtime's child type does.
@@ -246,12 +247,17 @@ impl Tracking {
             let Some(job) = &self.job else {
                 return Swept::default();
             };
-            let alive = job.active_processes().unwrap_or(0);
-            let child = self.process.as_ref().is_some_and(|p| !p.exited());
+            // Counted before the kill; the child itself is no leftover.
+            let left = job
+                .members()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|&pid| Some(pid) != self.pid)
+                .count();
             // Late starts too: nothing leaves the job.
             let _ = job.terminate();
             Swept {
-                ended: alive.saturating_sub(u32::from(child)),
+                ended: u32::try_from(left).unwrap_or(u32::MAX),
                 held_pipes: false,
             }
         }

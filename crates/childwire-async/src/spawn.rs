@@ -191,9 +191,10 @@ pub fn spawn_error(command: &Command, err: io::Error) -> SpawnError {
     let kind = err.kind();
     let error = SpawnError::new(command, err);
     if kind == io::ErrorKind::InvalidInput && cfg!(windows) {
-        let program = resolve(command.get_program());
-        if let (Some(true), Some((index, arg))) = (
-            program.as_deref().map(is_batch_file),
+        // The program as `std` was given it: found with the child's PATH.
+        let program = to_std(command).get_program().to_owned();
+        if let (true, Some((index, arg))) = (
+            is_batch_file(Path::new(&program)),
             refused_batch_argument(command.get_args()),
         ) {
             return error.with_refused_batch_argument(index, arg.to_owned());
@@ -308,11 +309,10 @@ mod tests {
     /// A probe that accepts exactly `files`, whatever the case (as Windows'
     /// file systems do).
     fn only(files: &[&str]) -> impl Fn(&Path) -> bool {
-        let files: Vec<String> = files.iter().map(|f| f.to_string()).collect();
-        move |path| {
-            let path = path.to_string_lossy();
-            files.iter().any(|file| file.eq_ignore_ascii_case(&path))
-        }
+        let lower = |path: &str| PathBuf::from(path.to_ascii_lowercase());
+        let files: Vec<PathBuf> = files.iter().map(|file| lower(file)).collect();
+        // Compared as paths: on Windows `join` writes `\`, which is `/`.
+        move |path| files.contains(&lower(&path.to_string_lossy()))
     }
 
     fn dirs(list: &[&str]) -> Vec<PathBuf> {

@@ -9,7 +9,7 @@ use std::os::windows::io::{AsRawHandle, FromRawHandle, OwnedHandle};
 use std::time::Duration;
 
 use windows_sys::Win32::Foundation::{
-    FALSE, HANDLE, INVALID_HANDLE_VALUE, WAIT_OBJECT_0, WAIT_TIMEOUT,
+    ERROR_MORE_DATA, FALSE, HANDLE, INVALID_HANDLE_VALUE, WAIT_OBJECT_0, WAIT_TIMEOUT,
 };
 use windows_sys::Win32::System::Console::{
     CTRL_BREAK_EVENT, GenerateConsoleCtrlEvent, GetConsoleWindow,
@@ -19,15 +19,15 @@ use windows_sys::Win32::System::Diagnostics::ToolHelp::{
 };
 use windows_sys::Win32::System::JobObjects::{
     AssignProcessToJobObject, CreateJobObjectW, JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE,
-    JOBOBJECT_BASIC_ACCOUNTING_INFORMATION, JOBOBJECT_EXTENDED_LIMIT_INFORMATION,
-    JobObjectBasicAccountingInformation, JobObjectExtendedLimitInformation,
-    QueryInformationJobObject, SetInformationJobObject, TerminateJobObject,
+    JOBOBJECT_BASIC_PROCESS_ID_LIST, JOBOBJECT_EXTENDED_LIMIT_INFORMATION,
+    JobObjectBasicProcessIdList, JobObjectExtendedLimitInformation, QueryInformationJobObject,
+    SetInformationJobObject, TerminateJobObject,
 };
 use windows_sys::Win32::System::Threading::{
     CREATE_NEW_PROCESS_GROUP, CREATE_NO_WINDOW, CREATE_SUSPENDED, GetExitCodeProcess, INFINITE,
     OpenProcess, OpenThread, PROCESS_QUERY_LIMITED_INFORMATION, PROCESS_SET_QUOTA,
-    PROCESS_SYNCHRONIZE, PROCESS_TERMINATE, ResumeThread, THREAD_SUSPEND_RESUME, TerminateProcess,
-    WaitForSingleObject,
+    PROCESS_SYNCHRONIZE, PROCESS_TERMINATE, QueryFullProcessImageNameW, ResumeThread,
+    THREAD_SUSPEND_RESUME, TerminateProcess, WaitForSingleObject,
 };
 
 /// The exit code of what childwire terminates: 1, as `std`'s
@@ -107,23 +107,61 @@ impl Job {
         check(unsafe { TerminateJobObject(self.raw(), KILLED_EXIT_CODE) })
     }
 
-    /// How many processes in the job are alive.
-    pub(crate) fn active_processes(&self) -> io::Result<u32> {
-        // SAFETY: the all-zero bit pattern is a valid value of this plain
-        // C struct (integers only).
-        let mut info: JOBOBJECT_BASIC_ACCOUNTING_INFORMATION = unsafe { std::mem::zeroed() };
-        // SAFETY: the pointer and size describe `info`, the struct this
-        // information class fills; the returned length may be null.
-        check(unsafe {
-            QueryInformationJobObject(
-                self.raw(),
-                JobObjectBasicAccountingInformation,
-                (&raw mut info).cast(),
-                size_of_u32::<JOBOBJECT_BASIC_ACCOUNTING_INFORMATION>(),
-                std::ptr::null_mut(),
-            )
-        })?;
-        Ok(info.ActiveProcesses)
+    /// The IDs of the processes in the job that are alive, console hosts
+    /// left out: a child with a console of its own (one started by a host
+    /// without a console) gets a `conhost.exe`, which Windows (and Wine)
+    /// put in its job, but which is no process the child started.
+    pub(crate) fn members(&self) -> io::Result<Vec<u32>> {
+        Ok(self
+            .process_ids()?
+            .into_iter()
+            .filter(|&pid| !is_console_host(pid))
+            .collect())
+    }
+
+    fn process_ids(&self) -> io::Result<Vec<u32>> {
+        // The list's header (two u32) is as large as `HEADER` usizes.
+        const HEADER: usize = 8 / std::mem::size_of::<usize>();
+        let mut room = 64;
+        loop {
+            let mut buf = vec![0usize; HEADER + room];
+            let bytes = u32::try_from(std::mem::size_of_val(buf.as_slice())).unwrap_or(u32::MAX);
+            // SAFETY: `buf` is `bytes` long and aligned for the struct this
+            // information class fills (usize-aligned, a header then usizes);
+            // the returned length may be null.
+            let ok = unsafe {
+                QueryInformationJobObject(
+                    self.raw(),
+                    JobObjectBasicProcessIdList,
+                    buf.as_mut_ptr().cast(),
+                    bytes,
+                    std::ptr::null_mut(),
+                )
+            };
+            let more = ok == FALSE
+                && io::Error::last_os_error().raw_os_error() == Some(ERROR_MORE_DATA as i32);
+            if ok == FALSE && !more {
+                return Err(io::Error::last_os_error());
+            }
+            // SAFETY: `buf` starts with the header the call filled (or
+            // zeroes), and is aligned for it.
+            let header = unsafe { &*buf.as_ptr().cast::<JOBOBJECT_BASIC_PROCESS_ID_LIST>() };
+            let (assigned, listed) = (
+                header.NumberOfAssignedProcesses as usize,
+                header.NumberOfProcessIdsInList as usize,
+            );
+            if more || listed < assigned {
+                // Started since: ask again with room for them.
+                room = assigned.max(room) + 16;
+                continue;
+            }
+            return Ok(buf
+                .iter()
+                .skip(HEADER)
+                .take(listed)
+                .filter_map(|&pid| u32::try_from(pid).ok())
+                .collect());
+        }
     }
 }
 
@@ -222,6 +260,32 @@ pub(crate) fn start(pid: u32, job: &Job) -> io::Result<Process> {
             Err(context("could not resume the child; it was ended", &err))
         }
     }
+}
+
+/// Whether process `pid` runs `conhost.exe` (the console host). A process
+/// that cannot be asked is counted as not one.
+fn is_console_host(pid: u32) -> bool {
+    // SAFETY: plain values; the handle is not inheritable.
+    let raw = unsafe { OpenProcess(PROCESS_QUERY_LIMITED_INFORMATION, FALSE, pid) };
+    if raw.is_null() {
+        return false;
+    }
+    // SAFETY: a valid handle just opened, owned by nothing else.
+    let process = unsafe { OwnedHandle::from_raw_handle(raw) };
+    let mut name = [0u16; 1024];
+    let mut len = u32::try_from(name.len()).unwrap_or(u32::MAX);
+    // SAFETY: a handle with PROCESS_QUERY_LIMITED_INFORMATION; `name` has
+    // room for `len` UTF-16 units, and `len` receives how many were written.
+    let ok = unsafe {
+        QueryFullProcessImageNameW(process.as_raw_handle(), 0, name.as_mut_ptr(), &raw mut len)
+    };
+    if ok == FALSE {
+        return false;
+    }
+    let path = String::from_utf16_lossy(name.get(..len as usize).unwrap_or_default());
+    path.rsplit(['\\', '/'])
+        .next()
+        .is_some_and(|file| file.eq_ignore_ascii_case("conhost.exe"))
 }
 
 /// Resumes every thread of process `pid` (a process created suspended has
