@@ -133,6 +133,8 @@ pub struct Command {
 
 impl Command {
     /// A command that runs `program`, found on `PATH` unless it is a path.
+    /// On Windows a bare name without an extension is found through
+    /// `PATHEXT` too, as Node's cross-spawn does (`npx` is `npx.cmd`).
     pub fn new(program: impl AsRef<OsStr>) -> Self {
         Self {
             program: program.as_ref().to_owned(),
