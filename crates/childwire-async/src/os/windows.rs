@@ -363,3 +363,79 @@ fn context(what: &str, err: &io::Error) -> io::Error {
 fn size_of_u32<T>() -> u32 {
     u32::try_from(std::mem::size_of::<T>()).unwrap_or(u32::MAX)
 }
+
+#[cfg(test)]
+mod tests {
+    use std::os::windows::process::CommandExt;
+    use std::process::{Command, Stdio};
+    use std::time::Instant;
+
+    use super::*;
+
+    /// `cmd.exe` created as childwire creates children (suspended, in a
+    /// group), with stdin piped: `cmd.exe` without `/c` waits on it.
+    fn suspended_cmd(args: &[&str]) -> std::process::Child {
+        Command::new("cmd.exe")
+            .args(args)
+            .creation_flags(creation_flags(true))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("cmd.exe runs")
+    }
+
+    #[test]
+    fn a_suspended_child_runs_only_once_started_in_its_job() {
+        let job = Job::new().unwrap();
+        let mut child = suspended_cmd(&["/d", "/c", "exit 7"]);
+        let early = Process::open(child.id()).unwrap();
+        // Suspended: it cannot have run `exit 7` yet.
+        assert_eq!(early.wait(Duration::from_millis(300)).unwrap(), None);
+        let process = start(child.id(), &job).unwrap();
+        assert_eq!(process.wait(Duration::from_secs(20)).unwrap(), Some(7));
+        assert!(process.exited());
+        assert_eq!(child.wait().unwrap().code(), Some(7));
+    }
+
+    #[test]
+    fn terminating_the_job_ends_the_child_and_what_it_started() {
+        let job = Job::new().unwrap();
+        // The outer cmd.exe runs an inner one, which waits on the stdin
+        // both share.
+        let mut child = suspended_cmd(&["/d", "/c", "cmd.exe /d"]);
+        let process = start(child.id(), &job).unwrap();
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let members = loop {
+            let members = job.members().unwrap();
+            if members.len() >= 2 || Instant::now() > deadline {
+                break members;
+            }
+            std::thread::yield_now();
+        };
+        assert_eq!(members.len(), 2, "{members:?}");
+        assert!(members.contains(&child.id()));
+        let inner = members.iter().find(|&&pid| pid != child.id()).copied();
+        let inner = Process::open(inner.unwrap()).unwrap();
+        assert!(!process.exited());
+
+        job.terminate().unwrap();
+        let code = Some(KILLED_EXIT_CODE);
+        assert_eq!(process.wait(Duration::from_secs(20)).unwrap(), code);
+        assert_eq!(inner.wait(Duration::from_secs(20)).unwrap(), code);
+        assert_eq!(job.members().unwrap(), Vec::<u32>::new());
+        let _ = child.wait();
+    }
+
+    #[test]
+    fn closing_the_job_ends_what_is_in_it() {
+        let job = Job::new().unwrap();
+        let mut child = suspended_cmd(&["/d"]);
+        let process = start(child.id(), &job).unwrap();
+        assert_eq!(process.wait(Duration::from_millis(200)).unwrap(), None);
+        // The host's handle was the job's only one (as when the host dies).
+        drop(job);
+        assert!(process.wait(Duration::from_secs(20)).unwrap().is_some());
+        let _ = child.wait();
+    }
+}
