@@ -20,7 +20,9 @@
 //!   resumed: nothing it starts can be outside the job. A failure on the
 //!   way ends it (or, if it cannot even be opened, resumes it), and the
 //!   spawn fails; the creation flags replace any a caller of `spawn_std`
-//!   set. Then:
+//!   set. One gap: a runtime whose own spawn fails after the OS created the
+//!   process (Tokio failing to register its wait, out of resources) never
+//!   hands its PID here, and that process stays suspended. Then:
 //!   - [`Signal::Term`]: `CTRL_BREAK_EVENT` to the child's console process
 //!     group (`CREATE_NEW_PROCESS_GROUP`, from [`Command::process_group`]),
 //!     the nearest thing to SIGTERM (console programs exit on it by
