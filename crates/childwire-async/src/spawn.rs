@@ -30,7 +30,7 @@ pub fn to_std(command: &Command) -> std::process::Command {
     let mut std = std::process::Command::new(command.get_program());
     configure(&mut std, command);
     #[cfg(windows)]
-    if let Some(found) = windows_program(command.get_program(), &std) {
+    if let Some(found) = windows_program(command, &std) {
         // std has no `set_program`: the same settings on a new command.
         std = std::process::Command::new(found);
         configure(&mut std, command);
@@ -71,35 +71,41 @@ fn configure(std: &mut std::process::Command, command: &Command) {
 /// The `PATHEXT` Windows assumes when none is set.
 const DEFAULT_PATHEXT: &str = ".COM;.EXE;.BAT;.CMD";
 
-/// Where `program` is found through `PATHEXT` (see the module docs) for a
-/// child spawned with `std`'s environment; `None` if it is not a bare name
-/// without an extension, or is not found (then `std` searches as it does).
+/// Where `command`'s program is found through `PATHEXT` (see the module
+/// docs) for a child spawned with `std`'s environment; `None` if it is not
+/// a bare name without an extension, or is not found (then `std` searches
+/// as it does).
 #[cfg(windows)]
-fn windows_program(program: &OsStr, std: &std::process::Command) -> Option<PathBuf> {
-    let var = |name: &str| child_var(std, name);
+fn windows_program(command: &Command, std: &std::process::Command) -> Option<PathBuf> {
+    let inherits = command.get_env_policy() == EnvPolicy::Inherit;
+    let var = |name: &str| child_var(std, inherits, name);
     let path = var("PATH")?;
     find_with_pathext(
-        program,
+        command.get_program(),
         std::env::split_paths(&path),
         var("PATHEXT").as_deref(),
         Path::is_file,
     )
 }
 
-/// The value of `name` in the environment of `std`'s child: as set on it,
-/// else the host's unless `std` clears the environment. Names match
-/// whatever their case, as on Windows.
+/// The value of `name` in the environment of `std`'s child: as set (or
+/// removed) on it, else the host's if the child `inherits` the host's
+/// environment. Names match whatever their case, as on Windows.
 #[cfg(windows)]
-fn child_var(std: &std::process::Command, name: &str) -> Option<std::ffi::OsString> {
+fn child_var(
+    std: &std::process::Command,
+    inherits: bool,
+    name: &str,
+) -> Option<std::ffi::OsString> {
     match std
         .get_envs()
         .find(|(key, _)| key.eq_ignore_ascii_case(name))
     {
         Some((_, value)) => value.map(OsStr::to_owned),
-        // `get_envs` does not say whether the environment was cleared: an
-        // env-clearing policy lists every variable it keeps, so a variable
-        // it does not list is not the child's.
-        None => std::env::var_os(name),
+        // A policy that clears the environment lists every variable it
+        // keeps: one it does not list is not the child's.
+        None if inherits => std::env::var_os(name),
+        None => None,
     }
 }
 
@@ -398,6 +404,45 @@ mod tests {
             refused_batch_argument(["a b", "%PATH%"].map(OsStr::new)),
             None
         );
+    }
+
+    /// On Windows: the program `to_std` hands `std` for `command`, with a
+    /// `.cmd` launcher in a directory of its own.
+    #[cfg(windows)]
+    fn resolved(command: &mut Command, launcher: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "childwire-launcher-{}-{launcher}",
+            std::process::id()
+        ));
+        std::fs::create_dir_all(&dir).unwrap();
+        std::fs::write(dir.join(format!("{launcher}.cmd")), "@echo off\r\n").unwrap();
+        // Any case: Windows reads `Path` as `PATH`.
+        command.env("Path", &dir);
+        let program = PathBuf::from(to_std(command).get_program());
+        std::fs::remove_dir_all(&dir).unwrap();
+        program
+    }
+
+    #[cfg(windows)]
+    #[test]
+    fn c16_windows_finds_a_cmd_launcher_on_the_child_path() {
+        let launcher = "cw-launcher-test";
+        for policy in [EnvPolicy::Inherit, EnvPolicy::Empty, EnvPolicy::Minimal] {
+            let mut command = Command::new(launcher);
+            command.env_policy(policy);
+            let program = resolved(&mut command, launcher);
+            assert!(
+                program
+                    .file_name()
+                    .is_some_and(|name| name.eq_ignore_ascii_case(format!("{launcher}.CMD"))),
+                "{policy:?}: {program:?}"
+            );
+            assert!(program.is_absolute(), "{program:?}");
+        }
+        // Without PATH in a cleared environment, std is left to search.
+        let mut command = Command::new(launcher);
+        command.env_clear();
+        assert_eq!(to_std(&command).get_program(), OsStr::new(launcher));
     }
 
     #[test]
