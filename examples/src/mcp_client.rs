@@ -7,9 +7,7 @@
 
 use std::future::Future;
 
-use childwire::Runtime;
-
-use crate::rt::Program;
+use crate::rt::{ExampleRuntime, Program};
 
 pub mod describe;
 pub mod locate;
@@ -28,7 +26,7 @@ impl Program for Client {
     /// ended when asked, 1 otherwise.
     type Output = u8;
 
-    fn run<R: Runtime>(self) -> impl Future<Output = u8> {
+    fn run<R: ExampleRuntime>(self) -> impl Future<Output = u8> {
         run::run::<R>(self.0)
     }
 }

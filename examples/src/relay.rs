@@ -14,9 +14,9 @@
 
 use std::future::Future;
 
-use childwire::{Exit, ExitReport, Runtime};
+use childwire::{Exit, ExitReport};
 
-use crate::rt::Program;
+use crate::rt::{ExampleRuntime, Program};
 
 pub mod log;
 pub mod options;
@@ -32,7 +32,7 @@ impl Program for Relay {
     /// The process exit code: the child's, see [`exit_code`].
     type Output = u8;
 
-    fn run<R: Runtime>(self) -> impl Future<Output = u8> {
+    fn run<R: ExampleRuntime>(self) -> impl Future<Output = u8> {
         pump::run::<R>(self.0)
     }
 }

@@ -1,20 +1,18 @@
 //! Running an example on the runtime the user picked with `--runtime`, and
-//! two runtime-independent helpers: a deadline on any future, and a
-//! `block_on` for plain threads.
+//! a deadline on any future on any runtime.
 //!
-//! The examples are written once, generic over childwire's
-//! [`Runtime`]; only [`run_on`] names a runtime.
+//! The examples are written once, generic over [`ExampleRuntime`]
+//! (childwire's [`Runtime`] plus this process's own stdio as a transport);
+//! only [`run_on`] and the three impls of that trait name a runtime.
 
 use std::fmt;
 use std::future::{Future, poll_fn};
 use std::pin::pin;
 use std::str::FromStr;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
+use std::task::Poll;
 use std::time::Instant;
 
-use childwire::Runtime;
+use childwire::{ChannelConfig, NoRuntime, Runtime, Transport};
 
 /// The async runtimes childwire has an adapter for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -59,13 +57,39 @@ impl fmt::Display for RuntimeChoice {
     }
 }
 
+/// A runtime the examples run on: childwire's [`Runtime`], plus the
+/// transport over this process's own stdin and stdout that each adapter
+/// offers as `stdio()` (the relay talks to its host through it).
+pub trait ExampleRuntime: Runtime {
+    /// NDJSON over this process's stdin and stdout, with `config`'s limits.
+    fn stdio(config: &ChannelConfig) -> Result<Transport<Self>, NoRuntime>;
+}
+
+impl ExampleRuntime for childwire::tokio::Tokio {
+    fn stdio(config: &ChannelConfig) -> Result<Transport<Self>, NoRuntime> {
+        childwire::tokio::stdio(config)
+    }
+}
+
+impl ExampleRuntime for childwire::smol::Smol {
+    fn stdio(config: &ChannelConfig) -> Result<Transport<Self>, NoRuntime> {
+        childwire::smol::stdio(config)
+    }
+}
+
+impl ExampleRuntime for childwire::async_std::AsyncStd {
+    fn stdio(config: &ChannelConfig) -> Result<Transport<Self>, NoRuntime> {
+        childwire::async_std::stdio(config)
+    }
+}
+
 /// A program that runs on any childwire runtime.
 pub trait Program {
     /// What the program returns (typically its exit code).
     type Output;
 
     /// The program's body on runtime `R`.
-    fn run<R: Runtime>(self) -> impl Future<Output = Self::Output>;
+    fn run<R: ExampleRuntime>(self) -> impl Future<Output = Self::Output>;
 }
 
 /// The runtime could not be started.
@@ -88,7 +112,12 @@ pub fn run_on<P: Program>(choice: RuntimeChoice, program: P) -> Result<P::Output
             // while `main` blocks on stdout.
             let runtime = tokio::runtime::Runtime::new()
                 .map_err(|err| Unavailable(format!("could not start Tokio: {err}")))?;
-            Ok(runtime.block_on(program.run::<childwire::tokio::Tokio>()))
+            let output = runtime.block_on(program.run::<childwire::tokio::Tokio>());
+            // Not a plain drop: that waits for every blocking thread, and a
+            // read of this process's stdin (the relay's host) never ends
+            // until the host writes or closes it.
+            runtime.shutdown_background();
+            Ok(output)
         }
         RuntimeChoice::Smol => Ok(smol::block_on(program.run::<childwire::smol::Smol>())),
         RuntimeChoice::AsyncStd => Ok(async_std::task::block_on(
@@ -119,34 +148,6 @@ pub async fn timeout_at<R: Runtime, F: Future>(deadline: Instant, future: F) -> 
     .await
 }
 
-/// Runs `future` on the current thread, parking it while the future waits.
-///
-/// For a plain thread that feeds a transport: childwire's handles wake
-/// whoever waits on them from the driver task, whatever thread polls them.
-pub fn block_on<F: Future>(future: F) -> F::Output {
-    struct Unpark(Thread);
-    impl Wake for Unpark {
-        fn wake(self: Arc<Self>) {
-            self.0.unpark();
-        }
-        fn wake_by_ref(self: &Arc<Self>) {
-            self.0.unpark();
-        }
-    }
-
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
-    let mut cx = Context::from_waker(&waker);
-    let mut future = pin!(future);
-    loop {
-        if let Poll::Ready(output) = future.as_mut().poll(&mut cx) {
-            return output;
-        }
-        // A wake that came before `park` makes it return at once, and a
-        // spurious return just polls again: no wake-up is ever lost.
-        thread::park();
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -162,22 +163,5 @@ mod tests {
         }
         let err = "glommio".parse::<RuntimeChoice>().unwrap_err();
         assert!(err.contains("glommio") && err.contains("smol"), "{err}");
-    }
-
-    #[test]
-    fn block_on_waits_for_a_wake_from_another_thread() {
-        let (tx, rx) = std::sync::mpsc::channel::<Waker>();
-        let mut woken = false;
-        let helper = thread::spawn(move || rx.recv().unwrap().wake());
-        let value = block_on(poll_fn(|cx| {
-            if woken {
-                return Poll::Ready(7);
-            }
-            woken = true;
-            tx.send(cx.waker().clone()).unwrap();
-            Poll::Pending
-        }));
-        helper.join().unwrap();
-        assert_eq!(value, 7);
     }
 }

@@ -173,6 +173,9 @@ pub(crate) struct OutSide<F: Framing> {
     pipe: Option<Box<dyn PipeWrite>>,
     /// Bytes were written since the last flush.
     unflushed: bool,
+    /// The outbound asked to close the write side (it hands that out
+    /// once); the pipe is flushed and shut down first, then dropped.
+    closing: bool,
     /// The background task is asked to flush.
     pub(crate) flush_armed: bool,
     /// A write failed: the peer closed its end. For the supervisor, which
@@ -195,6 +198,7 @@ impl<F: Framing> OutSide<F> {
             outbound,
             pipe: Some(pipe),
             unflushed: false,
+            closing: false,
             flush_armed: false,
             write_failed: false,
             broken: false,
@@ -225,13 +229,26 @@ impl<F: Framing> OutSide<F> {
         let mut cx = Context::from_waker(&pipe_waker);
         let mut progress = false;
         let outcome = loop {
-            if self.outbound.poll_close() {
-                self.close_pipe();
-                break Poll::Ready(());
+            if !self.closing && self.outbound.poll_close() {
+                self.closing = true;
             }
             let Some(pipe) = self.pipe.as_mut() else {
                 break Poll::Ready(());
             };
+            if self.closing {
+                // A writer that buffers (stdout through a blocking thread,
+                // a TLS stream) loses what it holds if dropped unflushed:
+                // the peer must get everything before its EOF. Shutting
+                // down implies a flush.
+                match pipe.poll_shutdown(&mut cx) {
+                    Poll::Pending => break Poll::Pending,
+                    Poll::Ready(_) => {
+                        self.unflushed = false;
+                        self.close_pipe();
+                        break Poll::Ready(());
+                    }
+                }
+            }
             match self.outbound.poll_transmit(now) {
                 Some(bytes) => match pipe.poll_write(&mut cx, &bytes) {
                     Poll::Ready(Ok(n)) if n > 0 => {
@@ -293,6 +310,12 @@ impl<F: Framing> OutSide<F> {
         self.outbound.abort(reason);
         let _ = self.outbound.poll_close();
         self.close_pipe();
+    }
+
+    /// Bytes were handed to the pipe that a buffering writer may still
+    /// hold: they reached the peer only once flushed.
+    pub(crate) fn is_unflushed(&self) -> bool {
+        self.unflushed && self.pipe.is_some()
     }
 
     pub(crate) fn is_pipe_open(&self) -> bool {

@@ -616,7 +616,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         poll_fn(|cx| {
             let mut out = lock(&self.link.out);
             let written = out.poll_write_all(Some(cx.waker()), self.rt.now());
-            if out.outbound.is_drained() && !out.broken {
+            if out.outbound.is_drained() && !out.is_unflushed() && !out.broken {
                 return Poll::Ready(Ok(()));
             }
             if written.is_ready() {

@@ -625,6 +625,91 @@ fn c23_from_pipes_ends_with_none_at_eof_and_close_flushes_then_closes_the_write_
     assert_eq!(String::from_utf8(input).unwrap(), want);
 }
 
+/// A writer that buffers like `BufWriter`, or stdout behind a blocking
+/// thread (smol's `Unblock`): writes are taken at once, and reach the pipe
+/// only when flushed or shut down. Dropped unflushed, it loses them.
+struct Buffered {
+    held: Vec<u8>,
+    pipe: support::PipeWriter,
+}
+
+impl Buffered {
+    fn poll_push(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        while !self.held.is_empty() {
+            let n = std::task::ready!(childwire_async::PipeWrite::poll_write(
+                &mut self.pipe,
+                cx,
+                &self.held
+            ))?;
+            self.held.drain(..n);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl childwire_async::PipeWrite for Buffered {
+    fn poll_write(
+        &mut self,
+        _cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        self.held.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        self.poll_push(cx)
+    }
+
+    fn poll_shutdown(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        self.poll_push(cx)
+    }
+}
+
+#[test]
+fn c23_flush_and_close_wait_for_a_buffering_writer_to_pass_everything_on() {
+    let rt = FakeRuntime::new();
+    let (to_peer, mut peer_in) = pipe(4);
+    let (peer_out, from_peer) = pipe(16);
+    let writer = Buffered {
+        held: Vec::new(),
+        pipe: to_peer,
+    };
+    let peer_rt = rt.clone();
+    let peer = rt.spawn_joinable(async move {
+        let _keep_open = peer_out;
+        // Reads slowly, a few bytes at a time: the writer's flush waits.
+        let mut got = Vec::new();
+        loop {
+            peer_rt.sleep(MS).await;
+            got.extend(peer_in.take_available());
+            if peer_in.is_writer_closed() && peer_in.unread() == 0 {
+                return got;
+            }
+        }
+    });
+    let peer_in_probe = rt.block_on(async {
+        let channel =
+            Transport::<FakeRuntime>::from_pipes(from_peer, writer, &ChannelConfig::default())
+                .expect("inside the fake runtime");
+        channel.send("first").await.unwrap();
+        channel.send("second").await.unwrap();
+        channel.flush().await.expect("flushed");
+        let flushed_at = rt.elapsed();
+        assert!(
+            flushed_at >= 3 * MS,
+            "flush waited for the writer's own flush"
+        );
+        channel.send("last").await.unwrap();
+        channel.close().await.expect("closed");
+        peer.await
+    });
+    assert_eq!(
+        String::from_utf8(peer_in_probe).unwrap(),
+        "first\nsecond\nlast\n"
+    );
+}
+
 #[test]
 fn c24_spawning_outside_the_fake_runtime_fails_before_anything_starts() {
     let rt = FakeRuntime::new();
