@@ -714,13 +714,14 @@ fn c04_held_back_lines_then_the_report_when_a_grandchild_keeps_stdout_open() {
 /// the lines afterwards, then the receiver's copy of the report. (The
 /// report comes one drain grace after the exit, not at it: the lifecycle
 /// waits for stdout's EOF, which the caller's own backlog keeps it from
-/// seeing. Telling the lifecycle that stdout is held back by the caller,
-/// not by something the child started, is a change to the core.)
+/// seeing.) The report says how far behind the caller was when it was
+/// made: what waited for it, and that stdout was held back.
 #[test]
 fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
     const LINES: usize = 64 * 1024;
     let rt = FakeRuntime::new();
     let mut child = rt.script_child(ChildSpec::default());
+    let stdout = child.stdout.probe();
     let script_rt = rt.clone();
     rt.spawn_task(async move {
         child.stdout.write_all(&b"x\n".repeat(LINES)).await.unwrap();
@@ -740,6 +741,22 @@ fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
         let drain_grace = Duration::from_secs(1);
         assert_eq!(rt.elapsed() - asked, 5 * MS + drain_grace, "{report}");
         assert_eq!(report.elapsed, 5 * MS);
+        // Nothing was read since the caller's one `recv`: what that read
+        // brought, but the message it returned, waited for the caller.
+        let read_lines = (2 * LINES - stdout.unread()) / 2;
+        assert_eq!(
+            report.unreceived_messages,
+            read_lines as u64 - 1,
+            "{report}"
+        );
+        assert_eq!(report.unreceived_bytes, report.unreceived_messages);
+        assert!(report.stdout_held_back, "{report}");
+        let shown = report.to_string();
+        assert!(
+            shown.contains(" not yet received, more held back in stdout")
+                && !shown.contains("held its pipes"),
+            "{shown}"
+        );
         let last = loop {
             match transport.recv().await {
                 Some(Received::Message(_)) => received += 1,
@@ -750,6 +767,8 @@ fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
         assert_eq!(last.exit, report.exit);
         assert_eq!(last.counters.messages_in, LINES as u64);
         assert!(last.pipes_drained, "stdout did reach EOF: {last}");
+        assert_eq!(last.unreceived_messages, report.unreceived_messages);
+        assert!(last.stdout_held_back, "as it was when the end was decided");
     });
 }
 
