@@ -230,6 +230,34 @@ fn c06_payload_with_newline_or_cr_is_refused_and_returned_intact() {
     );
 }
 
+/// A batch written out lends its memory to the next one once the writer let
+/// go of it: no allocation (and no page faults) per batch. While the writer
+/// still holds it, the next batch is elsewhere, and nothing is overwritten.
+#[test]
+fn c07_the_next_batch_reuses_the_memory_of_the_batch_written_out() {
+    let mut encoder = LineEncoder::new(1 << 20, 4 << 20);
+    let big = vec![b'x'; 100_000];
+    encoder.encode(&big[..]).unwrap();
+    let first = encoder.poll_transmit().unwrap();
+    let first_at = first.as_ptr();
+    encoder.handle_written(first.len());
+    // The writer still holds the batch: the next goes elsewhere.
+    encoder.encode("held").unwrap();
+    let second = encoder.poll_transmit().unwrap();
+    assert_ne!(second.as_ptr(), first_at);
+    assert_eq!(&first[..first.len() - 1], &big[..], "still intact");
+    drop(first);
+    encoder.handle_written(second.len());
+    drop(second);
+    // Both written and let go: the next batch lands in the first one's
+    // memory (the larger, which fits it).
+    encoder.encode(&big[..]).unwrap();
+    let third = encoder.poll_transmit().unwrap();
+    assert_eq!(third.as_ptr(), first_at);
+    assert_eq!(third.len(), big.len() + 1);
+    assert_eq!(encoder.messages_written(), 2);
+}
+
 #[test]
 fn c06_payload_over_the_limit_is_refused_and_returned_intact() {
     let mut encoder = LineEncoder::new(4, 1024);
