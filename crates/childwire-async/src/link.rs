@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use childwire_core::{Closed, Counters, ExitReport, Framing, Inbound, Outbound, Supervisor};
 
@@ -20,6 +20,14 @@ pub(crate) const READ_CHUNK: usize = 64 * 1024;
 /// Queued bytes at which a sender writes them itself instead of leaving
 /// them to the background flush: a pipe's worth, one write.
 pub(crate) const WRITE_BATCH: usize = 64 * 1024;
+
+/// A message sent this long or longer after the previous one is written at
+/// once by its sender: nothing sent right behind it would share the write,
+/// and leaving it to the background flush costs a wake-up of another task
+/// (another thread) per message, the better part of a round trip to a
+/// child that answers at once. Shorter than any such round trip; longer
+/// than what a sender running a loop takes per message.
+pub(crate) const SEND_PAUSE: Duration = Duration::from_micros(5);
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere while holding a lock leaves these states consistent
@@ -97,13 +105,19 @@ impl<F: Framing> Link<F> {
     }
 
     /// After a sender queued a message: writes from the caller's task once
-    /// another batch is queued since the last attempt, else leaves it to
-    /// the background flush. A sender running ahead of a full pipe thus
-    /// tries the pipe (and reads the clock) once per batch, not once per
-    /// message; the background task is armed either way.
-    pub(crate) fn queued_one(&self, out: &mut OutSide<F>, now: impl FnOnce() -> Instant) {
-        if out.outbound.queued() >= out.write_at {
-            self.write_or_arm(out, now());
+    /// another batch is queued since the last attempt, or when the message
+    /// comes [`SEND_PAUSE`] or more after the previous one; else leaves it
+    /// to the background flush, armed. A sender running ahead of a full
+    /// pipe thus tries the pipe once per batch, not once per message, and
+    /// messages sent back to back go out together; a lone message (a
+    /// request) is written at once, with no wake-up of another task.
+    pub(crate) fn queued_one(&self, out: &mut OutSide<F>, now: Instant) {
+        let after_pause = out
+            .last_send
+            .is_none_or(|at| now.saturating_duration_since(at) >= SEND_PAUSE);
+        out.last_send = Some(now);
+        if after_pause || out.outbound.queued() >= out.write_at {
+            self.write_or_arm(out, now);
             out.write_at = out.outbound.queued() + WRITE_BATCH;
         } else {
             self.arm_flush(out);
@@ -183,6 +197,8 @@ pub(crate) struct OutSide<F: Framing> {
     /// Queued bytes at which a sender next writes itself (see
     /// [`Link::queued_one`]).
     pub(crate) write_at: usize,
+    /// When a sender last queued a message (see [`Link::queued_one`]).
+    last_send: Option<Instant>,
     /// Tasks waiting for room, for the queue to drain, or for the pipe.
     waiters: Arc<WakeSet>,
     pipe_waker: Waker,
@@ -199,6 +215,7 @@ impl<F: Framing> OutSide<F> {
             write_failed: false,
             broken: false,
             write_at: WRITE_BATCH,
+            last_send: None,
             pipe_waker: fan_out(&waiters),
             waiters,
         }

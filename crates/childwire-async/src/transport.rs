@@ -418,8 +418,9 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     }
 
     /// Sends one message: checked, framed and queued whole or not at all,
-    /// and written by this task when a pipe's worth is queued; what is left
-    /// is written by the background task, or by the next `recv` on this
+    /// and written by this task when a pipe's worth is queued or when it
+    /// comes after a pause (a request, not one of a burst); what is left is
+    /// written by the background task, or by the next `recv` on this
     /// transport, whichever comes first.
     ///
     /// Waits while the outbound queue is full (backpressure), writing to
@@ -517,7 +518,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             }
             match out.outbound.send(item) {
                 Ok(()) => {
-                    self.link.queued_one(&mut out, || self.rt.now());
+                    self.link.queued_one(&mut out, self.rt.now());
                     return Ok(Ok(()));
                 }
                 Err(err) if err.kind() == SendErrorKind::Full => {
@@ -726,7 +727,7 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
         out.outbound.send_anyway(item)?;
         // Written once a batch is queued, else left to the background flush
         // (armed): nothing fed waits for a flush that may never be asked.
-        self.link.queued_one(&mut out, || self.rt.now());
+        self.link.queued_one(&mut out, self.rt.now());
         Ok(())
     }
 

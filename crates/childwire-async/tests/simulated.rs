@@ -569,6 +569,33 @@ fn c08_a_send_dropped_at_any_point_queued_the_whole_message_or_nothing() {
     }
 }
 
+/// A message sent after a pause is written by its sender at once, not left
+/// to another task; messages sent right behind it are queued to go out
+/// together, and are written by the background flush without any `recv`.
+#[test]
+fn c07_a_lone_message_is_written_at_once_and_a_burst_is_batched_without_a_recv() {
+    let rt = FakeRuntime::new();
+    let child = rt.script_child(ChildSpec::default());
+    rt.block_on(async {
+        let transport = spawn(Config::default());
+        transport.send("one").await.unwrap();
+        assert_eq!(child.stdin.unread(), 4, "written by the send itself");
+        transport.send("two").await.unwrap();
+        transport.send("three").await.unwrap();
+        assert_eq!(child.stdin.unread(), 4, "right behind it: queued");
+        // Nobody receives: the background flush writes them, together.
+        yield_now().await;
+        assert_eq!(child.stdin.unread(), 4 + 4 + 6);
+        rt.sleep(MS).await;
+        transport.send("four").await.unwrap();
+        assert_eq!(
+            child.stdin.unread(),
+            4 + 4 + 6 + 5,
+            "after a pause: at once"
+        );
+    });
+}
+
 // ---- a channel over any pipe pair ----
 
 #[test]
