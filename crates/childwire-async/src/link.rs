@@ -111,7 +111,8 @@ impl<F: Framing> Link<F> {
     /// pipe thus tries the pipe once per batch, not once per message, and
     /// messages sent back to back go out together; a lone message (a
     /// request) is written at once, with no wake-up of another task.
-    pub(crate) fn queued_one(&self, out: &mut OutSide<F>, now: Instant) {
+    pub(crate) fn queued_one(&self, out: &mut OutSide<F>, clock: impl Fn() -> Instant) {
+        let now = clock();
         let after_pause = out
             .last_send
             .is_none_or(|at| now.saturating_duration_since(at) >= SEND_PAUSE);
@@ -119,6 +120,10 @@ impl<F: Framing> Link<F> {
         if after_pause || out.outbound.queued() >= out.write_at {
             self.write_or_arm(out, now);
             out.write_at = out.outbound.queued() + WRITE_BATCH;
+            // The pause is counted from the end of this write: a write that
+            // takes longer than the pause (waking the reader) must not make
+            // the next message of a burst look like one after a pause.
+            out.last_send = Some(clock());
         } else {
             self.arm_flush(out);
         }

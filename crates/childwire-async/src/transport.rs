@@ -518,7 +518,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             }
             match out.outbound.send(item) {
                 Ok(()) => {
-                    self.link.queued_one(&mut out, self.rt.now());
+                    self.link.queued_one(&mut out, || self.rt.now());
                     return Ok(Ok(()));
                 }
                 Err(err) if err.kind() == SendErrorKind::Full => {
@@ -727,7 +727,7 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
         out.outbound.send_anyway(item)?;
         // Written once a batch is queued, else left to the background flush
         // (armed): nothing fed waits for a flush that may never be asked.
-        self.link.queued_one(&mut out, self.rt.now());
+        self.link.queued_one(&mut out, || self.rt.now());
         Ok(())
     }
 
