@@ -101,6 +101,31 @@ fn c01_corpus_split_at_every_point_matches_unsplit() {
     }
 }
 
+/// Chunks given without polling between them (a line completed by one
+/// and the next begun by another, before anyone polled) frame the same.
+#[test]
+fn c01_chunks_given_without_polling_between_match_unsplit() {
+    let whole = decode_chunked(CORPUS, CORPUS_MAX, &[]).0;
+    for size in 1..CORPUS.len() {
+        for polled_every in [2, 3] {
+            let mut decoder = LineDecoder::new(CORPUS_MAX);
+            let mut frames = Vec::new();
+            for (i, chunk) in CORPUS.chunks(size).enumerate() {
+                decoder.handle_data(chunk);
+                if i % polled_every == 0 {
+                    frames.extend(std::iter::from_fn(|| decoder.poll_frame()).map(Expected::from));
+                }
+            }
+            decoder.handle_eof();
+            frames.extend(std::iter::from_fn(|| decoder.poll_frame()).map(Expected::from));
+            assert_eq!(
+                frames, whole,
+                "chunks of {size}, polled every {polled_every}"
+            );
+        }
+    }
+}
+
 #[test]
 fn c01_corpus_in_one_byte_chunks_matches_unsplit() {
     assert_eq!(
