@@ -257,6 +257,11 @@ impl<F: Framing> Encoder<F> {
         self.in_flight.len() + self.queue.len()
     }
 
+    /// Messages queued and not yet written whole.
+    pub fn queued_messages(&self) -> usize {
+        self.boundaries.len()
+    }
+
     /// What the queue costs in memory: its bytes plus the record kept per
     /// message. The high-water mark bounds this.
     pub fn cost(&self) -> usize {
