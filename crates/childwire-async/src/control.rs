@@ -271,10 +271,13 @@ impl<R: Runtime, F: Framing> Control<R, F> {
     /// callers; the receiver's copy follows with [`hand_over`](Self::hand_over).
     fn publish_report(&mut self) {
         let counters = self.link.counters();
+        // How far behind the caller is now, as the end is decided.
+        let backlog = lock(&self.link.inn).inbound.backlog();
         let Some(control) = self.link.control.as_ref() else {
             return;
         };
         let mut control = lock(control);
+        control.supervisor.handle_backlog(backlog);
         let Some(mut report) = control.supervisor.take_report(counters) else {
             return;
         };

@@ -7,7 +7,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use childwire_core::{Closed, Counters, ExitReport, Framing, Inbound, Outbound, Supervisor};
 
@@ -20,6 +20,15 @@ pub(crate) const READ_CHUNK: usize = 64 * 1024;
 /// Queued bytes at which a sender writes them itself instead of leaving
 /// them to the background flush: a pipe's worth, one write.
 pub(crate) const WRITE_BATCH: usize = 64 * 1024;
+
+/// A message queued alone this long or longer after the queue was last
+/// written out is written at once by its sender: nothing sent right behind
+/// it would share the write,
+/// and leaving it to the background flush costs a wake-up of another task
+/// (another thread) per message, the better part of a round trip to a
+/// child that answers at once. Shorter than any such round trip; longer
+/// than what a sender running a loop takes per message.
+pub(crate) const SEND_PAUSE: Duration = Duration::from_micros(5);
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere while holding a lock leaves these states consistent
@@ -97,16 +106,39 @@ impl<F: Framing> Link<F> {
     }
 
     /// After a sender queued a message: writes from the caller's task once
-    /// another batch is queued since the last attempt, else leaves it to
-    /// the background flush. A sender running ahead of a full pipe thus
-    /// tries the pipe (and reads the clock) once per batch, not once per
-    /// message; the background task is armed either way.
-    pub(crate) fn queued_one(&self, out: &mut OutSide<F>, now: impl FnOnce() -> Instant) {
-        if out.outbound.queued() >= out.write_at {
-            self.write_or_arm(out, now());
-            out.write_at = out.outbound.queued() + WRITE_BATCH;
+    /// another batch is queued since the last attempt, or when the message
+    /// is alone in the queue [`SEND_PAUSE`] or more after it was last
+    /// written out; else leaves it
+    /// to the background flush, armed. A sender running ahead of a full
+    /// pipe thus tries the pipe once per batch, not once per message, and
+    /// messages sent back to back go out together; a lone message (a
+    /// request) is written at once, with no wake-up of another task.
+    pub(crate) fn queued_one(&self, out: &mut OutSide<F>, clock: impl Fn() -> Instant) {
+        // The clock is read only for a message alone in the queue: once
+        // per batch in a burst, not once per message.
+        let now = if out.outbound.queued() >= out.write_at {
+            clock()
+        } else if out.outbound.queued_messages() == 1 {
+            let now = clock();
+            let after_pause = out
+                .drained_at
+                .is_none_or(|at| now.saturating_duration_since(at) >= SEND_PAUSE);
+            if !after_pause {
+                self.arm_flush(out);
+                return;
+            }
+            now
         } else {
             self.arm_flush(out);
+            return;
+        };
+        self.write_or_arm(out, now);
+        out.write_at = out.outbound.queued() + WRITE_BATCH;
+        if out.outbound.is_drained() {
+            // The pause is counted from the end of this write: a write that
+            // takes longer than the pause (waking the reader) must not make
+            // the next message of a burst look like one after a pause.
+            out.drained_at = Some(clock());
         }
     }
 
@@ -186,6 +218,9 @@ pub(crate) struct OutSide<F: Framing> {
     /// Queued bytes at which a sender next writes itself (see
     /// [`Link::queued_one`]).
     pub(crate) write_at: usize,
+    /// When the queue was last written out whole (see
+    /// [`Link::queued_one`]).
+    drained_at: Option<Instant>,
     /// Tasks waiting for room, for the queue to drain, or for the pipe.
     waiters: Arc<WakeSet>,
     pipe_waker: Waker,
@@ -203,6 +238,7 @@ impl<F: Framing> OutSide<F> {
             write_failed: false,
             broken: false,
             write_at: WRITE_BATCH,
+            drained_at: None,
             pipe_waker: fan_out(&waiters),
             waiters,
         }
@@ -283,6 +319,9 @@ impl<F: Framing> OutSide<F> {
             self.flush_armed = false;
         }
         if progress {
+            if self.outbound.is_drained() {
+                self.drained_at = Some(now);
+            }
             // The pipe took bytes: a sender may try again after a batch.
             self.write_at = self.outbound.queued() + WRITE_BATCH;
             self.waiters.wake_all();

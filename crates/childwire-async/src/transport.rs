@@ -423,8 +423,9 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     }
 
     /// Sends one message: checked, framed and queued whole or not at all,
-    /// and written by this task when a pipe's worth is queued; what is left
-    /// is written by the background task, or by the next `recv` on this
+    /// and written by this task when a pipe's worth is queued or when it
+    /// comes after a pause (a request, not one of a burst); what is left is
+    /// written by the background task, or by the next `recv` on this
     /// transport, whichever comes first.
     ///
     /// Waits while the outbound queue is full (backpressure), writing to

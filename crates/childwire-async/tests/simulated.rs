@@ -569,6 +569,33 @@ fn c08_a_send_dropped_at_any_point_queued_the_whole_message_or_nothing() {
     }
 }
 
+/// A message sent after a pause is written by its sender at once, not left
+/// to another task; messages sent right behind it are queued to go out
+/// together, and are written by the background flush without any `recv`.
+#[test]
+fn c07_a_lone_message_is_written_at_once_and_a_burst_is_batched_without_a_recv() {
+    let rt = FakeRuntime::new();
+    let child = rt.script_child(ChildSpec::default());
+    rt.block_on(async {
+        let transport = spawn(Config::default());
+        transport.send("one").await.unwrap();
+        assert_eq!(child.stdin.unread(), 4, "written by the send itself");
+        transport.send("two").await.unwrap();
+        transport.send("three").await.unwrap();
+        assert_eq!(child.stdin.unread(), 4, "right behind it: queued");
+        // Nobody receives: the background flush writes them, together.
+        yield_now().await;
+        assert_eq!(child.stdin.unread(), 4 + 4 + 6);
+        rt.sleep(MS).await;
+        transport.send("four").await.unwrap();
+        assert_eq!(
+            child.stdin.unread(),
+            4 + 4 + 6 + 5,
+            "after a pause: at once"
+        );
+    });
+}
+
 // ---- a channel over any pipe pair ----
 
 #[test]
@@ -799,13 +826,14 @@ fn c04_held_back_lines_then_the_report_when_a_grandchild_keeps_stdout_open() {
 /// the lines afterwards, then the receiver's copy of the report. (The
 /// report comes one drain grace after the exit, not at it: the lifecycle
 /// waits for stdout's EOF, which the caller's own backlog keeps it from
-/// seeing. Telling the lifecycle that stdout is held back by the caller,
-/// not by something the child started, is a change to the core.)
+/// seeing.) The report says how far behind the caller was when it was
+/// made: what waited for it, and that stdout was held back.
 #[test]
 fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
     const LINES: usize = 64 * 1024;
     let rt = FakeRuntime::new();
     let mut child = rt.script_child(ChildSpec::default());
+    let stdout = child.stdout.probe();
     let script_rt = rt.clone();
     rt.spawn_task(async move {
         child.stdout.write_all(&b"x\n".repeat(LINES)).await.unwrap();
@@ -825,6 +853,22 @@ fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
         let drain_grace = Duration::from_secs(1);
         assert_eq!(rt.elapsed() - asked, 5 * MS + drain_grace, "{report}");
         assert_eq!(report.elapsed, 5 * MS);
+        // Nothing was read since the caller's one `recv`: what that read
+        // brought, but the message it returned, waited for the caller.
+        let read_lines = (2 * LINES - stdout.unread()) / 2;
+        assert_eq!(
+            report.unreceived_messages,
+            read_lines as u64 - 1,
+            "{report}"
+        );
+        assert_eq!(report.unreceived_bytes, report.unreceived_messages);
+        assert!(report.stdout_held_back, "{report}");
+        let shown = report.to_string();
+        assert!(
+            shown.contains(" not yet received, more held back in stdout")
+                && !shown.contains("held its pipes"),
+            "{shown}"
+        );
         let last = loop {
             match transport.recv().await {
                 Some(Received::Message(_)) => received += 1,
@@ -835,6 +879,8 @@ fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
         assert_eq!(last.exit, report.exit);
         assert_eq!(last.counters.messages_in, LINES as u64);
         assert!(last.pipes_drained, "stdout did reach EOF: {last}");
+        assert_eq!(last.unreceived_messages, report.unreceived_messages);
+        assert!(last.stdout_held_back, "as it was when the end was decided");
     });
 }
 

@@ -105,6 +105,10 @@ pub struct LineDecoder {
     carry: BytesMut,
     /// The stream ended: the rest is a final, unterminated line.
     eof: bool,
+    /// The length of the last line completed in `carry`: room for the next
+    /// one is reserved at once, so a stream of long lines does not grow
+    /// (and move) each one piece by piece when its frames are still held.
+    carry_hint: usize,
     framer: Framer,
 }
 
@@ -124,6 +128,7 @@ impl LineDecoder {
             staging: BytesMut::with_capacity(INITIAL_CAPACITY),
             carry: BytesMut::new(),
             eof: false,
+            carry_hint: 0,
             framer: Framer::new(max_message_size),
         }
     }
@@ -137,9 +142,24 @@ impl LineDecoder {
     ///
     /// Bytes given after [`handle_eof`](Self::handle_eof) start a new stream;
     /// poll the old one's final line first.
-    pub fn handle_data(&mut self, data: &[u8]) {
-        append_input(&mut self.input, &mut self.staging, data);
+    pub fn handle_data(&mut self, mut data: &[u8]) {
         self.eof = false;
+        let line_goes_on = !self.carry.is_empty() && self.carry.last() != Some(&b'\n');
+        if line_goes_on && self.input.is_empty() && !self.framer.is_discarding() {
+            // A line that began in an earlier chunk goes on: its bytes go
+            // straight to it, up to its `\n`, not through `input` first:
+            // copied once, however many chunks it spans.
+            let newline = memchr::memchr(b'\n', data);
+            let end = newline.map_or(data.len(), |i| i + 1);
+            self.carry.extend_from_slice(&data[..end]);
+            // Scanned: the framer looks no further than the `\n` found.
+            self.framer.next_index = self.carry.len() - usize::from(newline.is_some());
+            data = &data[end..];
+            if data.is_empty() {
+                return;
+            }
+        }
+        append_input(&mut self.input, &mut self.staging, data);
     }
 
     /// Takes the next bytes of the stream without copying them: messages
@@ -172,11 +192,18 @@ impl LineDecoder {
     pub fn poll_frame(&mut self) -> Option<Frame> {
         loop {
             if !self.carry.is_empty() || self.framer.is_discarding() {
-                // Complete the carried line with input up to its `\n`.
-                let end = memchr::memchr(b'\n', &self.input).map_or(self.input.len(), |i| i + 1);
-                self.carry.extend_from_slice(&self.input.split_to(end));
+                // Complete the carried line with input up to its `\n`,
+                // unless `handle_data` already did.
+                if self.carry.last() != Some(&b'\n') {
+                    let end =
+                        memchr::memchr(b'\n', &self.input).map_or(self.input.len(), |i| i + 1);
+                    self.carry.extend_from_slice(&self.input.split_to(end));
+                }
                 let eof = self.eof && self.input.is_empty();
+                let carried = self.carry.len();
                 if let Some(frame) = self.framer.next_frame(&mut self.carry, eof) {
+                    // The carry held this line alone (and its `\n`).
+                    self.carry_hint = carried;
                     return Some(frame);
                 }
                 if self.input.is_empty() {
@@ -199,7 +226,12 @@ impl LineDecoder {
                 }
                 None => {
                     // A line that goes on in the next chunk: carry it, and
-                    // let the framer know its bytes hold no `\n`.
+                    // let the framer know its bytes hold no `\n`. The carry
+                    // is empty here: start it at the beginning of its memory
+                    // (once the frames split off it are dropped), so a long
+                    // line grows into it instead of being moved to make room.
+                    let _ = self.carry.try_reclaim(self.carry.capacity() + 1);
+                    self.carry.reserve(self.carry_hint.max(self.input.len()));
                     self.carry
                         .extend_from_slice(&std::mem::take(&mut self.input));
                     self.framer.next_index = self.carry.len();

@@ -73,6 +73,10 @@ pub struct Encoder<F: Framing = Lines> {
     /// The batch being written: handed out by `poll_transmit`, advanced by
     /// `handle_written`.
     in_flight: Bytes,
+    /// The last batch written out, kept so that its memory takes the next
+    /// messages once the writer has let go of it: a fresh buffer per batch
+    /// costs an allocation and a page fault per 4 KiB written.
+    spent: Bytes,
     /// Where each queued message ends, oldest first.
     boundaries: VecDeque<Boundary>,
     /// Bytes ever queued and ever written: stream offsets for `boundaries`.
@@ -111,6 +115,7 @@ impl<F: Framing> Encoder<F> {
             framing,
             queue: BytesMut::new(),
             in_flight: Bytes::new(),
+            spent: Bytes::new(),
             boundaries: VecDeque::new(),
             enqueued: 0,
             written: 0,
@@ -148,14 +153,33 @@ impl<F: Framing> Encoder<F> {
 
     fn push(&mut self, bytes: &[u8]) {
         let framed = bytes.len() + self.framing.overhead(bytes.len());
-        // Reserve a pipe's worth at a time: a batch then grows without
-        // reallocating, and the memory of a batch written out is reclaimed
-        // here instead of allocated anew.
-        self.queue.reserve(framed.max(BATCH_CAPACITY));
+        if self.queue.capacity() - self.queue.len() < framed {
+            self.grow(framed);
+        }
         self.framing.encode(bytes, &mut self.queue);
         self.enqueued += framed as u64;
         self.boundaries
             .push_back((self.enqueued, bytes.len() as u64));
+    }
+
+    /// Makes room for `framed` more bytes in the queue: in the memory of the
+    /// batch written last if the queue is new and the writer let go of it,
+    /// else a pipe's worth at a time, so a batch grows without reallocating.
+    fn grow(&mut self, framed: usize) {
+        if self.queue.is_empty() {
+            match std::mem::take(&mut self.spent).try_into_mut() {
+                Ok(mut spent) => {
+                    // Written out, it starts where it ends: rewind it.
+                    if spent.try_reclaim(framed) {
+                        self.queue = spent;
+                        return;
+                    }
+                }
+                // The writer still holds it: maybe not next time.
+                Err(spent) => self.spent = spent,
+            }
+        }
+        self.queue.reserve(framed.max(BATCH_CAPACITY));
     }
 
     /// Whether `payload` would be accepted now, without queueing it.
@@ -188,7 +212,9 @@ impl<F: Framing> Encoder<F> {
             if self.queue.is_empty() {
                 return None;
             }
-            self.in_flight = self.queue.split().freeze();
+            // The whole buffer goes: the queue starts anew, in the spent
+            // batch's memory at its first message (see `grow`).
+            self.in_flight = std::mem::take(&mut self.queue).freeze();
         }
         Some(self.in_flight.clone())
     }
@@ -209,10 +235,10 @@ impl<F: Framing> Encoder<F> {
             self.bytes_written += len;
         }
         self.in_flight.advance(n);
-        if self.in_flight.is_empty() {
-            // Even empty, the handle keeps the batch's memory shared; let go
-            // so the queue can reclaim it.
-            self.in_flight = Bytes::new();
+        if n > 0 && self.in_flight.is_empty() {
+            // Kept for its memory: the queue reclaims it once the writer's
+            // handle is gone.
+            self.spent = std::mem::take(&mut self.in_flight);
         }
     }
 
@@ -231,6 +257,11 @@ impl<F: Framing> Encoder<F> {
         self.in_flight.len() + self.queue.len()
     }
 
+    /// Messages queued and not yet written whole.
+    pub fn queued_messages(&self) -> usize {
+        self.boundaries.len()
+    }
+
     /// What the queue costs in memory: its bytes plus the record kept per
     /// message. The high-water mark bounds this.
     pub fn cost(&self) -> usize {
@@ -241,8 +272,9 @@ impl<F: Framing> Encoder<F> {
     /// were dropped.
     pub fn clear(&mut self) -> usize {
         let dropped = self.queued();
-        self.queue.clear();
+        self.queue = BytesMut::new();
         self.in_flight = Bytes::new();
+        self.spent = Bytes::new();
         self.boundaries.clear();
         self.written = self.enqueued;
         dropped

@@ -113,6 +113,17 @@ impl<F: Framing> Inbound<F> {
         self.queue.len()
     }
 
+    /// What the caller has not received yet, and whether reading is held
+    /// back for it.
+    pub fn backlog(&self) -> Backlog {
+        let messages = self.queue.len();
+        Backlog {
+            messages: messages as u64,
+            bytes: (self.cost - messages * ITEM_OVERHEAD) as u64,
+            held_back: !self.eof && self.cost >= self.high_water,
+        }
+    }
+
     /// Bytes the decoder holds of frames not yet complete.
     pub fn buffered(&self) -> usize {
         self.decoder.buffered()
@@ -129,6 +140,20 @@ impl<F: Framing> Inbound<F> {
             self.queue.push_back(frame);
         }
     }
+}
+
+/// What a receiving half holds for a caller that has not taken it: see
+/// [`Inbound::backlog`] and the exit report's `unreceived_*` fields.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Backlog {
+    /// Frames queued for the caller.
+    pub messages: u64,
+    /// Their bytes (of a notice: the part of it kept).
+    pub bytes: u64,
+    /// Reading is stopped by the receive bound: the peer's stream may hold
+    /// more, not yet read.
+    pub held_back: bool,
 }
 
 fn cost(frame: &Frame) -> usize {

@@ -577,6 +577,9 @@ impl Lifecycle {
                 stderr_tail: String::new(),
                 stderr_callback_panicked: false,
                 counters: Counters::default(),
+                unreceived_messages: 0,
+                unreceived_bytes: 0,
+                stdout_held_back: false,
             });
             // Undelivered steps are moot now, and a signal could hit a reused PID.
             self.pending_close = false;

@@ -221,6 +221,11 @@ impl<F: Framing> Outbound<F> {
         self.encoder.queued()
     }
 
+    /// Messages queued and not yet written whole.
+    pub fn queued_messages(&self) -> usize {
+        self.encoder.queued_messages()
+    }
+
     /// The largest message accepted.
     pub fn max_message_size(&self) -> usize {
         self.encoder.max_message_size()

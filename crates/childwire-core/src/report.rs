@@ -77,6 +77,20 @@ pub struct ExitReport {
     pub stderr_callback_panicked: bool,
     /// Traffic counters.
     pub counters: Counters,
+    /// Messages and notices read from stdout that the caller had not yet
+    /// received when the child's end was decided (the report made). The
+    /// receiver gets them before its copy of the report; `shutdown()`
+    /// returns with them still waiting.
+    pub unreceived_messages: u64,
+    /// The bytes of those messages (of a notice: the part of it kept).
+    pub unreceived_bytes: u64,
+    /// Whether, when the end was decided, reading stdout was held back by
+    /// the receive bound: the caller had not taken what was queued, so
+    /// stdout was not read to its end and the drain grace ended the wait
+    /// for its EOF. Then [`pipes_drained`](Self::pipes_drained) is `false`
+    /// without anything holding the pipes. What stdout still held is read
+    /// as the caller makes room, before the receiver's copy of the report.
+    pub stdout_held_back: bool,
 }
 
 impl ExitReport {
@@ -95,6 +109,9 @@ impl ExitReport {
             stderr_tail: String::new(),
             stderr_callback_panicked: false,
             counters: Counters::default(),
+            unreceived_messages: 0,
+            unreceived_bytes: 0,
+            stdout_held_back: false,
         }
     }
 
@@ -174,7 +191,20 @@ impl fmt::Display for ExitReport {
         } else {
             write!(f, " after {elapsed}")?;
         }
-        if !self.pipes_drained {
+        if self.unreceived_messages > 0 || self.stdout_held_back {
+            write!(
+                f,
+                "; {} ({} B) not yet received",
+                Count(self.unreceived_messages, "message", "messages"),
+                self.unreceived_bytes
+            )?;
+            if self.stdout_held_back {
+                f.write_str(", more held back in stdout")?;
+            }
+        }
+        // A held-back stdout does not reach EOF by itself: that alone says
+        // nothing about what the child started.
+        if !self.pipes_drained && !self.stdout_held_back {
             f.write_str("; something it started still held its pipes open")?;
         }
         match self.stray_processes_ended {
@@ -214,6 +244,16 @@ pub(crate) fn write_escaped(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Resu
         }
     }
     Ok(())
+}
+
+/// A count with its noun: `1 message`, `3 messages`.
+struct Count(u64, &'static str, &'static str);
+
+impl fmt::Display for Count {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let noun = if self.0 == 1 { self.1 } else { self.2 };
+        write!(f, "{} {noun}", self.0)
+    }
 }
 
 /// A duration as a person reads it: `12 ms`, `0.8 s`, `4.0 s`.

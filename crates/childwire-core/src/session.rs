@@ -189,11 +189,13 @@ impl<F: Framing> Session<F> {
     /// Bytes read from the child's stderr.
     pub fn handle_stderr(&mut self, data: &[u8], now: Instant) {
         self.supervisor.handle_stderr(data, now);
+        self.record_backlog();
     }
 
     /// The child's stderr reached EOF (or it has none).
     pub fn handle_stderr_eof(&mut self, now: Instant) {
         self.supervisor.handle_stderr_eof(now);
+        self.record_backlog();
     }
 
     /// The first `n` bytes of [`poll_transmit`](Self::poll_transmit) were
@@ -224,6 +226,7 @@ impl<F: Framing> Session<F> {
     /// Delivering `signal` failed with `err`.
     pub fn handle_signal_failed(&mut self, signal: Signal, err: SignalError, now: Instant) {
         self.supervisor.handle_signal_failed(signal, err, now);
+        self.record_backlog();
     }
 
     /// The [`Action::Sweep`] was carried out and found `swept`.
@@ -259,6 +262,7 @@ impl<F: Framing> Session<F> {
         // call): it learns now whether there is anything to flush first.
         self.advance(now);
         self.supervisor.handle_shutdown(now);
+        self.record_backlog();
     }
 
     /// The next item for the caller: messages and notices in the order the
@@ -405,5 +409,12 @@ impl<F: Framing> Session<F> {
         }
         self.supervisor
             .handle_outbound(!self.outbound.is_drained(), now);
+        self.record_backlog();
+    }
+
+    /// Tells the supervisor what the caller has not received, for the
+    /// report, after every input that may decide the end.
+    fn record_backlog(&mut self) {
+        self.supervisor.handle_backlog(self.inbound.backlog());
     }
 }

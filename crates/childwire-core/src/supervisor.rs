@@ -6,6 +6,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::config::Config;
+use crate::inbound::Backlog;
 use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError, Swept};
 use crate::report::{Counters, ExitReport};
 use crate::stderr_tail::StderrTail;
@@ -50,6 +51,8 @@ pub struct Supervisor {
     /// The end, decided by the lifecycle, not yet taken.
     report: Option<ExitReport>,
     report_taken: bool,
+    /// The caller's backlog was recorded in the report.
+    backlog_recorded: bool,
     /// Stderr lines were handed out and their delivery not yet confirmed.
     stderr_unconfirmed: bool,
     /// What the lifecycle was last told: bytes wait for stdin.
@@ -68,6 +71,7 @@ impl Supervisor {
             stderr: StderrTail::new(config.stderr_tail.clone()),
             report: None,
             report_taken: false,
+            backlog_recorded: false,
             stderr_unconfirmed: false,
             outbound_pending: false,
         }
@@ -160,6 +164,23 @@ impl Supervisor {
     pub fn handle_shutdown(&mut self, now: Instant) {
         self.lifecycle.handle_shutdown(now);
         self.advance();
+    }
+
+    /// What the caller has not received yet
+    /// ([`Inbound::backlog`](crate::Inbound::backlog)). Recorded in the report once, by the first call
+    /// after the end is decided, so the report tells how far behind the
+    /// caller was when it was made; other calls change nothing. Call it
+    /// after every input that may decide the end.
+    pub fn handle_backlog(&mut self, backlog: Backlog) {
+        if self.backlog_recorded {
+            return;
+        }
+        if let Some(report) = self.report.as_mut() {
+            self.backlog_recorded = true;
+            report.unreceived_messages = backlog.messages;
+            report.unreceived_bytes = backlog.bytes;
+            report.stdout_held_back = backlog.held_back;
+        }
     }
 
     // ---- outputs ----

@@ -101,6 +101,31 @@ fn c01_corpus_split_at_every_point_matches_unsplit() {
     }
 }
 
+/// Chunks given without polling between them (a line completed by one
+/// and the next begun by another, before anyone polled) frame the same.
+#[test]
+fn c01_chunks_given_without_polling_between_match_unsplit() {
+    let whole = decode_chunked(CORPUS, CORPUS_MAX, &[]).0;
+    for size in 1..CORPUS.len() {
+        for polled_every in [2, 3] {
+            let mut decoder = LineDecoder::new(CORPUS_MAX);
+            let mut frames = Vec::new();
+            for (i, chunk) in CORPUS.chunks(size).enumerate() {
+                decoder.handle_data(chunk);
+                if i % polled_every == 0 {
+                    frames.extend(std::iter::from_fn(|| decoder.poll_frame()).map(Expected::from));
+                }
+            }
+            decoder.handle_eof();
+            frames.extend(std::iter::from_fn(|| decoder.poll_frame()).map(Expected::from));
+            assert_eq!(
+                frames, whole,
+                "chunks of {size}, polled every {polled_every}"
+            );
+        }
+    }
+}
+
 #[test]
 fn c01_corpus_in_one_byte_chunks_matches_unsplit() {
     assert_eq!(
@@ -228,6 +253,34 @@ fn c06_payload_with_newline_or_cr_is_refused_and_returned_intact() {
         None,
         "nothing of a refused message is queued"
     );
+}
+
+/// A batch written out lends its memory to the next one once the writer let
+/// go of it: no allocation (and no page faults) per batch. While the writer
+/// still holds it, the next batch is elsewhere, and nothing is overwritten.
+#[test]
+fn c07_the_next_batch_reuses_the_memory_of_the_batch_written_out() {
+    let mut encoder = LineEncoder::new(1 << 20, 4 << 20);
+    let big = vec![b'x'; 100_000];
+    encoder.encode(&big[..]).unwrap();
+    let first = encoder.poll_transmit().unwrap();
+    let first_at = first.as_ptr();
+    encoder.handle_written(first.len());
+    // The writer still holds the batch: the next goes elsewhere.
+    encoder.encode("held").unwrap();
+    let second = encoder.poll_transmit().unwrap();
+    assert_ne!(second.as_ptr(), first_at);
+    assert_eq!(&first[..first.len() - 1], &big[..], "still intact");
+    drop(first);
+    encoder.handle_written(second.len());
+    drop(second);
+    // Both written and let go: the next batch lands in the first one's
+    // memory (the larger, which fits it).
+    encoder.encode(&big[..]).unwrap();
+    let third = encoder.poll_transmit().unwrap();
+    assert_eq!(third.as_ptr(), first_at);
+    assert_eq!(third.len(), big.len() + 1);
+    assert_eq!(encoder.messages_written(), 2);
 }
 
 #[test]

@@ -167,6 +167,92 @@ fn c07_receive_backpressure_pauses_stdout_until_the_caller_catches_up() {
     assert!(sim.session.wants_stdout());
 }
 
+/// A caller that never drains: the receive bound stops reading stdout, so
+/// its EOF never comes; the drain grace ends the wait, and the report says
+/// how much the caller had not received and that stdout was held back (not
+/// that something held the pipes).
+#[test]
+fn c25_the_report_says_what_a_caller_that_never_drains_left_unreceived() {
+    let mut config = Config::default();
+    config
+        .recv_high_water(2 * (ITEM_OVERHEAD + 5))
+        .drain_grace(Duration::from_millis(300));
+    let mut sim = Sim::new(config);
+    sim.session.handle_stderr_eof(sim.now);
+    sim.session.handle_stdout(
+        b"hello
+world
+",
+        sim.now,
+    );
+    assert!(!sim.session.wants_stdout(), "the bound is reached");
+    sim.session.handle_exit(Exit::Code(0), sim.now);
+    sim.drain_actions();
+    assert_eq!(sim.advance_to_deadline(), Duration::from_millis(300));
+    let items = sim.received();
+    let [
+        Received::Message(_),
+        Received::Message(_),
+        Received::Exited(report),
+    ] = items.as_slice()
+    else {
+        panic!("two messages, then the report: {items:?}");
+    };
+    assert_eq!(report.unreceived_messages, 2);
+    assert_eq!(report.unreceived_bytes, 10);
+    assert!(report.stdout_held_back);
+    assert!(!report.pipes_drained);
+    assert_eq!(
+        report.to_string(),
+        "exited with code 0 on its own after 0 ms; 2 messages (10 B) not yet received, more held back in stdout"
+    );
+}
+
+/// The same backlog with stdout at EOF: what waits for the caller is
+/// counted, nothing was held back, and the pipes count as drained.
+#[test]
+fn c25_the_report_counts_what_waits_for_the_caller_when_stdout_reached_eof() {
+    let mut sim = Sim::new(Config::default());
+    sim.session.handle_stderr_eof(sim.now);
+    sim.session.handle_stdout(
+        b"hello
+", sim.now,
+    );
+    sim.session.handle_stdout_eof(sim.now);
+    sim.session.handle_exit(Exit::Code(0), sim.now);
+    sim.drain_actions();
+    let report = sim.take_report();
+    assert_eq!(
+        (report.unreceived_messages, report.unreceived_bytes),
+        (1, 5)
+    );
+    assert!(!report.stdout_held_back && report.pipes_drained);
+    assert!(
+        report
+            .to_string()
+            .ends_with("; 1 message (5 B) not yet received"),
+        "{report}"
+    );
+
+    // A caller that kept up: nothing to say.
+    let mut sim = Sim::new(Config::default());
+    sim.session.handle_stderr_eof(sim.now);
+    sim.session.handle_stdout(
+        b"hello
+", sim.now,
+    );
+    assert_eq!(sim.received().len(), 1);
+    sim.session.handle_stdout_eof(sim.now);
+    sim.session.handle_exit(Exit::Code(0), sim.now);
+    sim.drain_actions();
+    let report = sim.take_report();
+    assert_eq!(report.unreceived_messages, 0);
+    assert_eq!(
+        report.to_string(),
+        "exited with code 0 on its own after 0 ms"
+    );
+}
+
 #[test]
 fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_timeout() {
     let mut config = Config::default();
