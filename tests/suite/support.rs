@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use childwire_conformance::{live_group_members, live_processes_with_env, pid_exists};
 
-use super::rt::{self, Command, Config, ExitReport, Received, Receiver, Sender, Transport};
+use super::rt::{
+    self, Command, Config, EndedBy, Exit, ExitReport, Received, Receiver, Sender, Transport,
+};
 
 /// The child program, built by Cargo for this test target.
 pub(super) const MISBEHAVE: &str = env!("CARGO_BIN_EXE_misbehave");
@@ -237,4 +239,38 @@ pub(super) async fn grandchild_pid(t: &mut Transport) -> u32 {
         .and_then(|rest| rest.strip_suffix('}'))
         .and_then(|pid| pid.parse().ok())
         .unwrap_or_else(|| panic!("expected the grandchild's pid, got {line:?}"))
+}
+
+/// The report of a child that ignored stdin's EOF and was ended by the graceful step: SIGTERM on
+/// Unix; on Windows `CTRL_BREAK_EVENT`, which a program with the default handler exits on with
+/// `STATUS_CONTROL_C_EXIT`.
+pub(super) fn assert_ended_by_the_graceful_step(report: &ExitReport) {
+    assert_eq!(report.ended_by, EndedBy::Sigterm, "{report}");
+    #[cfg(unix)]
+    let expected = Exit::Signal(15);
+    #[cfg(not(unix))]
+    let expected = Exit::Code(0xC000_013A_u32 as i32);
+    assert_eq!(report.exit, expected, "{report}");
+}
+
+/// The report of a child that had to be killed: SIGKILL on Unix; on Windows its job was
+/// terminated, with an exit code that is not success.
+pub(super) fn assert_killed(report: &ExitReport) {
+    assert_eq!(report.ended_by, EndedBy::Sigkill, "{report}");
+    if cfg!(unix) {
+        assert_eq!(report.exit, Exit::Signal(9), "{report}");
+        assert!(report.to_string().contains("SIGKILL"), "{report}");
+    } else {
+        assert!(!report.exit.success(), "{report}");
+    }
+}
+
+/// Reads the first line of `misbehave tree ...`, `{"tree":[BRANCH,LEAF]}`: the two PIDs.
+pub(super) async fn tree_pids(t: &mut Transport) -> [u32; 2] {
+    let line = text(t).await;
+    line.strip_prefix("{\"tree\":[")
+        .and_then(|rest| rest.strip_suffix("]}"))
+        .and_then(|pids| pids.split_once(','))
+        .and_then(|(branch, leaf)| Some([branch.parse().ok()?, leaf.parse().ok()?]))
+        .unwrap_or_else(|| panic!("expected the tree's pids, got {line:?}"))
 }

@@ -27,6 +27,7 @@ use childwire::{
 use childwire_core::jsonrpc::oversized_error;
 use childwire_core::{Frame, LineDecoder};
 use futures_core::Stream;
+#[cfg(unix)]
 use rustix::process::{Pid, kill_process_group};
 
 use super::exit_code;
@@ -205,7 +206,9 @@ struct Stop<'a> {
     /// The shutdown the first signal started, polled along with the child's
     /// output until the exit report comes (which the receiver hands out).
     shutdown: Option<Pin<Box<dyn Future<Output = ()> + 'a>>>,
-    /// The child's pid, which is also its process group's id.
+    /// The child's pid, which is also its process group's id (Unix: the
+    /// second signal kills the group).
+    #[cfg_attr(not(unix), allow(dead_code))]
     pid: Option<u32>,
     options: &'a RelayOptions,
 }
@@ -256,6 +259,16 @@ impl<'a> Stop<'a> {
             }));
             return;
         }
+        #[cfg(unix)]
+        self.kill_group(name);
+        // Windows: no process-group signal to send; the shutdown under way ends the child.
+        #[cfg(not(unix))]
+        note!("relay: {name}, a second signal: the shutdown under way ends the child");
+    }
+
+    /// SIGKILL to the child's process group, at once.
+    #[cfg(unix)]
+    fn kill_group(&self, name: &str) {
         note!("relay: {name}, a second signal: killing the child's process group with SIGKILL now");
         // Dropping the transport would not do it here: once a shutdown is
         // under way, childwire lets it run its course. The group's id is
