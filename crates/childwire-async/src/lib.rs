@@ -1,4 +1,5 @@
-// Denied, not forbidden: `pre_exec` (Linux) is the one module allowed it.
+// Denied, not forbidden: `pre_exec` (Linux) and `os::windows` (the Win32 FFI)
+// are the modules allowed it.
 #![deny(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]
 //! childwire's async transport, written once for every runtime.

@@ -9,9 +9,40 @@
 //!   signalled through pidfds, so a recycled PID is never hit.
 //! - Other Unix (macOS, BSDs): the process group only. A descendant that
 //!   left the group is not found.
+//! - Windows: every child in a job object of its own, created with
+//!   `JOB_OBJECT_LIMIT_KILL_ON_JOB_CLOSE`; the host holds its only handle
+//!   (not inheritable), so the whole tree ends when the host drops the
+//!   transport, and when the host dies however it dies (that is what
+//!   `kill_on_parent_death` asks for on Linux; on Windows it is always so).
+//!   The child is created suspended (`CREATE_SUSPENDED`), opened by PID
+//!   right after the spawn (the runtime's child type holds its handle, so
+//!   the PID cannot be recycled meanwhile), put in the job, and only then
+//!   resumed: nothing it starts can be outside the job. A failure on the
+//!   way ends it (or, if it cannot even be opened, resumes it), and the
+//!   spawn fails; the creation flags replace any a caller of `spawn_std`
+//!   set. One gap: a runtime whose own spawn fails after the OS created the
+//!   process (Tokio failing to register its wait, out of resources) never
+//!   hands its PID here, and that process stays suspended. Then:
+//!   - [`Signal::Term`]: `CTRL_BREAK_EVENT` to the child's console process
+//!     group (`CREATE_NEW_PROCESS_GROUP`, from [`Command::process_group`]),
+//!     the nearest thing to SIGTERM (console programs exit on it by
+//!     default). It fails (and the core keeps its schedule: `term_grace`,
+//!     then the kill) without a group, or when the host has no console to
+//!     share with the child (a GUI host; its children then get no console
+//!     window either, `CREATE_NO_WINDOW`).
+//!   - [`Signal::Kill`]: `TerminateJobObject`, the whole tree, exit code 1.
+//!   - The sweep: the processes still in the job (but the child, and the
+//!     `conhost.exe` Windows adds for a child with a console of its own)
+//!     are counted, then the job is terminated; whether they held the pipes
+//!     is not known (`held_pipes` is `false`).
+//!   - The drop path's wait: on a process handle of our own
+//!     (`WaitForSingleObject`, `GetExitCodeProcess`).
 //! - Elsewhere: nothing beyond what the runtime's child type does.
 
 use childwire_core::{Action, Command, Containment, Exit, Signal, SignalError, Swept};
+
+#[cfg(windows)]
+mod windows;
 
 use crate::runtime::PipeIds;
 
@@ -24,6 +55,8 @@ use crate::cgroup::Cgroup;
 pub(crate) struct Prepared {
     #[cfg(target_os = "linux")]
     cgroup: Option<Cgroup>,
+    #[cfg(windows)]
+    job: Option<windows::Job>,
 }
 
 impl Prepared {
@@ -50,7 +83,21 @@ impl Prepared {
             );
             Ok(Self { cgroup })
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(windows)]
+        {
+            use std::os::windows::process::CommandExt;
+            if command.get_containment() == Containment::Cgroup {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::Unsupported,
+                    "cgroups exist on Linux only; on Windows every child is held in a job \
+                     object of its own already",
+                ));
+            }
+            let job = windows::Job::new()?;
+            std.creation_flags(windows::creation_flags(command.get_process_group()));
+            Ok(Self { job: Some(job) })
+        }
+        #[cfg(not(any(target_os = "linux", windows)))]
         {
             let _ = std;
             match command.get_containment() {
@@ -82,10 +129,25 @@ pub(crate) struct Tracking {
     started: u64,
     #[cfg(target_os = "linux")]
     cgroup: Option<Cgroup>,
+    /// The child's job; `None` only if the spawn did not go through
+    /// [`Prepared::new`].
+    #[cfg(windows)]
+    job: Option<windows::Job>,
+    /// The child's process, opened right after the spawn.
+    #[cfg(windows)]
+    process: Option<windows::Process>,
 }
 
 impl Tracking {
-    pub(crate) fn new(pid: Option<u32>, group: bool, pipes: PipeIds, prepared: Prepared) -> Self {
+    /// Tracks the child just spawned with `prepared`'s setup. On Windows
+    /// this also starts it (it was created suspended): an error means it
+    /// was not started in its job, and was ended.
+    pub(crate) fn new(
+        pid: Option<u32>,
+        group: bool,
+        pipes: PipeIds,
+        prepared: Prepared,
+    ) -> std::io::Result<Self> {
         #[cfg(target_os = "linux")]
         {
             let pidfd = pid.and_then(linux::pid).and_then(|pid| {
@@ -93,19 +155,34 @@ impl Tracking {
             });
             // Unknown (the child is gone already): scan everything.
             let started = pid.and_then(linux::start_time).unwrap_or(0);
-            Self {
+            Ok(Self {
                 pid,
                 group,
                 pidfd,
                 pipes,
                 started,
                 cgroup: prepared.cgroup,
-            }
+            })
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(windows)]
+        {
+            let _ = pipes;
+            let process = match (&prepared.job, pid) {
+                (Some(job), Some(pid)) => Some(windows::start(pid, job)?),
+                // Exited and waited for already: nothing is suspended.
+                _ => None,
+            };
+            Ok(Self {
+                pid,
+                group,
+                job: prepared.job,
+                process,
+            })
+        }
+        #[cfg(not(any(target_os = "linux", windows)))]
         {
             let _ = (pipes, prepared);
-            Self { pid, group }
+            Ok(Self { pid, group })
         }
     }
 
@@ -119,6 +196,27 @@ impl Tracking {
         let Some(pid) = self.pid else {
             return Err(SignalError::NoSuchProcess);
         };
+        #[cfg(windows)]
+        {
+            let (Some(process), Some(job)) = (&self.process, &self.job) else {
+                return Err(SignalError::NoSuchProcess);
+            };
+            // Exited, not yet waited for: like ESRCH on Unix. It also keeps
+            // the break from reaching a group whose leader is gone.
+            if process.exited() {
+                return Err(SignalError::NoSuchProcess);
+            }
+            let sent = match signal {
+                Signal::Term if self.group => windows::ctrl_break(pid),
+                // The break could not be aimed at the child alone.
+                Signal::Term => return Err(SignalError::Other { errno: None }),
+                Signal::Kill => job.terminate(),
+            };
+            sent.map_err(|err| SignalError::Other {
+                errno: err.raw_os_error(),
+            })
+        }
+        #[cfg(not(windows))]
         send(pid, signal, self.group)
     }
 
@@ -146,7 +244,26 @@ impl Tracking {
             }
             swept
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(windows)]
+        {
+            let Some(job) = &self.job else {
+                return Swept::default();
+            };
+            // Counted before the kill; the child itself is no leftover.
+            let left = job
+                .members()
+                .unwrap_or_default()
+                .into_iter()
+                .filter(|&pid| Some(pid) != self.pid)
+                .count();
+            // Late starts too: nothing leaves the job.
+            let _ = job.terminate();
+            Swept {
+                ended: u32::try_from(left).unwrap_or(u32::MAX),
+                held_pipes: false,
+            }
+        }
+        #[cfg(not(any(target_os = "linux", windows)))]
         {
             // The group only, and no way to count what it held.
             if let (Some(pid), true) = (self.pid, self.group) {
@@ -166,7 +283,14 @@ impl Tracking {
         {
             linux::wait_exited(self.pidfd.as_ref()?, limit)
         }
-        #[cfg(not(target_os = "linux"))]
+        #[cfg(windows)]
+        {
+            let code = self.process.as_ref()?.wait(limit).ok()??;
+            // The DWORD's bits, as `ExitStatus::code` gives them.
+            #[allow(clippy::cast_possible_wrap)]
+            Some(Exit::Code(code as i32))
+        }
+        #[cfg(not(any(target_os = "linux", windows)))]
         {
             let _ = limit;
             None
@@ -193,7 +317,7 @@ fn send(pid: u32, signal: Signal, group: bool) -> Result<(), SignalError> {
     sent.map_err(|errno| SignalError::from_io(&errno.into()))
 }
 
-#[cfg(not(unix))]
+#[cfg(not(any(unix, windows)))]
 fn send(_pid: u32, _signal: Signal, _group: bool) -> Result<(), SignalError> {
     // Without signals there is no graceful step to take; the adapters' child
     // handles kill on drop.

@@ -186,9 +186,12 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
     /// Spawns a `std::process::Command` built by the caller (for `pre_exec`,
     /// uid/gid, a sandbox wrapper, process-wrap...), talking `framing`.
     /// childwire sets what it needs on it: stdin and stdout piped, stderr
-    /// captured, the child leading its own process group (Unix); the rest
-    /// (program, arguments, environment, working directory, hooks) is the
-    /// caller's, unchanged.
+    /// captured, the child leading its own process group (Unix; on Windows
+    /// its console process group and its job object, through creation flags
+    /// that replace any the caller set); the rest (program, arguments,
+    /// environment, working directory, hooks) is the caller's, unchanged
+    /// (on Windows the program is found by `std`'s rules, without
+    /// `PATHEXT`).
     ///
     /// ```no_run
     /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
@@ -237,12 +240,14 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
             rt.spawn_child(std, stderr)
         }
         .map_err(|err| spawn::spawn_error(command, err))?;
+        // On Windows this starts the child, created suspended, in its job.
         let tracking = os::Tracking::new(
             child.pid,
             command.get_process_group(),
             child.pipes,
             prepared,
-        );
+        )
+        .map_err(|err| SpawnError::new(command, err))?;
         let now = rt.now();
         let mut supervisor = Supervisor::new(&config, command.get_process_group(), now);
         if child.stderr.is_none() {

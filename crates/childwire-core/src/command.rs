@@ -14,7 +14,28 @@ use crate::config::ConfigError;
 
 /// The variables the official MCP SDKs pass to a server under their default,
 /// minimal environment (on Unix).
+#[cfg(not(windows))]
 pub const MINIMAL_ENV_VARS: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TERM", "USER"];
+
+/// The variables the official MCP SDKs pass to a server under their default,
+/// minimal environment (on Windows), plus `PATHEXT`, which finds `npx.cmd`
+/// for `npx`. Without `SYSTEMROOT` many programs cannot even start.
+#[cfg(windows)]
+pub const MINIMAL_ENV_VARS: &[&str] = &[
+    "APPDATA",
+    "HOMEDRIVE",
+    "HOMEPATH",
+    "LOCALAPPDATA",
+    "PATH",
+    "PATHEXT",
+    "PROCESSOR_ARCHITECTURE",
+    "PROGRAMFILES",
+    "SYSTEMDRIVE",
+    "SYSTEMROOT",
+    "TEMP",
+    "USERNAME",
+    "USERPROFILE",
+];
 
 /// Which of the parent's environment variables the child sees.
 ///
@@ -53,7 +74,10 @@ pub enum StderrMode {
 /// with the child.
 ///
 /// Whatever is chosen, on Linux the processes that left the child's group
-/// but still hold its pipes are found and ended after its exit.
+/// but still hold its pipes are found and ended after its exit. On Windows
+/// every child is in a job object of its own, whatever is chosen: nothing it
+/// starts can leave the job, and the job ends with the child (and with the
+/// host, however the host dies).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 #[non_exhaustive]
 pub enum Containment {
@@ -68,7 +92,9 @@ pub enum Containment {
     /// or not. Needs a cgroup v2 hierarchy where the host may create a
     /// sub-cgroup (root, or a cgroup delegated to the user, e.g. a systemd
     /// unit with `Delegate=yes`). Where that is not possible, spawning
-    /// fails with an error that says why; nothing is started.
+    /// fails with an error that says why; nothing is started. Elsewhere
+    /// (Windows, where the job object already does this, and other Unix)
+    /// spawning fails as unsupported.
     Cgroup,
 }
 
@@ -107,6 +133,8 @@ pub struct Command {
 
 impl Command {
     /// A command that runs `program`, found on `PATH` unless it is a path.
+    /// On Windows a bare name without an extension is found through
+    /// `PATHEXT` too, as Node's cross-spawn does (`npx` is `npx.cmd`).
     pub fn new(program: impl AsRef<OsStr>) -> Self {
         Self {
             program: program.as_ref().to_owned(),
@@ -222,13 +250,18 @@ impl Command {
         self
     }
 
-    /// Whether the child leads a process group of its own (default `true`,
-    /// Unix only).
+    /// Whether the child leads a process group of its own (default `true`).
     ///
     /// With a group, SIGTERM and SIGKILL reach everything the child started
     /// (`npx`'s node, `sh -c`'s commands), and what is left when the child
     /// exits is swept. Turn it off only if the child must stay in the
     /// parent's group (for example to receive the terminal's Ctrl-C).
+    ///
+    /// On Windows it is a console process group (`CREATE_NEW_PROCESS_GROUP`),
+    /// the target of the graceful step (`CTRL_BREAK_EVENT`); without one
+    /// that step cannot be taken (the break could not be aimed at the child
+    /// alone), and the job is terminated after `term_grace`. The job object
+    /// holds the tree either way.
     pub fn process_group(&mut self, enabled: bool) -> &mut Self {
         self.process_group = enabled;
         self
@@ -243,7 +276,9 @@ impl Command {
 
     /// Whether the child is killed (SIGKILL) when the host process dies,
     /// however it dies, SIGKILL included (default `false`; Linux only,
-    /// elsewhere it is ignored).
+    /// elsewhere it is ignored). On Windows it needs no option: the child's
+    /// job object ends the whole tree when the host's handle to it closes,
+    /// which happens however the host dies.
     ///
     /// Tied to the host *process*, not to the thread that spawned: Linux's
     /// parent-death signal fires when the spawning thread exits, so such
@@ -309,9 +344,9 @@ impl Command {
     }
 
     /// Whether the child gets a process group of its own. Always `false` off
-    /// Unix.
+    /// Unix and Windows.
     pub fn get_process_group(&self) -> bool {
-        cfg!(unix) && self.process_group
+        (cfg!(unix) || cfg!(windows)) && self.process_group
     }
 }
 
@@ -325,14 +360,20 @@ pub fn minimal_env<'a>(
 }
 
 /// The variables of `vars` named in `allowed`, exported shell functions
-/// skipped, as [`minimal_env`] does with its own list.
+/// skipped, as [`minimal_env`] does with its own list. On Windows names
+/// match whatever their case, as Windows reads them (`Path` is `PATH`).
 pub fn allowed_env<'a, A: AsRef<OsStr> + 'a>(
     vars: impl Iterator<Item = (OsString, OsString)> + 'a,
     allowed: &'a [A],
 ) -> impl Iterator<Item = (OsString, OsString)> + 'a {
     vars.filter(move |(key, value)| {
-        allowed.iter().any(|name| key.as_os_str() == name.as_ref())
-            && !value.as_encoded_bytes().starts_with(b"()")
+        allowed.iter().any(|name| {
+            if cfg!(windows) {
+                key.eq_ignore_ascii_case(name)
+            } else {
+                key.as_os_str() == name.as_ref()
+            }
+        }) && !value.as_encoded_bytes().starts_with(b"()")
     })
 }
 
@@ -355,6 +396,9 @@ enum SpawnFailure {
         missing_dir: Option<PathBuf>,
         /// The script's `#!` interpreter, if it is what was missing.
         missing_interpreter: Option<PathBuf>,
+        /// The argument (its index) a batch file could not be given; boxed,
+        /// as it is rare and the error travels in every spawn's `Result`.
+        refused_batch_arg: Option<Box<(usize, OsString)>>,
     },
     Config(ConfigError),
     NoRuntime(&'static str),
@@ -371,6 +415,7 @@ impl SpawnError {
                 source,
                 missing_dir: None,
                 missing_interpreter: None,
+                refused_batch_arg: None,
             },
         }
     }
@@ -424,6 +469,21 @@ impl SpawnError {
         self
     }
 
+    /// Says that the OS error (`InvalidInput`) was `std` refusing argument
+    /// `index` (from 0), `arg`, of a batch file (`.bat`, `.cmd`) on Windows:
+    /// `cmd.exe` parses a batch file's command line again, and `std` refuses
+    /// what it cannot escape safely there (line breaks) rather than risk
+    /// command injection (CVE-2024-24576).
+    pub fn with_refused_batch_argument(mut self, index: usize, arg: OsString) -> Self {
+        if let SpawnFailure::Os {
+            refused_batch_arg, ..
+        } = &mut self.reason
+        {
+            *refused_batch_arg = Some(Box::new((index, arg)));
+        }
+        self
+    }
+
     /// The program that did not start.
     pub fn program(&self) -> &OsStr {
         &self.program
@@ -467,7 +527,7 @@ impl fmt::Display for SpawnError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let program = Path::new(&self.program).display();
         write!(f, "could not start `{program}`: ")?;
-        let (source, missing_dir, missing_interpreter) = match &self.reason {
+        let (source, missing_dir, missing_interpreter, refused_batch_arg) = match &self.reason {
             SpawnFailure::Config(error) => return error.fmt(f),
             SpawnFailure::NoRuntime(what) => {
                 return write!(f, "spawned outside {what}; nothing was started");
@@ -482,9 +542,23 @@ impl fmt::Display for SpawnError {
                 source,
                 missing_dir,
                 missing_interpreter,
-            } => (source, missing_dir, missing_interpreter),
+                refused_batch_arg,
+            } => (source, missing_dir, missing_interpreter, refused_batch_arg),
         };
-        let bare_name = !self.program.as_encoded_bytes().contains(&b'/');
+        if let Some((index, arg)) = refused_batch_arg.as_deref() {
+            return write!(
+                f,
+                "argument {index} ({:?}) cannot be passed to a batch file: cmd.exe reads its \
+                 command line again, and a line break there cannot be escaped safely, so it is \
+                 refused (CVE-2024-24576) ({source})",
+                Excerpt(arg)
+            );
+        }
+        let bare_name = !self
+            .program
+            .as_encoded_bytes()
+            .iter()
+            .any(|&b| b == b'/' || (cfg!(windows) && b == b'\\'));
         match (source.kind(), missing_dir, missing_interpreter) {
             (_, Some(dir), _) => write!(
                 f,
@@ -504,6 +578,21 @@ impl fmt::Display for SpawnError {
                 write!(f, "permission denied, is it executable? ({source})")
             }
             _ => source.fmt(f),
+        }
+    }
+}
+
+/// An argument as `Debug` shows it (line breaks escaped), cut short: it may
+/// be a whole JSON document.
+struct Excerpt<'a>(&'a OsStr);
+
+impl fmt::Debug for Excerpt<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        const MAX_CHARS: usize = 40;
+        let arg = self.0.to_string_lossy();
+        match arg.char_indices().nth(MAX_CHARS) {
+            Some((end, _)) => write!(f, "{:?}…", &arg[..end]),
+            None => write!(f, "{arg:?}"),
         }
     }
 }
@@ -573,5 +662,35 @@ mod tests {
         let command = Command::new("./server.sh");
         let err = SpawnError::new(&command, io::Error::from(io::ErrorKind::PermissionDenied));
         assert!(err.to_string().contains("permission denied"), "{err}");
+    }
+
+    #[test]
+    fn c11_a_batch_argument_std_refused_is_named_with_the_reason() {
+        let command = Command::new("npx");
+        let err = SpawnError::new(
+            &command,
+            io::Error::new(
+                io::ErrorKind::InvalidInput,
+                "batch file arguments are invalid",
+            ),
+        )
+        .with_refused_batch_argument(1, "{\"a\":\n1}".into());
+        let text = err.to_string();
+        assert!(
+            text.contains("argument 1 (\"{\\\"a\\\":\\n1}\")")
+                && text.contains("batch file")
+                && text.contains("line break"),
+            "{text}"
+        );
+        assert_eq!(err.kind(), io::ErrorKind::InvalidInput);
+
+        let long = format!("{}\n", "x".repeat(100));
+        let err = SpawnError::new(&command, io::Error::from(io::ErrorKind::InvalidInput))
+            .with_refused_batch_argument(0, long.into());
+        assert!(
+            err.to_string()
+                .contains(&format!("\"{}\"…", "x".repeat(40))),
+            "{err}"
+        );
     }
 }

@@ -38,12 +38,31 @@ impl Default for LifecycleConfig {
 
 /// A signal the adapter delivers: to the process group (`killpg`) when the
 /// child leads one, else to the child's PID.
+///
+/// On Windows, which has no signals, the async layer carries out the same
+/// two steps: [`Term`](Signal::Term) is a `CTRL_BREAK_EVENT` to the child's
+/// console process group, [`Kill`](Signal::Kill) terminates the job object
+/// that holds the child and everything it started. Reports still name the
+/// steps SIGTERM and SIGKILL.
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Signal {
     /// SIGTERM: asks the child to exit.
+    ///
+    /// On Windows: `GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT)` to the
+    /// child's process group (it leads one with
+    /// [`Command::process_group`](crate::Command::process_group), the
+    /// default). Console programs (node, python) exit on it unless they
+    /// handle it. It only reaches a child that shares the host's console:
+    /// a host without one (a GUI application) cannot send it, delivery
+    /// fails and the schedule goes on to [`Kill`](Signal::Kill) after
+    /// `term_grace`, as it does without a group.
     Term,
     /// SIGKILL: ends the child; it cannot be caught.
+    ///
+    /// On Windows: `TerminateJobObject` on the child's job, which ends the
+    /// child and everything it started, with exit code 1 (what
+    /// `std::process::Child::kill` and libuv use).
     Kill,
 }
 
@@ -82,7 +101,10 @@ pub enum Action {
     /// any member lives, so this only hits the child's own descendants),
     /// and wherever the platform can find them, the processes that escaped
     /// the group but still hold the child's end of its pipes, and its
-    /// cgroup (when contained in one). Asked once: after the leader was
+    /// cgroup (when contained in one). On Windows: everything still in the
+    /// child's job object (none of it can leave the job), counted and then
+    /// terminated; whether those held the pipes is not known there. Asked
+    /// once: after the leader was
     /// reaped, or at once when the driver stops
     /// ([`Lifecycle::handle_driver_stopped`]). Report what it found with
     /// [`Lifecycle::handle_swept`]; the exit report waits for it (at most
@@ -144,9 +166,17 @@ impl Exit {
 }
 
 impl fmt::Display for Exit {
+    /// `exited with code 3`, `killed by SIGKILL`; a Windows crash code is
+    /// shown in hex with its NTSTATUS name: `exited with code 0xC0000005
+    /// (STATUS_ACCESS_VIOLATION)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            Exit::Code(code) => write!(f, "exited with code {code}"),
+            Exit::Code(code) => match ntstatus_name(code) {
+                // The bits as Windows reports them (the i32 is negative).
+                #[allow(clippy::cast_sign_loss)]
+                Some(name) => write!(f, "exited with code {:#010X} ({name})", code as u32),
+                None => write!(f, "exited with code {code}"),
+            },
             Exit::Signal(signo) => match signal_name(signo) {
                 Some(name) => write!(f, "killed by {name}"),
                 None => write!(f, "killed by signal {signo}"),
@@ -170,6 +200,59 @@ pub fn signal_name(signo: i32) -> Option<&'static str> {
         13 => "SIGPIPE",
         14 => "SIGALRM",
         15 => "SIGTERM",
+        _ => return None,
+    })
+}
+
+/// The name of a Windows NTSTATUS that ends a process when it crashes or is
+/// interrupted (`0xC0000005` → `"STATUS_ACCESS_VIOLATION"`), given as the
+/// exit code `std` reports (`ExitStatus::code`, the `u32` read as `i32`),
+/// or `None`.
+///
+/// These values cannot be Unix exit codes (0 to 255), so a code is named
+/// whatever the platform.
+///
+/// ```
+/// use childwire_core::Exit;
+/// use childwire_core::lifecycle::ntstatus_name;
+///
+/// assert_eq!(ntstatus_name(0xC000_00FD_u32 as i32), Some("STATUS_STACK_OVERFLOW"));
+/// assert_eq!(ntstatus_name(1), None);
+/// assert_eq!(
+///     Exit::Code(0xC000_0005_u32 as i32).to_string(),
+///     "exited with code 0xC0000005 (STATUS_ACCESS_VIOLATION)"
+/// );
+/// ```
+#[must_use]
+pub fn ntstatus_name(code: i32) -> Option<&'static str> {
+    // Reinterpreted, not converted: Windows' DWORD exit code, as std hands it.
+    #[allow(clippy::cast_sign_loss)]
+    let status = code as u32;
+    Some(match status {
+        0x8000_0003 => "STATUS_BREAKPOINT",
+        0x8000_0004 => "STATUS_SINGLE_STEP",
+        0xC000_0005 => "STATUS_ACCESS_VIOLATION",
+        0xC000_0006 => "STATUS_IN_PAGE_ERROR",
+        0xC000_0017 => "STATUS_NO_MEMORY",
+        0xC000_001D => "STATUS_ILLEGAL_INSTRUCTION",
+        0xC000_0025 => "STATUS_NONCONTINUABLE_EXCEPTION",
+        0xC000_008C => "STATUS_ARRAY_BOUNDS_EXCEEDED",
+        0xC000_008D => "STATUS_FLOAT_DENORMAL_OPERAND",
+        0xC000_008E => "STATUS_FLOAT_DIVIDE_BY_ZERO",
+        0xC000_0090 => "STATUS_FLOAT_INVALID_OPERATION",
+        0xC000_0094 => "STATUS_INTEGER_DIVIDE_BY_ZERO",
+        0xC000_0095 => "STATUS_INTEGER_OVERFLOW",
+        0xC000_0096 => "STATUS_PRIVILEGED_INSTRUCTION",
+        0xC000_00FD => "STATUS_STACK_OVERFLOW",
+        0xC000_0135 => "STATUS_DLL_NOT_FOUND",
+        0xC000_0138 => "STATUS_ORDINAL_NOT_FOUND",
+        0xC000_0139 => "STATUS_ENTRYPOINT_NOT_FOUND",
+        0xC000_013A => "STATUS_CONTROL_C_EXIT",
+        0xC000_0142 => "STATUS_DLL_INIT_FAILED",
+        0xC000_0374 => "STATUS_HEAP_CORRUPTION",
+        0xC000_0409 => "STATUS_STACK_BUFFER_OVERRUN",
+        0xC000_0417 => "STATUS_INVALID_CRUNTIME_PARAMETER",
+        0xC000_0420 => "STATUS_ASSERTION_FAILURE",
         _ => return None,
     })
 }
@@ -692,5 +775,58 @@ impl Lifecycle {
                 _ => return,
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The exit code `std` reports for a Windows status: its bits as `i32`.
+    #[allow(clippy::cast_possible_wrap)]
+    fn code(status: u32) -> Exit {
+        Exit::Code(status as i32)
+    }
+
+    #[test]
+    fn c15_windows_crash_codes_are_shown_in_hex_with_their_ntstatus_name() {
+        for (status, name) in [
+            (0xC000_0005, "STATUS_ACCESS_VIOLATION"),
+            (0xC000_00FD, "STATUS_STACK_OVERFLOW"),
+            (0xC000_0409, "STATUS_STACK_BUFFER_OVERRUN"),
+            (0xC000_013A, "STATUS_CONTROL_C_EXIT"),
+            (0xC000_0135, "STATUS_DLL_NOT_FOUND"),
+            (0xC000_0142, "STATUS_DLL_INIT_FAILED"),
+            (0xC000_001D, "STATUS_ILLEGAL_INSTRUCTION"),
+            (0xC000_0094, "STATUS_INTEGER_DIVIDE_BY_ZERO"),
+            (0xC000_0374, "STATUS_HEAP_CORRUPTION"),
+            (0xC000_0017, "STATUS_NO_MEMORY"),
+            (0x8000_0003, "STATUS_BREAKPOINT"),
+        ] {
+            let Exit::Code(raw) = code(status) else {
+                unreachable!()
+            };
+            assert_eq!(ntstatus_name(raw), Some(name));
+            assert_eq!(
+                code(status).to_string(),
+                format!("exited with code {status:#010X} ({name})")
+            );
+        }
+    }
+
+    #[test]
+    fn c15_ordinary_codes_are_shown_in_decimal_without_a_name() {
+        for raw in [0, 1, 3, 127, 255, -1, 0x4000_0000] {
+            assert_eq!(ntstatus_name(raw), None, "{raw}");
+            assert_eq!(
+                Exit::Code(raw).to_string(),
+                format!("exited with code {raw}")
+            );
+        }
+        // An unknown NTSTATUS keeps the plain form too.
+        assert_eq!(
+            code(0xC0FF_EE00).to_string(),
+            "exited with code -1056969216"
+        );
     }
 }
