@@ -79,6 +79,32 @@ fn c12_a_child_ignoring_eof_is_stopped_by_sigterm_after_stdin_grace() {
 }
 
 #[test]
+fn c12_a_child_ignoring_eof_is_ended_by_shutdown_within_both_graces() {
+    // Whichever step ends it (Windows: the break reaches only a child sharing the host's
+    // console; without one the job is terminated after `term_grace`), it ends in time.
+    run(async {
+        const STDIN_GRACE: Duration = Duration::from_millis(100);
+        const TERM_GRACE: Duration = Duration::from_millis(300);
+        let mut config = config();
+        config.stdin_grace(STDIN_GRACE);
+        config.term_grace(TERM_GRACE);
+        let mut t = start(&misbehave(&["ignore-eof"]), config);
+        let pid = pid_of(&t);
+        roundtrip(&mut t, "alive").await;
+        let started = Instant::now();
+        let report = finish(t).await;
+        let took = started.elapsed();
+        assert_ended_after_stdin_grace(&report);
+        assert!(took >= STDIN_GRACE, "ended after only {took:?}");
+        assert!(
+            took < STDIN_GRACE + TERM_GRACE + Duration::from_secs(3),
+            "took {took:?}"
+        );
+        assert!(!process_alive(pid));
+    });
+}
+
+#[test]
 fn c12_a_child_ignoring_sigterm_is_killed_after_both_graces() {
     // Windows: the child ignores CTRL_BREAK_EVENT, and its job is terminated.
     run(async {

@@ -69,32 +69,42 @@ fn c11_a_cmd_launcher_is_found_by_its_bare_name_and_echoes() {
     });
 }
 
+/// `LAUNCHER print-args ARGS...`: what misbehave received, one line per argument.
+async fn args_through_the_launcher(args: &[&str]) {
+    let launchers = LauncherDir::new();
+    let mut all = vec!["print-args"];
+    all.extend_from_slice(args);
+    let mut t = start(&launchers.command(&all), config());
+    let pid = pid_of(&t);
+    let (lines, report) = drain_to_exit(&mut t).await;
+    assert_reaped(pid).await;
+    assert_eq!(report.exit, Exit::Code(0), "{report}");
+    let lines: Vec<String> = lines
+        .iter()
+        .map(|line| String::from_utf8_lossy(line).into_owned())
+        .collect();
+    let expected: Vec<String> = args
+        .iter()
+        .enumerate()
+        .map(|(i, arg)| format!("[{i}]={arg}"))
+        .collect();
+    assert_eq!(lines, expected, "no expansion, no splitting, no injection");
+}
+
 #[test]
 fn c16_arguments_pass_unchanged_through_a_cmd_launcher() {
-    run(async {
-        let launchers = LauncherDir::new();
-        // What cmd.exe would expand or split unless escaped: quotes, %VAR%, metacharacters.
-        let args = [
-            "a b", "\"dq\"", "%PATH%", "100%", "a&b", "x|y", "<in>", "^caret",
-        ];
-        let mut all = vec!["print-args"];
-        all.extend_from_slice(&args);
-        let mut t = start(&launchers.command(&all), config());
-        let pid = pid_of(&t);
-        let (lines, report) = drain_to_exit(&mut t).await;
-        assert_reaped(pid).await;
-        assert_eq!(report.exit, Exit::Code(0), "{report}");
-        let lines: Vec<String> = lines
-            .iter()
-            .map(|line| String::from_utf8_lossy(line).into_owned())
-            .collect();
-        let expected: Vec<String> = args
-            .iter()
-            .enumerate()
-            .map(|(i, arg)| format!("[{i}]={arg}"))
-            .collect();
-        assert_eq!(lines, expected, "no expansion, no splitting, no injection");
-    });
+    // What cmd.exe would split or run unless escaped: spaces, quotes, metacharacters.
+    run(args_through_the_launcher(&[
+        "a b", "\"dq\"", "a&b", "x|y", "<in>", "^caret", "(paren)", "",
+    ]));
+}
+
+#[test]
+fn c16_percent_signs_pass_unchanged_through_a_cmd_launcher() {
+    // What cmd.exe would expand unless escaped (CVE-2024-24576's other half).
+    run(args_through_the_launcher(&[
+        "%PATH%", "100%", "%%", "a%b%c",
+    ]));
 }
 
 #[test]
