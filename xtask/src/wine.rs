@@ -113,14 +113,10 @@ fn run_tests(wine: &Wine, each_test_line: &mut impl FnMut(&str)) -> Result<(), S
     // The examples' tests run the example programs from the target
     // directory; under Wine they cannot run cargo to build them (it is a
     // Linux program), so cargo builds them here and the tests are told where.
-    let mut build = cmd::cargo([
-        "build",
-        "--examples",
-        "-p",
-        "childwire-examples",
-        "--target",
-    ]);
-    build.arg(TARGET);
+    let mut build = cmd::cargo(["build", "-p", "childwire-examples", "--target", TARGET]);
+    for example in EXAMPLES {
+        build.args(["--example", example]);
+    }
     cmd::run(&mut build)?;
     cmd::run(&mut wine.cargo_test("childwire-examples", EXAMPLE_TESTS, true))?;
 
