@@ -386,3 +386,28 @@ fn is_newer(output: &Path, input: &Path) -> bool {
         _ => false,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SKIPS;
+
+    /// Every skipped name is a test that exists: a renamed test must not leave a skip that
+    /// matches nothing (or, worse, something else later).
+    #[test]
+    fn every_skip_names_an_existing_test_with_a_reason() {
+        let root = crate::cmd::repo_root();
+        let mut sources = String::new();
+        for dir in ["tests/suite", "tests/tests", "examples/tests"] {
+            for entry in std::fs::read_dir(root.join(dir)).expect("a test directory") {
+                let path = entry.expect("an entry").path();
+                if path.extension().is_some_and(|ext| ext == "rs") {
+                    sources += &std::fs::read_to_string(&path).expect("a test file");
+                }
+            }
+        }
+        for (name, why) in SKIPS {
+            assert!(sources.contains(&format!("fn {name}()")), "no test {name}");
+            assert!(!why.trim().is_empty(), "{name} has no reason");
+        }
+    }
+}
