@@ -3,7 +3,9 @@
 
 mod support;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+#[cfg(unix)]
+use std::time::Instant;
 
 use support::{Output, example, run};
 
@@ -197,6 +199,8 @@ fn c20_a_json_rpc_error_from_the_server_is_explained_with_a_failure_code() {
     );
 }
 
+// The server is a POSIX shell script.
+#[cfg(unix)]
 #[test]
 fn server_requests_notifications_and_an_unknown_protocol_are_handled() {
     // Logs, asks the client for its roots, echoes the client's answer to its
@@ -250,6 +254,8 @@ fn c11_a_missing_server_is_explained_with_a_failure_code() {
     );
 }
 
+// The server is a POSIX shell script.
+#[cfg(unix)]
 #[test]
 fn c10_a_server_that_dies_during_the_handshake_shows_its_stderr_tail() {
     let out = mcp_client(&[
@@ -280,6 +286,8 @@ fn c10_a_server_that_dies_during_the_handshake_shows_its_stderr_tail() {
     );
 }
 
+// The server is POSIX `sleep`, and the report names SIGTERM.
+#[cfg(unix)]
 #[test]
 fn c12_a_silent_server_times_out_and_is_shut_down() {
     let started = Instant::now();

@@ -1,5 +1,8 @@
 //! `relay` end to end: volume, order, logging, exit codes.
 
+// Unix only: its children are POSIX shell scripts (`sh -c`, `cat`) and it is signalled (SIGTERM, SIGINT, SIGHUP).
+#![cfg(unix)]
+
 mod support;
 
 use std::path::PathBuf;

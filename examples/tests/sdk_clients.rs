@@ -2,6 +2,9 @@
 //! each MCP SDK with childwire as its transport, against the bundled server
 //! and a server that dies during the handshake.
 
+// Unix only: its failing server is a POSIX shell script.
+#![cfg(unix)]
+
 mod support;
 
 use std::time::Duration;

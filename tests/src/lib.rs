@@ -6,7 +6,8 @@
 //!
 //! - [`lines`]: the numbered lines the child writes and the suite checks;
 //! - [`procfs`]: `/proc` inspection, to prove that no zombie and no orphan is left behind
-//!   (Linux; elsewhere every query answers "nothing known", see [`procfs::SUPPORTED`]);
+//!   (Linux; elsewhere every query answers "nothing known", see [`procfs::SUPPORTED`], except
+//!   whether a process runs, which Windows answers too);
 //! - [`wait_until`]: waiting for an event with a deadline (never a fixed settle-sleep);
 //! - [`memory`]: the test process's own resident set, for memory-bound checks.
 
@@ -14,6 +15,8 @@ pub mod lines;
 pub mod memory;
 pub mod procfs;
 mod wait;
+#[cfg(windows)]
+mod windows;
 
 pub use memory::{vm_hwm_kib, vm_rss_kib};
 pub use procfs::{

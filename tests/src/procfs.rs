@@ -2,10 +2,15 @@
 //!
 //! Linux only. On other systems every query compiles to "nothing known" (`false`, empty, `None`)
 //! and [`SUPPORTED`] is `false`, so a test can skip the assertions that need a real answer instead
-//! of passing them vacuously without saying so.
+//! of passing them vacuously without saying so. The exception is Windows, where [`pid_exists`]
+//! and [`process_alive`] ask the OS instead (see [`LIVENESS_SUPPORTED`]).
 
 /// Whether the queries in this module see real processes on this system.
 pub const SUPPORTED: bool = cfg!(target_os = "linux");
+
+/// Whether [`pid_exists`] and [`process_alive`] give real answers here: on Linux through
+/// `/proc`, on Windows through `OpenProcess`/`GetExitCodeProcess`.
+pub const LIVENESS_SUPPORTED: bool = cfg!(any(target_os = "linux", windows));
 
 /// The fields of `/proc/PID/stat` the suite needs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -67,13 +72,29 @@ pub fn all_processes() -> Vec<ProcStat> {
 }
 
 /// Process `pid` exists in any state, zombies included (i.e. it has not been reaped).
+///
+/// Windows has no zombies: there this is [`process_alive`].
 pub fn pid_exists(pid: u32) -> bool {
-    proc_stat(pid).is_some()
+    #[cfg(windows)]
+    {
+        crate::windows::running(pid)
+    }
+    #[cfg(not(windows))]
+    {
+        proc_stat(pid).is_some()
+    }
 }
 
 /// Process `pid` exists and is not a zombie.
 pub fn process_alive(pid: u32) -> bool {
-    proc_stat(pid).is_some_and(|stat| !stat.is_zombie())
+    #[cfg(windows)]
+    {
+        crate::windows::running(pid)
+    }
+    #[cfg(not(windows))]
+    {
+        proc_stat(pid).is_some_and(|stat| !stat.is_zombie())
+    }
 }
 
 /// Process `pid` exists and is a zombie (exited, waiting to be reaped by its parent).

@@ -3,9 +3,12 @@
 
 use std::collections::BTreeSet;
 
+#[cfg(unix)]
 use childwire_conformance::{pid_exists, process_alive};
 
-use super::rt::{self, EnvPolicy, Exit, Lines, Transport};
+use super::rt::{self, EnvPolicy, Exit};
+#[cfg(unix)]
+use super::rt::{Lines, Transport};
 use super::support::*;
 
 /// The variable names the child `cmd` (in `print-env` mode) sees.
@@ -48,6 +51,8 @@ fn c16_env_clear_allow_list_and_remove_shape_what_the_child_sees() {
     });
 }
 
+// The child is a POSIX shell script.
+#[cfg(unix)]
 #[test]
 fn c14_kill_on_drop_off_leaves_the_child_to_end_on_its_own_and_reaps_it() {
     run(async {
@@ -74,6 +79,8 @@ fn c14_kill_on_drop_off_leaves_the_child_to_end_on_its_own_and_reaps_it() {
     });
 }
 
+// Process groups are Unix's.
+#[cfg(unix)]
 #[test]
 fn c13_a_std_command_built_by_the_caller_gets_pipes_and_a_process_group() {
     run(async {

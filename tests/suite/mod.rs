@@ -15,6 +15,9 @@
 //!
 //! Tests are named after the clause they check. Every test ends by proving that the child was
 //! reaped and that nothing is left alive in its process group ([`support::finish`]).
+//!
+//! Clauses that cannot hold on Windows (signals, process groups, `/proc`, cgroups) are left out
+//! there by `cfg`; `windows.rs` has what only Windows has (batch-file launchers).
 
 use super::rt;
 
@@ -27,3 +30,5 @@ mod outbound;
 mod spawn;
 mod stderr;
 mod support;
+#[cfg(windows)]
+mod windows;

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use childwire_conformance::lines::{numbered_line, parse_numbered};
 
-use super::rt::{self, Closed, EncodeErrorKind, EndedBy, Exit, Received, SendErrorKind};
+use super::rt::{self, Closed, EncodeErrorKind, Received, SendErrorKind};
 use super::support::*;
 
 #[test]
@@ -146,10 +146,9 @@ fn c07_a_child_that_never_reads_makes_send_wait_with_bounded_memory() {
             accepted >= HIGH_WATER / 2,
             "only {accepted} bytes were accepted"
         );
-        // no-read ignores stdin, so SIGTERM ends it.
+        // no-read ignores stdin, so SIGTERM ends it (Windows: the break, or the job terminated).
         let report = finish(t).await;
-        assert_eq!(report.ended_by, EndedBy::Sigterm);
-        assert_eq!(report.exit, Exit::Signal(15));
+        assert_ended_after_stdin_grace(&report);
     });
 }
 
@@ -191,7 +190,7 @@ fn c07_write_timeout_turns_a_stalled_child_into_an_error() {
         assert!(started.elapsed() >= TIMEOUT);
         assert!(!err.to_string().is_empty());
         let report = finish(t).await;
-        assert_eq!(report.exit, Exit::Signal(15));
+        assert_ended_after_stdin_grace(&report);
     });
 }
 

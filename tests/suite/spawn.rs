@@ -12,9 +12,9 @@ use super::support::*;
 /// The OS's own words for `err`, as std prints them without the "(os error N)" suffix.
 fn os_reason(kind: io::ErrorKind) -> String {
     let probe = match kind {
-        io::ErrorKind::NotFound => {
-            std::process::Command::new("/nonexistent/childwire-probe").spawn()
-        }
+        // A missing file in a directory that exists: Windows words a missing directory
+        // differently.
+        io::ErrorKind::NotFound => std::process::Command::new(temp_path("childwire-probe")).spawn(),
         _ => return String::new(),
     };
     let text = probe.expect_err("the probe does not exist").to_string();
@@ -222,7 +222,14 @@ fn c16_arguments_and_working_directory_pass_unchanged() {
             .collect();
         assert_eq!(lines, expected, "no shell, no splitting, no expansion");
 
-        let dir = std::env::temp_dir().canonicalize().expect("temp dir");
+        // Resolved on Unix, where it may be a symlink; on Windows canonical paths are verbatim
+        // (`\\?\C:\...`), which a process never sees as its working directory, and the temp
+        // dir ends in a separator, which a working directory does not.
+        let dir = if cfg!(windows) {
+            std::env::temp_dir().components().collect()
+        } else {
+            std::env::temp_dir().canonicalize().expect("temp dir")
+        };
         let mut cmd = misbehave(&["print-cwd"]);
         cmd.current_dir(&dir);
         let mut t = start(&cmd, config());

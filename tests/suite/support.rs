@@ -6,7 +6,9 @@ use std::time::{Duration, Instant};
 
 use childwire_conformance::{live_group_members, live_processes_with_env, pid_exists};
 
-use super::rt::{self, Command, Config, ExitReport, Received, Receiver, Sender, Transport};
+use super::rt::{
+    self, Command, Config, EndedBy, Exit, ExitReport, Received, Receiver, Sender, Transport,
+};
 
 /// The child program, built by Cargo for this test target.
 pub(super) const MISBEHAVE: &str = env!("CARGO_BIN_EXE_misbehave");
@@ -237,4 +239,56 @@ pub(super) async fn grandchild_pid(t: &mut Transport) -> u32 {
         .and_then(|rest| rest.strip_suffix('}'))
         .and_then(|pid| pid.parse().ok())
         .unwrap_or_else(|| panic!("expected the grandchild's pid, got {line:?}"))
+}
+
+/// The report of a child that ignored stdin's EOF and was ended by the graceful step: SIGTERM on
+/// Unix; on Windows `CTRL_BREAK_EVENT`, which a program with the default handler exits on with
+/// `STATUS_CONTROL_C_EXIT`.
+pub(super) fn assert_ended_by_the_graceful_step(report: &ExitReport) {
+    assert_eq!(report.ended_by, EndedBy::Sigterm, "{report}");
+    #[cfg(unix)]
+    let expected = Exit::Signal(15);
+    #[cfg(not(unix))]
+    let expected = Exit::Code(STATUS_CONTROL_C_EXIT);
+    assert_eq!(report.exit, expected, "{report}");
+}
+
+/// What a Windows program exits with on a console break it does not handle.
+#[cfg(windows)]
+const STATUS_CONTROL_C_EXIT: i32 = 0xC000_013A_u32 as i32;
+
+/// The report of a child that ignored stdin's EOF and was ended by the shutdown's next step.
+///
+/// On Unix that is SIGTERM ([`assert_ended_by_the_graceful_step`]). On Windows the break only
+/// reaches a child that shares the host's console, so it is either the break or, where it cannot
+/// be sent, the job terminated after `term_grace` ([`assert_killed`]).
+pub(super) fn assert_ended_after_stdin_grace(report: &ExitReport) {
+    #[cfg(windows)]
+    if report.ended_by == EndedBy::Sigkill {
+        assert_killed(report);
+        return;
+    }
+    assert_ended_by_the_graceful_step(report);
+}
+
+/// The report of a child that had to be killed: SIGKILL on Unix; on Windows its job was
+/// terminated, with exit code 1.
+pub(super) fn assert_killed(report: &ExitReport) {
+    assert_eq!(report.ended_by, EndedBy::Sigkill, "{report}");
+    if cfg!(unix) {
+        assert_eq!(report.exit, Exit::Signal(9), "{report}");
+        assert!(report.to_string().contains("SIGKILL"), "{report}");
+    } else {
+        assert_eq!(report.exit, Exit::Code(1), "{report}");
+    }
+}
+
+/// Reads the first line of `misbehave tree ...`, `{"tree":[BRANCH,LEAF]}`: the two PIDs.
+pub(super) async fn tree_pids(t: &mut Transport) -> [u32; 2] {
+    let line = text(t).await;
+    line.strip_prefix("{\"tree\":[")
+        .and_then(|rest| rest.strip_suffix("]}"))
+        .and_then(|pids| pids.split_once(','))
+        .and_then(|(branch, leaf)| Some([branch.parse().ok()?, leaf.parse().ok()?]))
+        .unwrap_or_else(|| panic!("expected the tree's pids, got {line:?}"))
 }

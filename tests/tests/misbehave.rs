@@ -7,9 +7,10 @@ use std::process::{Child, ChildStdout, Command, ExitStatus, Stdio};
 use std::time::Duration;
 
 use childwire_conformance::lines::{numbered_line, parse_numbered};
-use childwire_conformance::{
-    live_group_members, own_pgid, pid_exists, process_alive, procfs, wait_until, zombie_children_of,
-};
+use childwire_conformance::procfs::LIVENESS_SUPPORTED;
+#[cfg(target_os = "linux")]
+use childwire_conformance::{live_group_members, own_pgid, pid_exists, procfs, zombie_children_of};
+use childwire_conformance::{process_alive, wait_until};
 
 const DEADLINE: Duration = Duration::from_secs(20);
 
@@ -50,12 +51,28 @@ fn read_line(out: &mut BufReader<ChildStdout>) -> Vec<u8> {
     line
 }
 
+#[cfg(target_os = "linux")]
 fn kill(signal: &str, target: &str) {
     let status = Command::new("kill")
         .args([signal, "--", target])
         .status()
         .expect("run kill");
     assert!(status.success(), "kill {signal} {target}");
+}
+
+/// Ends process `pid` at once, whatever it ignores.
+fn kill_pid(pid: u32) {
+    let status = if cfg!(windows) {
+        Command::new("taskkill")
+            .args(["/F", "/PID", &pid.to_string()])
+            .stdout(Stdio::null())
+            .status()
+    } else {
+        Command::new("kill")
+            .args(["-KILL", &pid.to_string()])
+            .status()
+    };
+    assert!(status.expect("run kill").success(), "kill {pid}");
 }
 
 /// Waits for `child` to exit on its own within `deadline`; `None` if it is still running.
@@ -289,6 +306,62 @@ fn stderr_flood_keeps_echoing_and_reports_when_done() {
 }
 
 #[test]
+fn ignore_eof_outlives_stdin_until_killed() {
+    let mut child = start(&["ignore-eof"]);
+    let pid = child.id();
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    writeln!(stdin, "still echoing").expect("write");
+    assert_eq!(read_line(&mut out), b"still echoing\n");
+    drop(stdin);
+    // Bounded wait for an exit that must not happen.
+    assert!(exits_within(&mut child, Duration::from_millis(200)).is_none());
+    assert!(process_alive(pid) || !LIVENESS_SUPPORTED);
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+    assert!(!process_alive(pid));
+}
+
+#[test]
+fn tree_is_three_live_processes_that_outlive_eof() {
+    let mut child = start(&["tree", "ignore-term"]);
+    let pid = child.id();
+    let mut out = BufReader::new(child.stdout.take().expect("stdout"));
+    let line = String::from_utf8(read_line(&mut out)).expect("utf-8");
+    let pids: Vec<u32> = line
+        .trim_end()
+        .strip_prefix("{\"tree\":[")
+        .and_then(|rest| rest.strip_suffix("]}"))
+        .map(|pids| pids.split(',').filter_map(|p| p.parse().ok()).collect())
+        .unwrap_or_default();
+    let [branch, leaf] = pids[..] else {
+        panic!("unexpected first line {line:?}");
+    };
+    assert!(pid != branch && branch != leaf && leaf != pid);
+    drop(child.stdin.take());
+    assert!(exits_within(&mut child, Duration::from_millis(200)).is_none());
+    if LIVENESS_SUPPORTED {
+        for process in [pid, branch, leaf] {
+            assert!(
+                process_alive(process),
+                "{process} of the tree is not running"
+            );
+        }
+    }
+    child.kill().expect("kill");
+    child.wait().expect("reap");
+    // The rest of the tree is on its own now: ended one by one.
+    for process in [branch, leaf] {
+        kill_pid(process);
+    }
+    if LIVENESS_SUPPORTED {
+        assert!(wait_until(DEADLINE, || {
+            !process_alive(branch) && !process_alive(leaf)
+        }));
+    }
+}
+
+#[test]
 fn no_read_says_ready_and_blocks() {
     let mut child = start(&["no-read"]);
     let mut out = BufReader::new(child.stdout.take().expect("stdout"));
@@ -300,13 +373,23 @@ fn no_read_says_ready_and_blocks() {
 }
 
 #[test]
-fn print_scenarios_report_env_cwd_and_args_exactly() {
+fn print_env_reports_exactly_the_environment_given() {
     let mut cmd = misbehave(&["print-env"]);
     cmd.env_clear().env("ONE", "1").env("MULTI", "a\nb");
     let out = cmd.output().expect("print-env");
-    assert_eq!(out.stdout, b"MULTI=a\\nb\nONE=1\n");
+    assert_eq!(String::from_utf8_lossy(&out.stdout), "MULTI=a\\nb\nONE=1\n");
+}
 
-    let dir = std::env::temp_dir().canonicalize().expect("temp dir");
+#[test]
+fn print_scenarios_report_cwd_and_args_exactly() {
+    // Resolved on Unix, where it may be a symlink; on Windows canonical paths are verbatim
+    // (`\\?\C:\...`), which a process never sees as its working directory, and the temp
+    // dir ends in a separator, which a working directory does not.
+    let dir = if cfg!(windows) {
+        std::env::temp_dir().components().collect()
+    } else {
+        std::env::temp_dir().canonicalize().expect("temp dir")
+    };
     let out = misbehave(&["print-cwd"])
         .current_dir(&dir)
         .output()

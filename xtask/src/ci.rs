@@ -5,7 +5,7 @@ use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::{bench, cmd, fuzz, msrv};
+use crate::{bench, cmd, fuzz, msrv, wine};
 
 /// The facade crate whose runtime features must build alone and together.
 const FACADE: &str = "childwire";
@@ -14,6 +14,7 @@ const FACADE_RUNTIMES: &[&str] = &["tokio", "smol", "async-std"];
 pub(crate) struct Options {
     skip_fuzz: bool,
     skip_bench: bool,
+    skip_wine: bool,
     fuzz_seconds: u64,
 }
 
@@ -21,12 +22,14 @@ impl Options {
     pub(crate) fn parse(args: &[String]) -> Result<Self, String> {
         let mut skip_fuzz = false;
         let mut skip_bench = false;
+        let mut skip_wine = false;
         let mut fuzz_seconds = None;
         let mut args = args.iter();
         while let Some(arg) = args.next() {
             match arg.as_str() {
                 "--skip-fuzz" => skip_fuzz = true,
                 "--skip-bench" => skip_bench = true,
+                "--skip-wine" => skip_wine = true,
                 "--fuzz-seconds" => {
                     let value = args.next().ok_or("--fuzz-seconds needs a value")?;
                     fuzz_seconds = Some(cmd::parse_seconds("--fuzz-seconds", value)?);
@@ -41,6 +44,7 @@ impl Options {
         Ok(Self {
             skip_fuzz,
             skip_bench,
+            skip_wine,
             fuzz_seconds,
         })
     }
@@ -109,6 +113,16 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
             move || msrv::check(|line| tally.borrow_mut().add(line)).map(|()| Outcome::Passed)
         }),
     ];
+    steps.push(if options.skip_wine {
+        step("windows (wine)", || {
+            Ok(Outcome::Skipped("--skip-wine".into()))
+        })
+    } else {
+        step("windows (wine)", {
+            let tally = Rc::clone(&tally);
+            move || wine::run(|line| tally.borrow_mut().add(line)).map(|()| Outcome::Passed)
+        })
+    });
     steps.push(if options.skip_fuzz {
         step("fuzz smoke", || Ok(Outcome::Skipped("--skip-fuzz".into())))
     } else {

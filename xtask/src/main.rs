@@ -1,4 +1,4 @@
-//! Project automation: `cargo xtask ci | fuzz | bench | msrv`.
+//! Project automation: `cargo xtask ci | fuzz | bench | msrv | wine`.
 //!
 //! Std only, so `cargo xtask` starts in seconds on a fresh clone. Every cargo
 //! invocation goes through `$CARGO`, the cargo that started us.
@@ -8,6 +8,7 @@ mod ci;
 mod cmd;
 mod fuzz;
 mod msrv;
+mod wine;
 
 use std::process::ExitCode;
 
@@ -16,7 +17,9 @@ usage: cargo xtask <command> [options]
 
 commands:
   ci      fmt, clippy, test, doc, facade feature matrix, publish --dry-run,
-          msrv (build and test on the rust-version toolchain), fuzz smoke, quick bench
+          msrv (build and test on the rust-version toolchain), windows under wine,
+          fuzz smoke, quick bench
+            --skip-wine            leave out the Windows tests under Wine
             --skip-fuzz            leave out the fuzz smoke run
             --skip-bench           leave out the quick bench run
             --fuzz-seconds N       seconds per fuzz target (default 30,
@@ -26,6 +29,9 @@ commands:
             --seconds N            seconds per target (default 30, env CHILDWIRE_FUZZ_SECONDS)
   msrv    build everything and test the libraries on the toolchain of rust-version
             (installed with rustup when missing)
+  wine    cross-compile the conformance suite and the examples to
+          x86_64-pc-windows-gnu and run their tests under Wine (the target,
+          mingw-w64 and wine64 are installed when missing)
   bench   run the benchmarks and print their tables
             --quick                small inputs, few repetitions (proves the benches work)
             --check                exit non-zero when a performance target is missed
@@ -44,6 +50,8 @@ fn main() -> ExitCode {
         "bench" => bench::Options::parse(&rest).and_then(bench::run),
         "msrv" if rest.is_empty() => msrv::check(|_| {}),
         "msrv" => Err(format!("`cargo xtask msrv` takes no options\n\n{USAGE}")),
+        "wine" if rest.is_empty() => wine::run(|_| {}),
+        "wine" => Err(format!("`cargo xtask wine` takes no options\n\n{USAGE}")),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;

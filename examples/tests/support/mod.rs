@@ -23,6 +23,11 @@ pub(crate) fn example(name: &str) -> PathBuf {
 }
 
 fn build_examples() -> PathBuf {
+    // Set by `cargo xtask wine`, which builds them for Windows first: under Wine this test
+    // cannot run cargo (a Linux program).
+    if let Some(dir) = std::env::var_os("CHILDWIRE_EXAMPLES_DIR") {
+        return PathBuf::from(dir);
+    }
     // target/<profile>/deps/<test binary>
     let exe = std::env::current_exe().expect("the test binary's path");
     let profile_dir = exe
@@ -186,6 +191,7 @@ impl Running {
     }
 
     /// Sends `signal` to the program.
+    #[cfg(unix)]
     pub(crate) fn signal(&self, signal: rustix::process::Signal) {
         let pid = rustix::process::Pid::from_raw(self.id().try_into().unwrap()).unwrap();
         rustix::process::kill_process(pid, signal).unwrap();

@@ -5,6 +5,9 @@
 //! from `/proc/self/task`), prints `{"child":PID}`, and blocks forever: the suite then SIGKILLs it
 //! and checks that the child dies with it. The child ignores stdin's EOF, so only the parent-death
 //! signal can end it. RUNTIME is `tokio`, `smol` or `async-std`.
+//!
+//! On Windows there is no parent-death signal and no `/proc`: the child's job object ends it when
+//! the host dies and its handle closes, and the worker thread's exit is its join.
 
 use std::future::Future;
 use std::io::Write;
@@ -50,7 +53,21 @@ fn main() {
     }
 }
 
-type Spawned<R> = (Transport<R>, String);
+type Spawned<R> = (Transport<R>, Option<String>);
+
+/// This thread's ID as `/proc` names it (Linux); elsewhere `None`.
+fn own_tid() -> Option<String> {
+    if !cfg!(target_os = "linux") {
+        return None;
+    }
+    let me = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
+    Some(
+        me.file_name()
+            .expect("a tid")
+            .to_string_lossy()
+            .into_owned(),
+    )
+}
 
 fn host<R: Runtime>(
     command: &Command,
@@ -62,25 +79,21 @@ fn host<R: Runtime>(
     let worker = thread::spawn(move || {
         in_worker(Box::new(move || {
             let transport = Transport::<R>::spawn(&command, Config::default()).expect("spawn");
-            let me = std::fs::read_link("/proc/thread-self").expect("/proc/thread-self");
-            let tid = me
-                .file_name()
-                .expect("a tid")
-                .to_string_lossy()
-                .into_owned();
-            (transport, tid)
+            (transport, own_tid())
         }))
     });
     let (mut transport, tid) = worker.join().expect("the worker thread");
     // The thread is fully gone (its exit, and any parent-death signal, is done) once its task
     // entry has left /proc.
-    let task = format!("/proc/self/task/{tid}");
-    assert!(
-        childwire_conformance::wait_until(Duration::from_secs(20), || {
-            !std::path::Path::new(&task).exists()
-        }),
-        "the worker thread did not exit"
-    );
+    if let Some(tid) = tid {
+        let task = format!("/proc/self/task/{tid}");
+        assert!(
+            childwire_conformance::wait_until(Duration::from_secs(20), || {
+                !std::path::Path::new(&task).exists()
+            }),
+            "the worker thread did not exit"
+        );
+    }
     let pid = transport.id().expect("a pid");
     block_on(Box::pin(async {
         transport.send("ping").await.expect("send");

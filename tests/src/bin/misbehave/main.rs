@@ -15,7 +15,9 @@
 //! | `exit-after N CODE`          | write N lines `{"n":I}`, exit with CODE without reading stdin |
 //! | `unterminated`               | `one\ntwo\nlast-without-newline`, exit 0 |
 //! | `ignore-eof`                 | echo until EOF, then block forever (SIGTERM ends it) |
-//! | `ignore-term`                | ignore SIGTERM, print `{"ready":true}`, echo until EOF, block forever |
+//! | `ignore-term`                | ignore SIGTERM (Windows: console control events), print `{"ready":true}`, echo until EOF, block forever |
+//! | `tree [ignore-term]`         | start `misbehave branch`, print `{"tree":[BRANCH,LEAF]}` once both run, echo until EOF, block forever: a tree of three processes |
+//! | `branch [ignore-term]`       | (the tree's middle) start a sleeper, report `ready LEAF` on stderr, block forever |
 //! | `grandchild [ignore-term] [hold-pipes] [setsid\|setpgid\|double-fork]` | start `misbehave sleeper [ignore-term]`, print `{"grandchild":PID}` once it is ready, echo, exit 0 (see below) |
 //! | `sleeper [ignore-term]`      | (the grandchild) report ready on stderr, block forever |
 //! | `daemonize [ignore-term]`    | (the double fork's middle) start a `setsid` sleeper with this stdin/stdout, write its PID to stderr, exit 0 |
@@ -24,7 +26,8 @@
 //! `start_new_session=True`), `setpgid` (`setpgid(0, 0)`, a new group in the same session) or
 //! `double-fork` (a daemon: started `setsid` by a middle process that exits at once, so it is
 //! re-parented away from the child). With `hold-pipes` it inherits the child's stdin and stdout
-//! (the transport's pipes); without, it holds none of them.
+//! (the transport's pipes); without, it holds none of them. The escapes are Unix's; elsewhere
+//! they are usage errors.
 //! | `stderr-flood MIB`           | write MIB MiB to stderr from a thread while echoing; `{"stderr_done":BYTES}` when written, `{"stderr_failed":..}` if a write fails |
 //! | `no-read`                    | print `{"ready":true}`, block forever without reading stdin |
 //! | `fail-start`                 | `Error: Cannot find module 'x'` on stderr, exit 1 |
@@ -40,9 +43,9 @@
 //! "Block forever" never ends on its own: only a signal does. Write errors (the reader went away)
 //! end the program with code 1.
 
-// The workspace denies unsafe code. This program needs two libc calls std does not offer
-// (ignoring SIGTERM, reading its own process group); they are in `unix.rs`, each with its SAFETY
-// note, and nothing else here is unsafe.
+// The workspace denies unsafe code. This program needs a few OS calls std does not offer
+// (ignoring SIGTERM or Windows' console control events, reading its own process group); they are
+// in `unix.rs`, each with its SAFETY note, and nothing else here is unsafe.
 #![allow(unsafe_code)]
 
 mod echo;
@@ -156,6 +159,11 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             } else {
                 Escape::Stay
             };
+            if !cfg!(unix) && (!matches!(escape, Escape::Stay) || flags.has("double-fork")) {
+                return Err(Failure::Usage(
+                    "setsid, setpgid and double-fork are Unix's".into(),
+                ));
+            }
             let pid = if flags.has("double-fork") {
                 daemonize_grandchild(flags.has("ignore-term"), flags.has("hold-pipes"))?
             } else {
@@ -177,6 +185,31 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             }
             // stderr is the parent's private readiness pipe (see `start_grandchild`).
             writeln!(io::stderr(), "ready")?;
+            block_forever();
+        }
+        "tree" => {
+            let ignore_term = Flags::parse(rest, &["ignore-term"])?.has("ignore-term");
+            let mut args = vec!["branch"];
+            if ignore_term {
+                unix::ignore_sigterm()?;
+                args.push("ignore-term");
+            }
+            let (branch, leaf) = start_waiting(&args, false, Escape::Stay)?;
+            let leaf: u32 = leaf
+                .parse()
+                .map_err(|_| io::Error::other(format!("the branch said ready {leaf:?}")))?;
+            say(format!("{{\"tree\":[{branch},{leaf}]}}\n").as_bytes())?;
+            echo(ECHO)?;
+            block_forever();
+        }
+        "branch" => {
+            let ignore_term = Flags::parse(rest, &["ignore-term"])?.has("ignore-term");
+            if ignore_term {
+                unix::ignore_sigterm()?;
+            }
+            let leaf = start_grandchild(ignore_term, false, Escape::Stay)?;
+            // stderr is the tree's private readiness pipe, as for a sleeper.
+            writeln!(io::stderr(), "ready {leaf}")?;
             block_forever();
         }
         "stderr-flood" => {
@@ -349,21 +382,37 @@ enum Escape {
 /// Unless `hold_pipes`, the grandchild gets null stdin/stdout: it then cannot keep our pipes (and
 /// the transport's) open after we exit. Its stderr is a private pipe for the readiness line only.
 fn start_grandchild(ignore_term: bool, hold_pipes: bool, escape: Escape) -> io::Result<u32> {
-    let mut cmd = Command::new(std::env::current_exe()?);
-    cmd.arg("sleeper");
+    let mut args = vec!["sleeper"];
     if ignore_term {
-        cmd.arg("ignore-term");
+        args.push("ignore-term");
     }
+    start_waiting(&args, hold_pipes, escape).map(|(pid, _)| pid)
+}
+
+/// Starts `misbehave ARGS` (a scenario that says `ready[ REST]` on stderr and blocks) as in
+/// [`start_grandchild`]; its PID and REST once it said so.
+fn start_waiting(args: &[&str], hold_pipes: bool, escape: Escape) -> io::Result<(u32, String)> {
+    let mut cmd = Command::new(std::env::current_exe()?);
+    cmd.args(args);
     if !hold_pipes {
         cmd.stdin(Stdio::null()).stdout(Stdio::null());
     }
     cmd.stderr(Stdio::piped());
     match escape {
         Escape::Stay => {}
+        #[cfg(unix)]
         Escape::Setsid => unix::setsid_on_spawn(&mut cmd),
+        #[cfg(unix)]
         Escape::Setpgid => {
             use std::os::unix::process::CommandExt;
             cmd.process_group(0);
+        }
+        #[cfg(not(unix))]
+        Escape::Setsid | Escape::Setpgid => {
+            return Err(io::Error::new(
+                io::ErrorKind::Unsupported,
+                "setsid and setpgid are Unix's",
+            ));
         }
     }
     let mut child = cmd.spawn()?;
@@ -373,11 +422,13 @@ fn start_grandchild(ignore_term: bool, hold_pipes: bool, escape: Escape) -> io::
         .ok_or_else(|| io::Error::other("grandchild has no stderr pipe"))?;
     let mut ready = String::new();
     BufReader::new(stderr).read_line(&mut ready)?;
-    if ready.trim_end() != "ready" {
-        return Err(io::Error::other(format!("grandchild said {ready:?}")));
-    }
+    let rest = match ready.trim_end().strip_prefix("ready") {
+        Some("") => "",
+        Some(rest) if rest.starts_with(' ') => &rest[1..],
+        _ => return Err(io::Error::other(format!("grandchild said {ready:?}"))),
+    };
     // Not waited for on purpose: it is meant to outlive us, as a launcher's child would.
-    Ok(child.id())
+    Ok((child.id(), rest.to_owned()))
 }
 
 /// The double fork of a daemon: `misbehave daemonize` starts the `setsid` sleeper (with our

@@ -1,4 +1,4 @@
-//! The few process-level calls std does not offer.
+//! The few process-level calls std does not offer (on Unix, and their Windows counterparts).
 
 use std::io;
 
@@ -14,8 +14,27 @@ pub(crate) fn ignore_sigterm() -> io::Result<()> {
     Ok(())
 }
 
+/// Windows' closest thing to SIGTERM is a console control event (`CTRL_BREAK_EVENT`, which a
+/// host sends to a child it started in a process group of its own, or `CTRL_C_EVENT`): a handler
+/// that claims every event makes this process ignore them, so only termination can end it.
+#[cfg(windows)]
+pub(crate) fn ignore_sigterm() -> io::Result<()> {
+    use windows_sys::Win32::System::Console::SetConsoleCtrlHandler;
+    use windows_sys::core::BOOL;
+    /// Runs on a thread the system starts for each event; TRUE says "handled, do not exit".
+    unsafe extern "system" fn ignore(_event: u32) -> BOOL {
+        1
+    }
+    // SAFETY: `ignore` is a valid handler for the life of the process (a plain function that
+    // touches nothing).
+    if unsafe { SetConsoleCtrlHandler(Some(ignore), 1) } == 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Without SIGTERM there is nothing to ignore.
-#[cfg(not(unix))]
+#[cfg(not(any(unix, windows)))]
 pub(crate) fn ignore_sigterm() -> io::Result<()> {
     Ok(())
 }
