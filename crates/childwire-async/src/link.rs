@@ -30,6 +30,9 @@ pub(crate) const WRITE_BATCH: usize = 64 * 1024;
 /// than what a sender running a loop takes per message.
 pub(crate) const SEND_PAUSE: Duration = Duration::from_micros(5);
 
+/// Where the background task's waker is kept.
+type BgWaker = Arc<Mutex<Option<Waker>>>;
+
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere while holding a lock leaves these states consistent
     // (their own methods keep them so); go on with them.
@@ -41,8 +44,10 @@ pub(crate) struct Link<F: Framing> {
     pub(crate) inn: Mutex<InSide<F>>,
     /// The child's part; `None` for a channel over a pipe pair.
     pub(crate) control: Option<Mutex<ControlSide>>,
-    /// The background task, woken when it has something to do.
-    bg: Mutex<Option<Waker>>,
+    /// The background task, woken when it has something to do. Shared with
+    /// the sending half, which wakes it when a write starts the clock of
+    /// the write timeout, whose timer that task runs.
+    bg: BgWaker,
     /// Mirrors "bytes wait for the background flush", so a receiver can
     /// look without taking the sending half's lock.
     pub(crate) flush_armed: AtomicBool,
@@ -60,11 +65,12 @@ impl<F: Framing> Link<F> {
         stdout: Box<dyn PipeRead>,
         control: Option<ControlSide>,
     ) -> Arc<Self> {
+        let bg = BgWaker::default();
         Arc::new(Self {
-            out: Mutex::new(OutSide::new(outbound, stdin)),
+            out: Mutex::new(OutSide::new(outbound, stdin, Arc::clone(&bg))),
             inn: Mutex::new(InSide::new(inbound, stdout)),
             control: control.map(Mutex::new),
-            bg: Mutex::new(None),
+            bg,
             flush_armed: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
             abandoned: AtomicBool::new(false),
@@ -224,10 +230,12 @@ pub(crate) struct OutSide<F: Framing> {
     /// Tasks waiting for room, for the queue to drain, or for the pipe.
     waiters: Arc<WakeSet>,
     pipe_waker: Waker,
+    /// The background task (see [`Link`]'s field of that name).
+    bg: BgWaker,
 }
 
 impl<F: Framing> OutSide<F> {
-    fn new(outbound: Outbound<F>, pipe: Box<dyn PipeWrite>) -> Self {
+    fn new(outbound: Outbound<F>, pipe: Box<dyn PipeWrite>, bg: BgWaker) -> Self {
         let waiters = WakeSet::new();
         Self {
             outbound,
@@ -241,6 +249,7 @@ impl<F: Framing> OutSide<F> {
             drained_at: None,
             pipe_waker: fan_out(&waiters),
             waiters,
+            bg,
         }
     }
 
@@ -264,6 +273,7 @@ impl<F: Framing> OutSide<F> {
         let pipe_waker = self.pipe_waker.clone();
         let mut cx = Context::from_waker(&pipe_waker);
         let mut progress = false;
+        let deadline_before = self.outbound.poll_timeout();
         let outcome = loop {
             if !self.closing && self.outbound.poll_close() {
                 self.closing = true;
@@ -325,6 +335,19 @@ impl<F: Framing> OutSide<F> {
             // The pipe took bytes: a sender may try again after a batch.
             self.write_at = self.outbound.queued() + WRITE_BATCH;
             self.waiters.wake_all();
+        }
+        let deadline = self.outbound.poll_timeout();
+        if deadline.is_some() && (deadline_before.is_none() || deadline < deadline_before) {
+            // The write timeout's clock started here, sooner than the
+            // background task, which runs its timer, last saw. It is not
+            // always woken otherwise: with the queue written out but a
+            // buffering pipe's flush pending (a Windows child's stdin
+            // behind a blocking thread), the flush stays armed, so the
+            // next write into the stuck pipe arms nothing, and a sender
+            // waiting for room would wait forever.
+            if let Some(waker) = lock(&self.bg).as_ref() {
+                waker.wake_by_ref();
+            }
         }
         outcome
     }

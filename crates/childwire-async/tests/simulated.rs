@@ -737,6 +737,88 @@ fn c23_flush_and_close_wait_for_a_buffering_writer_to_pass_everything_on() {
     );
 }
 
+/// A writer with one write in flight, like Tokio's stdin of a Windows
+/// child (a blocking thread behind it): a write is taken whole at once
+/// while idle, then every write and flush waits until it went through to
+/// the pipe, which a peer that never reads never lets happen.
+struct OneInFlight {
+    held: Vec<u8>,
+    pipe: support::PipeWriter,
+}
+
+impl OneInFlight {
+    fn poll_through(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        while !self.held.is_empty() {
+            let n = std::task::ready!(childwire_async::PipeWrite::poll_write(
+                &mut self.pipe,
+                cx,
+                &self.held
+            ))?;
+            self.held.drain(..n);
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl childwire_async::PipeWrite for OneInFlight {
+    fn poll_write(
+        &mut self,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> Poll<std::io::Result<usize>> {
+        std::task::ready!(self.poll_through(cx))?;
+        self.held.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
+    }
+
+    fn poll_flush(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+        self.poll_through(cx)
+    }
+}
+
+#[test]
+fn c07_the_write_timeout_fires_when_a_taken_write_never_goes_through() {
+    const TIMEOUT: Duration = Duration::from_millis(200);
+    let rt = FakeRuntime::new();
+    let (to_peer, peer_in) = pipe(16);
+    let (peer_out, from_peer) = pipe(16);
+    let writer = OneInFlight {
+        held: Vec::new(),
+        pipe: to_peer,
+    };
+    rt.block_on(async {
+        let mut config = ChannelConfig::default();
+        config.send_high_water = 64 * 1024;
+        config.write_timeout = Some(TIMEOUT);
+        let channel = Transport::<FakeRuntime>::from_pipes(from_peer, writer, &config)
+            .expect("inside the fake runtime");
+        let payload = "x".repeat(16 * 1024);
+        // The first write is taken; its flush never ends, so the background
+        // flush stays armed. The ones after a pause are written by their
+        // senders into the stuck writer.
+        channel.send(payload.as_str()).await.unwrap();
+        rt.sleep(MS).await;
+        let started = rt.elapsed();
+        let err = loop {
+            match within(&rt, Duration::from_secs(5), channel.send(payload.as_str())).await {
+                Some(Ok(())) => rt.sleep(MS).await,
+                Some(Err(err)) => break err,
+                None => panic!("a send waited 5 s: the write timeout never fired"),
+            }
+        };
+        assert!(
+            matches!(err.kind(), SendErrorKind::Closed(Closed::Stalled { .. })),
+            "{err}"
+        );
+        let failed_at = rt.elapsed() - started;
+        assert_eq!(
+            failed_at, TIMEOUT,
+            "the timeout runs from the first write into the stuck writer"
+        );
+    });
+    drop((peer_in, peer_out));
+}
+
 #[test]
 fn c24_spawning_outside_the_fake_runtime_fails_before_anything_starts() {
     let rt = FakeRuntime::new();
