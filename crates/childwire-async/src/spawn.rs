@@ -206,11 +206,16 @@ pub fn spawn_error(command: &Command, err: io::Error) -> SpawnError {
             return error.with_refused_batch_argument(index, arg.to_owned());
         }
     }
-    if kind != io::ErrorKind::NotFound {
+    // Windows says a missing working directory is not a directory
+    // (ERROR_DIRECTORY), where Unix says it is not found.
+    if !matches!(kind, io::ErrorKind::NotFound | io::ErrorKind::NotADirectory) {
         return error;
     }
     if let Some(dir) = command.get_current_dir().filter(|dir| !dir.is_dir()) {
         return error.with_missing_dir(dir.to_owned());
+    }
+    if kind != io::ErrorKind::NotFound {
+        return error;
     }
     match resolve(command.get_program()).and_then(|script| missing_interpreter(&script)) {
         Some(interpreter) => error.with_missing_interpreter(interpreter),
@@ -449,7 +454,12 @@ mod tests {
     fn c11_a_missing_working_directory_is_named() {
         let mut command = Command::new("sh");
         command.current_dir("/definitely/not/a/dir");
-        let err = spawn_error(&command, io::Error::from(io::ErrorKind::NotFound));
-        assert!(err.to_string().contains("working directory"), "{err}");
+        for kind in [io::ErrorKind::NotFound, io::ErrorKind::NotADirectory] {
+            let err = spawn_error(&command, io::Error::from(kind));
+            assert!(
+                err.to_string().contains("working directory"),
+                "{kind}: {err}"
+            );
+        }
     }
 }
