@@ -18,8 +18,9 @@ use crate::rt::timeout_at;
 /// Why a request got no result.
 #[derive(Debug)]
 pub enum Failure {
-    /// The server ended before answering.
-    Exited(ExitReport),
+    /// The server ended before answering (boxed, as the receiver hands it
+    /// out: a report is large next to the other reasons).
+    Exited(Box<ExitReport>),
     /// No answer within the timeout.
     Timeout(Duration),
     /// The server answered with a JSON-RPC error.
@@ -157,13 +158,13 @@ impl<R: Runtime> Session<R> {
                 }
                 Some(Received::Exited(report)) => {
                     self.exited = Some((*report).clone());
-                    return Err(Failure::Exited(*report));
+                    return Err(Failure::Exited(report));
                 }
                 // Malformed frames: line framing never has them.
                 Some(other) => say!("<- {other:?}"),
                 None => {
                     return Err(match &self.exited {
-                        Some(report) => Failure::Exited(report.clone()),
+                        Some(report) => Failure::Exited(Box::new(report.clone())),
                         None => Failure::Gone,
                     });
                 }
