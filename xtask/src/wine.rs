@@ -9,6 +9,9 @@
 //! (`xtask/wine/bcryptprimitives.c`) is built with MinGW and put in the
 //! prefix's `system32`; without it no Rust program loads.
 //!
+//! First, clippy checks that the workspace (but the benches, which read
+//! `/proc`) builds for Windows without warnings.
+//!
 //! Tests that cannot run on Windows at all are left out by `cfg` in their
 //! own files. Tests that run on Windows but that Wine cannot exercise
 //! faithfully are in [`SKIPS`], each with its reason, printed with the step:
@@ -108,6 +111,21 @@ pub(crate) fn run(mut each_test_line: impl FnMut(&str)) -> Result<(), String> {
 }
 
 fn run_tests(wine: &Wine, each_test_line: &mut impl FnMut(&str)) -> Result<(), String> {
+    // Everything that is meant to build for Windows does, warning-free: the
+    // libraries, examples, tests and xtask (the benches read /proc).
+    cmd::run(&mut cmd::cargo([
+        "clippy",
+        "--target",
+        TARGET,
+        "--workspace",
+        "--exclude",
+        "childwire-bench",
+        "--all-targets",
+        "--all-features",
+        "--",
+        "-D",
+        "warnings",
+    ]))?;
     // Built first, so that the time limit below is the tests' alone.
     cmd::run(&mut wine.cargo_test("childwire-conformance", SUITE_TESTS, true))?;
     // The examples' tests run the example programs from the target

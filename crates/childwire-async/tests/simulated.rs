@@ -2,6 +2,11 @@
 //! single-threaded executor stepped one task poll at a time, and scripted
 //! children on in-memory pipes (see `support`). Every instant asserted here
 //! is exact, and every run is the same run.
+//!
+//! Unix: a fake child's signals go to a real zombie process of ours, and
+//! its exits are Unix wait statuses (see `support`). What is tested here is
+//! the shared async layer's logic, the same on every platform.
+#![cfg(unix)]
 
 mod support;
 

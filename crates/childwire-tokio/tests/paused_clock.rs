@@ -1,5 +1,9 @@
 //! Tokio's paused clock reaches the transport (C24): the shutdown graces
 //! pass in virtual time while the child stays a real process.
+//!
+//! Unix: it runs `sh` children and reads the process's CPU time through
+//! `clock_gettime`.
+#![cfg(unix)]
 
 use std::time::{Duration, Instant};
 
