@@ -284,16 +284,17 @@ impl<F: Framing> OutSide<F> {
             if self.closing {
                 // A writer that buffers (stdout through a blocking thread,
                 // a TLS stream) loses what it holds if dropped unflushed:
-                // the peer must get everything before its EOF. Shutting
-                // down implies a flush.
-                match pipe.poll_shutdown(&mut cx) {
-                    Poll::Pending => break Poll::Pending,
-                    Poll::Ready(_) => {
-                        self.unflushed = false;
-                        self.close_pipe();
-                        break Poll::Ready(());
-                    }
+                // on a graceful close the peer must get everything before
+                // its EOF (shutting down implies a flush). Not after a
+                // stall: the peer reads nothing, so that flush would never
+                // end, and the pipe is dropped at once.
+                let stalled = matches!(self.outbound.closed(), Some(Closed::Stalled { .. }));
+                if !stalled && pipe.poll_shutdown(&mut cx).is_pending() {
+                    break Poll::Pending;
                 }
+                self.unflushed = false;
+                self.close_pipe();
+                break Poll::Ready(());
             }
             match self.outbound.poll_transmit(now) {
                 Some(bytes) => match pipe.poll_write(&mut cx, &bytes) {

@@ -657,16 +657,28 @@ fn c23_from_pipes_ends_with_none_at_eof_and_close_flushes_then_closes_the_write_
     assert_eq!(String::from_utf8(input).unwrap(), want);
 }
 
-/// A writer that buffers like `BufWriter`, or stdout behind a blocking
-/// thread (smol's `Unblock`): writes are taken at once, and reach the pipe
-/// only when flushed or shut down. Dropped unflushed, it loses them.
-struct Buffered {
+/// A writer that holds what it takes and passes it to `pipe` only when
+/// flushed or shut down (`BufWriter`, or stdout behind smol's `Unblock`);
+/// dropped unflushed, it loses it. With `one_in_flight`, a write first
+/// waits for what it holds to go through, like Tokio's stdin of a Windows
+/// child (a blocking thread behind it): a write is taken whole while idle,
+/// then everything waits until it reached the pipe.
+struct Buffering {
     held: Vec<u8>,
     pipe: support::PipeWriter,
+    one_in_flight: bool,
 }
 
-impl Buffered {
-    fn poll_push(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
+impl Buffering {
+    fn new(pipe: support::PipeWriter, one_in_flight: bool) -> Self {
+        Self {
+            held: Vec::new(),
+            pipe,
+            one_in_flight,
+        }
+    }
+
+    fn poll_through(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
         while !self.held.is_empty() {
             let n = std::task::ready!(childwire_async::PipeWrite::poll_write(
                 &mut self.pipe,
@@ -679,22 +691,25 @@ impl Buffered {
     }
 }
 
-impl childwire_async::PipeWrite for Buffered {
+impl childwire_async::PipeWrite for Buffering {
     fn poll_write(
         &mut self,
-        _cx: &mut std::task::Context<'_>,
+        cx: &mut std::task::Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
+        if self.one_in_flight {
+            std::task::ready!(self.poll_through(cx))?;
+        }
         self.held.extend_from_slice(buf);
         Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_flush(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
-        self.poll_push(cx)
+        self.poll_through(cx)
     }
 
     fn poll_shutdown(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
-        self.poll_push(cx)
+        self.poll_through(cx)
     }
 }
 
@@ -703,10 +718,7 @@ fn c23_flush_and_close_wait_for_a_buffering_writer_to_pass_everything_on() {
     let rt = FakeRuntime::new();
     let (to_peer, mut peer_in) = pipe(4);
     let (peer_out, from_peer) = pipe(16);
-    let writer = Buffered {
-        held: Vec::new(),
-        pipe: to_peer,
-    };
+    let writer = Buffering::new(to_peer, false);
     let peer_rt = rt.clone();
     let peer = rt.spawn_joinable(async move {
         let _keep_open = peer_out;
@@ -742,55 +754,13 @@ fn c23_flush_and_close_wait_for_a_buffering_writer_to_pass_everything_on() {
     );
 }
 
-/// A writer with one write in flight, like Tokio's stdin of a Windows
-/// child (a blocking thread behind it): a write is taken whole at once
-/// while idle, then every write and flush waits until it went through to
-/// the pipe, which a peer that never reads never lets happen.
-struct OneInFlight {
-    held: Vec<u8>,
-    pipe: support::PipeWriter,
-}
-
-impl OneInFlight {
-    fn poll_through(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
-        while !self.held.is_empty() {
-            let n = std::task::ready!(childwire_async::PipeWrite::poll_write(
-                &mut self.pipe,
-                cx,
-                &self.held
-            ))?;
-            self.held.drain(..n);
-        }
-        Poll::Ready(Ok(()))
-    }
-}
-
-impl childwire_async::PipeWrite for OneInFlight {
-    fn poll_write(
-        &mut self,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        std::task::ready!(self.poll_through(cx))?;
-        self.held.extend_from_slice(buf);
-        Poll::Ready(Ok(buf.len()))
-    }
-
-    fn poll_flush(&mut self, cx: &mut std::task::Context<'_>) -> Poll<std::io::Result<()>> {
-        self.poll_through(cx)
-    }
-}
-
 #[test]
 fn c07_the_write_timeout_fires_when_a_taken_write_never_goes_through() {
     const TIMEOUT: Duration = Duration::from_millis(200);
     let rt = FakeRuntime::new();
     let (to_peer, peer_in) = pipe(16);
     let (peer_out, from_peer) = pipe(16);
-    let writer = OneInFlight {
-        held: Vec::new(),
-        pipe: to_peer,
-    };
+    let writer = Buffering::new(to_peer, true);
     rt.block_on(async {
         let mut config = ChannelConfig::default();
         config.send_high_water = 64 * 1024;
