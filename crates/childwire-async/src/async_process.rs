@@ -12,7 +12,7 @@ use async_process::Stdio;
 use childwire_core::StderrMode;
 use futures_io::{AsyncRead, AsyncWrite};
 
-use crate::runtime::{PipeIds, PipeRead, PipeWrite, SpawnedChild, Timer};
+use crate::runtime::{PipeRead, PipeWrite, SpawnedChild, Timer, child_pipes};
 
 /// Spawns `command` with `async-process`.
 ///
@@ -30,19 +30,9 @@ pub fn spawn_child(command: std::process::Command, stderr: StderrMode) -> io::Re
             StderrMode::Discard => Stdio::null(),
         })
         .spawn()?;
-    let (stdin, stdout, stderr) = (child.stdin.take(), child.stdout.take(), child.stderr.take());
-    let stdin = stdin.ok_or_else(|| io::Error::other("stdin not piped"))?;
-    let stdout = stdout.ok_or_else(|| io::Error::other("stdout not piped"))?;
-    #[cfg(unix)]
-    let pipes = {
-        use std::os::fd::AsFd;
-        PipeIds::of(
-            stdin.as_fd(),
-            std::iter::once(stdout.as_fd()).chain(stderr.as_ref().map(AsFd::as_fd)),
-        )
-    };
-    #[cfg(not(unix))]
-    let pipes = PipeIds::default();
+    let stderr = child.stderr.take();
+    let (stdin, stdout, pipes) =
+        child_pipes(child.stdin.take(), child.stdout.take(), stderr.as_ref())?;
     let pid = child.id();
     Ok(SpawnedChild {
         pid: Some(pid),

@@ -50,6 +50,8 @@ pub use childwire_core::{
 };
 #[cfg(feature = "serde")]
 pub use json::{RecvJsonError, SendJsonError};
-pub use runtime::{NoRuntime, PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
+pub use runtime::{
+    NoRuntime, PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer, child_pipes,
+};
 pub use stderr_lines::{STDERR_LINES_PENDING, StderrLines};
 pub use transport::{Config, Receiver, Sender, ShutdownError, StderrCallback, Transport};

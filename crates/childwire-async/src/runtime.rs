@@ -141,6 +141,59 @@ impl PipeIds {
     }
 }
 
+/// A runtime's just-spawned child's pipes, checked: stdin and stdout must
+/// be there (childwire pipes both), and the ids of all of them are taken
+/// for the sweep after the exit (on Unix; elsewhere there are none). For a
+/// [`Runtime::spawn_child`]: `stderr` stays the caller's.
+///
+/// # Errors
+///
+/// If stdin or stdout was not piped.
+#[cfg(unix)]
+pub fn child_pipes<I, O, E>(
+    stdin: Option<I>,
+    stdout: Option<O>,
+    stderr: Option<&E>,
+) -> io::Result<(I, O, PipeIds)>
+where
+    I: std::os::fd::AsFd,
+    O: std::os::fd::AsFd,
+    E: std::os::fd::AsFd,
+{
+    use std::os::fd::AsFd;
+    let (stdin, stdout) = (piped(stdin, "stdin")?, piped(stdout, "stdout")?);
+    let pipes = PipeIds::of(
+        stdin.as_fd(),
+        std::iter::once(stdout.as_fd()).chain(stderr.map(AsFd::as_fd)),
+    );
+    Ok((stdin, stdout, pipes))
+}
+
+/// A runtime's just-spawned child's pipes, checked: stdin and stdout must
+/// be there (childwire pipes both). Pipes are not told apart here, so
+/// their ids are empty. For a [`Runtime::spawn_child`].
+///
+/// # Errors
+///
+/// If stdin or stdout was not piped.
+#[cfg(not(unix))]
+pub fn child_pipes<I, O, E>(
+    stdin: Option<I>,
+    stdout: Option<O>,
+    stderr: Option<&E>,
+) -> io::Result<(I, O, PipeIds)> {
+    let _ = stderr;
+    Ok((
+        piped(stdin, "stdin")?,
+        piped(stdout, "stdout")?,
+        PipeIds::default(),
+    ))
+}
+
+fn piped<T>(pipe: Option<T>, name: &str) -> io::Result<T> {
+    pipe.ok_or_else(|| io::Error::other(format!("{name} not piped")))
+}
+
 impl fmt::Debug for SpawnedChild {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SpawnedChild")

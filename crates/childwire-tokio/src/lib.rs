@@ -40,7 +40,7 @@ pub use childwire_async::{
     EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized,
     Received, SendError, SendErrorKind, ShutdownError, SpawnError, StderrMode,
 };
-use childwire_async::{PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer};
+use childwire_async::{PipeRead, PipeWrite, Runtime, SpawnedChild, Timer, child_pipes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The [`childwire_async::Runtime`] for Tokio: the runtime the transport was
@@ -79,20 +79,9 @@ impl Runtime for Tokio {
     ) -> io::Result<SpawnedChild> {
         let _runtime = self.handle.enter();
         let mut child = tokio::process::Command::from(command).spawn()?;
-        let (stdin, stdout, stderr) =
-            (child.stdin.take(), child.stdout.take(), child.stderr.take());
-        let stdin = stdin.ok_or_else(|| io::Error::other("stdin not piped"))?;
-        let stdout = stdout.ok_or_else(|| io::Error::other("stdout not piped"))?;
-        #[cfg(unix)]
-        let pipes = {
-            use std::os::fd::AsFd;
-            PipeIds::of(
-                stdin.as_fd(),
-                std::iter::once(stdout.as_fd()).chain(stderr.as_ref().map(AsFd::as_fd)),
-            )
-        };
-        #[cfg(not(unix))]
-        let pipes = PipeIds::default();
+        let stderr = child.stderr.take();
+        let (stdin, stdout, pipes) =
+            child_pipes(child.stdin.take(), child.stdout.take(), stderr.as_ref())?;
         Ok(SpawnedChild {
             pid: child.id(),
             pipes,
