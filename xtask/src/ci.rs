@@ -267,15 +267,17 @@ fn workspace_has_package(name: &str) -> Result<bool, String> {
 
 /// Packages every published crate as crates.io would get it and builds each
 /// from its package, unpublished siblings included (cargo serves them from a
-/// local registry under `target/package`). `--allow-dirty` so local runs with
+/// local registry under its target directory). `--allow-dirty` so local runs with
 /// uncommitted work pass too: CI's clone is clean anyway.
 ///
 /// What a previous run left goes first: cargo takes a registry crate of a
 /// given version for immutable, so a second run (on this machine, from this
 /// checkout) would verify against the siblings it extracted and compiled the
-/// first time, not the sources of now. Those are `target/package` and the
-/// extracted copies of our crates under `$CARGO_HOME/registry/src/-HASH/`
-/// (the local registries, named by a hash of their path and no host).
+/// first time, not the sources of now. Those are the extracted copies of our
+/// crates under `$CARGO_HOME/registry/src/-HASH/` (the local registries,
+/// named by a hash of their path and no host) and what was built from them:
+/// the dry run gets a target directory of its own, cleared first
+/// (`target/publish-dry-run`; its packages are in its `package/`).
 fn publish_dry_run() -> Result<Outcome, String> {
     clear_local_registry_copies()?;
     let target = std::env::var_os("CARGO_TARGET_DIR")
@@ -284,15 +286,13 @@ fn publish_dry_run() -> Result<Outcome, String> {
             std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
                 .join("..")
                 .join("target")
-        });
-    match std::fs::remove_dir_all(target.join("package")) {
+        })
+        .join("publish-dry-run");
+    match std::fs::remove_dir_all(&target) {
         Ok(()) => {}
         Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
         Err(err) => {
-            return Err(format!(
-                "cannot clear {}: {err}",
-                target.join("package").display()
-            ));
+            return Err(format!("cannot clear {}: {err}", target.display()));
         }
     }
     let mut publish = cmd::cargo([
@@ -302,6 +302,7 @@ fn publish_dry_run() -> Result<Outcome, String> {
         "--locked",
         "--allow-dirty",
     ]);
+    publish.arg("--target-dir").arg(&target);
     cmd::run(&mut publish).map(|()| Outcome::Passed)
 }
 
