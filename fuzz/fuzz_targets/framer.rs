@@ -26,6 +26,18 @@ fuzz_target!(|input: Input| {
     let mut frames: Vec<Expected> = Vec::new();
     let mut rest = input.data.as_slice();
     let mut sizes = input.chunks.iter().copied().cycle();
+    // The top bit of `max` picks how frames are taken: one `poll_frame`
+    // at a time, or in batches with `drain_frames`, as `Inbound` does.
+    let batched = input.max & 0x80 != 0;
+    let take = |decoder: &mut LineDecoder, frames: &mut Vec<Expected>| {
+        if batched {
+            decoder.drain_frames(|frame| frames.push(frame.into()));
+        } else {
+            while let Some(frame) = decoder.poll_frame() {
+                frames.push(frame.into());
+            }
+        }
+    };
 
     let feed = |decoder: &mut LineDecoder, chunk: &[u8], frames: &mut Vec<Expected>| {
         decoder.handle_data(chunk);
@@ -38,9 +50,7 @@ fuzz_target!(|input: Input| {
             decoder.buffered(),
             chunk.len()
         );
-        while let Some(frame) = decoder.poll_frame() {
-            frames.push(frame.into());
-        }
+        take(decoder, frames);
         assert!(decoder.buffered() <= max + 1 + OVERSIZED_HEAD_LEN);
     };
 
@@ -58,9 +68,7 @@ fuzz_target!(|input: Input| {
         feed(&mut decoder, chunk, &mut frames);
     }
     decoder.handle_eof();
-    while let Some(frame) = decoder.poll_frame() {
-        frames.push(frame.into());
-    }
+    take(&mut decoder, &mut frames);
     assert!(
         decoder.poll_frame().is_none(),
         "a drained decoder stays drained"

@@ -211,12 +211,8 @@ impl LineDecoder {
                 }
                 continue;
             }
-            match memchr::memchr(b'\n', &self.input) {
-                Some(newline) => {
-                    // `truncate` rather than `slice`: one reference count
-                    // update per message, not two.
-                    let mut line = self.input.split_to(newline + 1);
-                    line.truncate(newline);
+            match self.whole_line() {
+                Some(line) => {
                     if let Some(frame) = self.framer.frame_line(line, true) {
                         return Some(frame);
                     }
@@ -239,6 +235,53 @@ impl LineDecoder {
                 }
             }
         }
+    }
+}
+
+impl LineDecoder {
+    /// Hands every frame available now to `each`, in order: the same frames
+    /// as calling [`poll_frame`](Self::poll_frame) until `None`.
+    ///
+    /// Faster for short lines: the lines lying whole in the input are framed
+    /// in one tight loop, each frame handed on where it was made, instead
+    /// of being returned through `poll_frame`'s every case. Its own queue
+    /// ([`Inbound`](crate::Inbound)) takes frames this way.
+    ///
+    /// ```
+    /// use childwire_core::decoder::LineDecoder;
+    ///
+    /// let mut decoder = LineDecoder::default();
+    /// decoder.handle_data(b"{\"id\":1}\n{\"id\":2}\n{\"id\"");
+    /// let mut frames = Vec::new();
+    /// decoder.drain_frames(|frame| frames.push(frame));
+    /// assert_eq!(frames.len(), 2);
+    /// ```
+    pub fn drain_frames(&mut self, mut each: impl FnMut(Frame)) {
+        loop {
+            if self.carry.is_empty() && !self.framer.is_discarding() {
+                while let Some(line) = self.whole_line() {
+                    if let Some(frame) = self.framer.frame_line(line, true) {
+                        each(frame);
+                    }
+                }
+            }
+            match self.poll_frame() {
+                Some(frame) => each(frame),
+                None => return,
+            }
+        }
+    }
+
+    /// Splits off the next line lying whole in the input (its `\n`
+    /// removed), if there is one. Only when nothing is carried.
+    #[inline]
+    fn whole_line(&mut self) -> Option<Bytes> {
+        let newline = memchr::memchr(b'\n', &self.input)?;
+        // `truncate` rather than `slice`: one reference count update per
+        // message, not two.
+        let mut line = self.input.split_to(newline + 1);
+        line.truncate(newline);
+        Some(line)
     }
 }
 
@@ -352,6 +395,10 @@ impl Framer {
 
     /// Frames one line (its `\n` removed): strips one `\r`, skips it if
     /// blank, turns it into a notice if over the limit.
+    ///
+    /// Inlined, as it runs once per message; the rare over-limit case is
+    /// kept out of line.
+    #[inline]
     pub(crate) fn frame_line(&mut self, mut line: Bytes, terminated: bool) -> Option<Frame> {
         if line.last() == Some(&b'\r') {
             line.truncate(line.len() - 1);
@@ -361,14 +408,7 @@ impl Framer {
             return None;
         }
         if line.len() > self.max_message_size {
-            // The whole line arrived in one piece: it is over the limit all
-            // the same, and gets the same notice as a line dropped piecewise.
-            let len = line.len() as u64;
-            let mut id = IdScanner::new();
-            id.feed(&line);
-            line.truncate(OVERSIZED_HEAD_LEN);
-            let notice = Oversized::new(len, line).with_json_rpc_id(id.id());
-            return Some(self.oversized(notice));
+            return Some(self.oversized_line(line));
         }
         self.stats.messages += 1;
         self.stats.bytes += line.len() as u64;
@@ -377,6 +417,18 @@ impl Framer {
         } else {
             Message::unterminated(line)
         }))
+    }
+
+    /// The notice for a line over the limit that arrived in one piece: the
+    /// same as for a line dropped piecewise.
+    #[cold]
+    fn oversized_line(&mut self, mut line: Bytes) -> Frame {
+        let len = line.len() as u64;
+        let mut id = IdScanner::new();
+        id.feed(&line);
+        line.truncate(OVERSIZED_HEAD_LEN);
+        let notice = Oversized::new(len, line).with_json_rpc_id(id.id());
+        self.oversized(notice)
     }
 
     /// At EOF, the rest of the buffer is the final line.
@@ -445,6 +497,10 @@ impl FrameDecoder for LineDecoder {
 
     fn poll_frame(&mut self) -> Option<Frame> {
         LineDecoder::poll_frame(self)
+    }
+
+    fn drain_frames<E: FnMut(Frame)>(&mut self, each: E) {
+        LineDecoder::drain_frames(self, each);
     }
 
     fn buffered(&self) -> usize {

@@ -53,6 +53,19 @@ pub trait FrameDecoder: fmt::Debug + Send + 'static {
     /// after [`handle_eof`](Self::handle_eof), when the stream is exhausted).
     fn poll_frame(&mut self) -> Option<Frame>;
 
+    /// Hands every frame available now to `each`, in order: the same as
+    /// calling [`poll_frame`](Self::poll_frame) until `None`, which is what
+    /// this default does. A decoder may do it faster in a batch; the line
+    /// decoder does.
+    fn drain_frames<E: FnMut(Frame)>(&mut self, mut each: E)
+    where
+        Self: Sized,
+    {
+        while let Some(frame) = self.poll_frame() {
+            each(frame);
+        }
+    }
+
     /// Bytes the decoder holds now.
     fn buffered(&self) -> usize;
 

@@ -135,10 +135,11 @@ impl<F: Framing> Inbound<F> {
     }
 
     fn collect(&mut self) {
-        while let Some(frame) = self.decoder.poll_frame() {
-            self.cost += cost(&frame);
-            self.queue.push_back(frame);
-        }
+        let (queue, cost_sum) = (&mut self.queue, &mut self.cost);
+        self.decoder.drain_frames(|frame| {
+            *cost_sum += cost(&frame);
+            queue.push_back(frame);
+        });
     }
 }
 

@@ -12,6 +12,35 @@ use proptest::prelude::*;
 /// Decodes `input` fed as `chunks` (sizes, cycled; the rest in one piece),
 /// draining after every chunk, and checks the memory bound at every step.
 fn decode_chunked(input: &[u8], max: usize, chunks: &[usize]) -> (Vec<Expected>, u64) {
+    decode_chunked_by(input, max, chunks, Drain::Poll)
+}
+
+/// How frames are taken from the decoder.
+#[derive(Debug, Clone, Copy)]
+enum Drain {
+    /// `poll_frame` until `None`.
+    Poll,
+    /// `drain_frames`, the batch form `Inbound` uses.
+    Batch,
+}
+
+fn take_frames(decoder: &mut LineDecoder, how: Drain, out: &mut Vec<Expected>) {
+    match how {
+        Drain::Poll => {
+            while let Some(frame) = decoder.poll_frame() {
+                out.push(frame.into());
+            }
+        }
+        Drain::Batch => decoder.drain_frames(|frame| out.push(frame.into())),
+    }
+}
+
+fn decode_chunked_by(
+    input: &[u8],
+    max: usize,
+    chunks: &[usize],
+    how: Drain,
+) -> (Vec<Expected>, u64) {
     let mut decoder = LineDecoder::new(max);
     let mut out = Vec::new();
     let mut rest = input;
@@ -27,15 +56,11 @@ fn decode_chunked(input: &[u8], max: usize, chunks: &[usize]) -> (Vec<Expected>,
             decoder.buffered(),
             chunk.len()
         );
-        while let Some(frame) = decoder.poll_frame() {
-            out.push(frame.into());
-        }
+        take_frames(&mut decoder, how, &mut out);
         assert!(decoder.buffered() <= max + 1 + OVERSIZED_HEAD_LEN);
     }
     decoder.handle_eof();
-    while let Some(frame) = decoder.poll_frame() {
-        out.push(frame.into());
-    }
+    take_frames(&mut decoder, how, &mut out);
     assert_eq!(
         decoder.poll_frame(),
         None,
@@ -381,6 +406,18 @@ proptest! {
         chunks in prop::collection::vec(1usize..40, 1..8),
     ) {
         let (frames, blank) = decode_chunked(&input, max, &chunks);
+        let (expected, expected_blank) = reference::frames(&input, max);
+        prop_assert_eq!(frames, expected);
+        prop_assert_eq!(blank, expected_blank);
+    }
+
+    #[test]
+    fn c02_frames_drained_in_batches_match_the_reference_too(
+        input in wire_bytes(),
+        max in 0usize..24,
+        chunks in prop::collection::vec(1usize..40, 1..8),
+    ) {
+        let (frames, blank) = decode_chunked_by(&input, max, &chunks, Drain::Batch);
         let (expected, expected_blank) = reference::frames(&input, max);
         prop_assert_eq!(frames, expected);
         prop_assert_eq!(blank, expected_blank);
