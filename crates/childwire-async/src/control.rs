@@ -123,7 +123,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
                 out.outbound.poll_timeout(),
             )
         };
-        let stdout_eof = std::mem::take(&mut lock(&link.inn).eof_unreported);
+        let stdout_eof = link.take_stdout_eof();
 
         // The OS's events, without any lock.
         let mut stderr_read = None;
@@ -243,7 +243,10 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         // (within the receive bound) so its EOF is seen and the report made.
         if exited {
             let mut inn = lock(&link.inn);
-            if matches!(inn.read_once(cx.waker()), ReadOutcome::Progress) {
+            if matches!(
+                inn.read_once(cx.waker(), &link.stdout_eof_unreported),
+                ReadOutcome::Progress
+            ) {
                 progress = true;
                 inn.wake_waiters();
             }
@@ -257,7 +260,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
     /// child started still holds: the drain grace is over).
     fn read_held_back(&mut self, cx: &mut Context<'_>) -> Option<bool> {
         let mut inn = lock(&self.link.inn);
-        match inn.read_once(cx.waker()) {
+        match inn.read_once(cx.waker(), &self.link.stdout_eof_unreported) {
             ReadOutcome::Progress => {
                 inn.wake_waiters();
                 Some(true)

@@ -5,7 +5,7 @@
 //! directions never wait for each other.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::task::{Context, Poll, Waker};
 use std::time::{Duration, Instant};
 
@@ -51,6 +51,11 @@ pub(crate) struct Link<F: Framing> {
     /// Mirrors "bytes wait for the background flush", so a receiver can
     /// look without taking the sending half's lock.
     pub(crate) flush_armed: AtomicBool,
+    /// The reading pipe reached EOF and the supervisor was not told yet.
+    /// Outside the receiving half's lock, so the background task looks at
+    /// it on every round without contending with a receiver that is
+    /// reading and decoding under that lock.
+    pub(crate) stdout_eof_unreported: AtomicBool,
     /// Live user handles (senders and the receiver).
     handles: AtomicUsize,
     /// Every handle is gone.
@@ -72,6 +77,7 @@ impl<F: Framing> Link<F> {
             control: control.map(Mutex::new),
             bg,
             flush_armed: AtomicBool::new(false),
+            stdout_eof_unreported: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
             abandoned: AtomicBool::new(false),
         })
@@ -151,11 +157,25 @@ impl<F: Framing> Link<F> {
     /// Writes what is queued if the background flush was armed: a caller
     /// about to wait for an answer sends its request itself, with no
     /// hand-off to another task.
+    ///
+    /// Only if the sending half is free: armed, the bytes are the
+    /// background task's to write anyway, and whoever holds the lock now
+    /// (a sender running ahead, that task writing) is at work on them;
+    /// waiting for it would put this thread to sleep on every batch.
     pub(crate) fn flush_if_armed(&self, now: Instant) {
         if self.flush_armed.load(Ordering::Acquire) {
-            let mut out = lock(&self.out);
+            let mut out = match self.out.try_lock() {
+                Ok(out) => out,
+                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+                Err(TryLockError::WouldBlock) => return,
+            };
             let _ = out.poll_write_all(None, now);
         }
+    }
+
+    /// Takes "stdout reached EOF" for the supervisor, once.
+    pub(crate) fn take_stdout_eof(&self) -> bool {
+        self.stdout_eof_unreported.swap(false, Ordering::AcqRel)
     }
 
     pub(crate) fn acquire(&self) {
@@ -391,8 +411,6 @@ pub(crate) struct InSide<F: Framing> {
     pub(crate) inbound: Inbound<F>,
     pipe: Option<Box<dyn PipeRead>>,
     buf: Box<[u8]>,
-    /// The pipe reached EOF and the supervisor was not told yet.
-    pub(crate) eof_unreported: bool,
     /// The child's end, delivered after the last frame.
     pub(crate) report: Option<ExitReport>,
     /// Why the stream ended without a report (the task driving it stopped).
@@ -421,7 +439,6 @@ impl<F: Framing> InSide<F> {
             inbound,
             pipe: Some(pipe),
             buf: vec![0; READ_CHUNK].into_boxed_slice(),
-            eof_unreported: false,
             report: None,
             broken: None,
             finished: false,
@@ -438,8 +455,9 @@ impl<F: Framing> InSide<F> {
         self.waiters.wake_all();
     }
 
-    /// Reads once and decodes what came, within the receive bound.
-    pub(crate) fn read_once(&mut self, waiter: &Waker) -> ReadOutcome {
+    /// Reads once and decodes what came, within the receive bound. At EOF,
+    /// sets `eof_unreported` (the link's flag for the supervisor).
+    pub(crate) fn read_once(&mut self, waiter: &Waker, eof_unreported: &AtomicBool) -> ReadOutcome {
         if !self.inbound.wants_read() {
             return ReadOutcome::Stopped;
         }
@@ -460,7 +478,7 @@ impl<F: Framing> InSide<F> {
                 }
                 self.pipe = None;
                 self.inbound.handle_eof();
-                self.eof_unreported = true;
+                eof_unreported.store(true, Ordering::Release);
                 ReadOutcome::Progress
             }
             Poll::Pending => ReadOutcome::Pending,

@@ -885,9 +885,9 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                 self.link.flush_if_armed(self.rt.now());
                 continue;
             }
-            match inn.read_once(cx.waker()) {
+            match inn.read_once(cx.waker(), &self.link.stdout_eof_unreported) {
                 ReadOutcome::Progress => {
-                    if inn.eof_unreported && self.link.is_child() {
+                    if inn.inbound.is_eof() && self.link.is_child() {
                         self.link.wake_bg();
                     }
                 }
