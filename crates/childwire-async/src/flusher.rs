@@ -11,6 +11,7 @@ use std::time::Instant;
 use childwire_core::Framing;
 
 use crate::link::{Link, lock};
+use crate::out_side::write_all;
 use crate::runtime::{Runtime, Timer};
 
 pub(crate) struct Flusher<R: Runtime, F: Framing> {
@@ -40,7 +41,7 @@ impl<R: Runtime, F: Framing> Future for Flusher<R, F> {
             let deadline = {
                 let mut out = lock(&this.link.out);
                 out.outbound.handle_timeout(now);
-                let written = out.poll_write_all(Some(cx.waker()), now);
+                let written = write_all!(this.link, out, Some(cx.waker()), now);
                 this.link
                     .flush_armed
                     .store(out.flush_armed, std::sync::atomic::Ordering::Release);

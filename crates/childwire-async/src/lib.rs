@@ -31,6 +31,7 @@ mod flusher;
 mod json;
 mod link;
 mod os;
+mod out_side;
 #[cfg(target_os = "linux")]
 mod pre_exec;
 #[cfg(feature = "serde")]

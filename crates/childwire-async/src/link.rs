@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use childwire_core::{Closed, Counters, ExitReport, Framing, Inbound, Outbound, Supervisor};
 
+use crate::out_side::{OutGuard, OutSide};
 use crate::runtime::{PipeRead, PipeWrite};
 use crate::wake::{WakeSet, fan_out};
 
@@ -31,7 +32,7 @@ pub(crate) const WRITE_BATCH: usize = 64 * 1024;
 pub(crate) const SEND_PAUSE: Duration = Duration::from_micros(5);
 
 /// Where the background task's waker is kept.
-type BgWaker = Arc<Mutex<Option<Waker>>>;
+pub(crate) type BgWaker = Arc<Mutex<Option<Waker>>>;
 
 pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
     // A panic elsewhere while holding a lock leaves these states consistent
@@ -109,12 +110,18 @@ impl<F: Framing> Link<F> {
         }
     }
 
-    /// Writes what `out` holds from the caller's task; if the pipe is full,
-    /// leaves the rest to the background task.
-    pub(crate) fn write_or_arm(&self, out: &mut OutSide<F>, now: Instant) {
-        if out.poll_write_all(None, now).is_pending() {
-            self.arm_flush(out);
+    /// Writes what `out` holds from the caller's task; if the pipe is full
+    /// (or another writer has it), leaves the rest to the background task.
+    pub(crate) fn write_or_arm<'a>(
+        &'a self,
+        out: OutGuard<'a, F>,
+        now: Instant,
+    ) -> OutGuard<'a, F> {
+        let (mut out, written) = self.poll_write_all(out, None, now);
+        if written.is_pending() {
+            self.arm_flush(&mut out);
         }
+        out
     }
 
     /// After a sender queued a message: writes from the caller's task once
@@ -125,7 +132,11 @@ impl<F: Framing> Link<F> {
     /// pipe thus tries the pipe once per batch, not once per message, and
     /// messages sent back to back go out together; a lone message (a
     /// request) is written at once, with no wake-up of another task.
-    pub(crate) fn queued_one(&self, out: &mut OutSide<F>, clock: impl Fn() -> Instant) {
+    pub(crate) fn queued_one<'a>(
+        &'a self,
+        mut out: OutGuard<'a, F>,
+        clock: impl Fn() -> Instant,
+    ) -> OutGuard<'a, F> {
         // The clock is read only for a message alone in the queue: once
         // per batch in a burst, not once per message.
         let now = if out.outbound.queued() >= out.write_at {
@@ -136,15 +147,15 @@ impl<F: Framing> Link<F> {
                 .drained_at
                 .is_none_or(|at| now.saturating_duration_since(at) >= SEND_PAUSE);
             if !after_pause {
-                self.arm_flush(out);
-                return;
+                self.arm_flush(&mut out);
+                return out;
             }
             now
         } else {
-            self.arm_flush(out);
-            return;
+            self.arm_flush(&mut out);
+            return out;
         };
-        self.write_or_arm(out, now);
+        let mut out = self.write_or_arm(out, now);
         out.write_at = out.outbound.queued() + WRITE_BATCH;
         if out.outbound.is_drained() {
             // The pause is counted from the end of this write: a write that
@@ -152,6 +163,7 @@ impl<F: Framing> Link<F> {
             // the next message of a burst look like one after a pause.
             out.drained_at = Some(clock());
         }
+        out
     }
 
     /// Writes what is queued if the background flush was armed: a caller
@@ -164,12 +176,12 @@ impl<F: Framing> Link<F> {
     /// waiting for it would put this thread to sleep on every batch.
     pub(crate) fn flush_if_armed(&self, now: Instant) {
         if self.flush_armed.load(Ordering::Acquire) {
-            let mut out = match self.out.try_lock() {
+            let out = match self.out.try_lock() {
                 Ok(out) => out,
                 Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
                 Err(TryLockError::WouldBlock) => return,
             };
-            let _ = out.poll_write_all(None, now);
+            let _ = self.poll_write_all(out, None, now);
         }
     }
 
@@ -222,187 +234,6 @@ impl<F: Framing> Link<F> {
         counters.blank_lines = stats.blank_lines;
         counters.stderr_bytes = stderr_bytes;
         counters
-    }
-}
-
-/// The sending half and the writing pipe.
-pub(crate) struct OutSide<F: Framing> {
-    pub(crate) outbound: Outbound<F>,
-    pipe: Option<Box<dyn PipeWrite>>,
-    /// Bytes were written since the last flush.
-    unflushed: bool,
-    /// The outbound asked to close the write side (it hands that out
-    /// once); the pipe is flushed and shut down first, then dropped.
-    closing: bool,
-    /// The background task is asked to flush.
-    pub(crate) flush_armed: bool,
-    /// A write failed: the peer closed its end. For the supervisor, which
-    /// takes it.
-    pub(crate) write_failed: bool,
-    /// A write failed, ever: what was queued then was dropped.
-    pub(crate) broken: bool,
-    /// Queued bytes at which a sender next writes itself (see
-    /// [`Link::queued_one`]).
-    pub(crate) write_at: usize,
-    /// When the queue was last written out whole (see
-    /// [`Link::queued_one`]).
-    drained_at: Option<Instant>,
-    /// Tasks waiting for room, for the queue to drain, or for the pipe.
-    waiters: Arc<WakeSet>,
-    pipe_waker: Waker,
-    /// The background task (see [`Link`]'s field of that name).
-    bg: BgWaker,
-}
-
-impl<F: Framing> OutSide<F> {
-    fn new(outbound: Outbound<F>, pipe: Box<dyn PipeWrite>, bg: BgWaker) -> Self {
-        let waiters = WakeSet::new();
-        Self {
-            outbound,
-            pipe: Some(pipe),
-            unflushed: false,
-            closing: false,
-            flush_armed: false,
-            write_failed: false,
-            broken: false,
-            write_at: WRITE_BATCH,
-            drained_at: None,
-            pipe_waker: fan_out(&waiters),
-            waiters,
-            bg,
-        }
-    }
-
-    /// Registers a task to wake on progress (room, drain, the pipe).
-    pub(crate) fn wait(&self, waker: &Waker) {
-        self.waiters.register(waker);
-    }
-
-    pub(crate) fn wake_waiters(&self) {
-        self.waiters.wake_all();
-    }
-
-    /// Writes and flushes everything queued. `Ready` when nothing is left
-    /// to write (or nothing can be: the pipe is closed); `Pending` when the
-    /// pipe is full, with `waiter` (and everyone registered) woken when it
-    /// takes more.
-    pub(crate) fn poll_write_all(&mut self, waiter: Option<&Waker>, now: Instant) -> Poll<()> {
-        if let Some(waker) = waiter {
-            self.waiters.register(waker);
-        }
-        let pipe_waker = self.pipe_waker.clone();
-        let mut cx = Context::from_waker(&pipe_waker);
-        let mut progress = false;
-        let deadline_before = self.outbound.poll_timeout();
-        let outcome = loop {
-            if !self.closing && self.outbound.poll_close() {
-                self.closing = true;
-            }
-            let Some(pipe) = self.pipe.as_mut() else {
-                break Poll::Ready(());
-            };
-            if self.closing {
-                // A writer that buffers (stdout through a blocking thread,
-                // a TLS stream) loses what it holds if dropped unflushed:
-                // on a graceful close the peer must get everything before
-                // its EOF (shutting down implies a flush). Not after a
-                // stall: the peer reads nothing, so that flush would never
-                // end, and the pipe is dropped at once.
-                let stalled = matches!(self.outbound.closed(), Some(Closed::Stalled { .. }));
-                if !stalled && pipe.poll_shutdown(&mut cx).is_pending() {
-                    break Poll::Pending;
-                }
-                self.unflushed = false;
-                self.close_pipe();
-                break Poll::Ready(());
-            }
-            match self.outbound.poll_transmit(now) {
-                Some(bytes) => match pipe.poll_write(&mut cx, &bytes) {
-                    Poll::Ready(Ok(n)) if n > 0 => {
-                        self.outbound.handle_written(n, now);
-                        self.unflushed = true;
-                        progress = true;
-                    }
-                    Poll::Ready(result) => {
-                        if let Err(err) = result {
-                            if err.kind() != std::io::ErrorKind::BrokenPipe {
-                                tracing::debug!("writing to the peer failed: {err}");
-                            }
-                        }
-                        self.fail();
-                        progress = true;
-                    }
-                    Poll::Pending => break Poll::Pending,
-                },
-                None if self.unflushed => match pipe.poll_flush(&mut cx) {
-                    Poll::Ready(Ok(())) => self.unflushed = false,
-                    Poll::Ready(Err(_)) => {
-                        self.fail();
-                        progress = true;
-                    }
-                    Poll::Pending => break Poll::Pending,
-                },
-                None => break Poll::Ready(()),
-            }
-        };
-        if outcome.is_ready() && self.flush_armed && self.outbound.is_drained() {
-            // Nothing left for the background flush.
-            self.flush_armed = false;
-        }
-        if progress {
-            if self.outbound.is_drained() {
-                self.drained_at = Some(now);
-            }
-            // The pipe took bytes: a sender may try again after a batch.
-            self.write_at = self.outbound.queued() + WRITE_BATCH;
-            self.waiters.wake_all();
-        }
-        let deadline = self.outbound.poll_timeout();
-        if deadline.is_some() && (deadline_before.is_none() || deadline < deadline_before) {
-            // The write timeout's clock started here, sooner than the
-            // background task, which runs its timer, last saw. It is not
-            // always woken otherwise: with the queue written out but a
-            // buffering pipe's flush pending (a Windows child's stdin
-            // behind a blocking thread), the flush stays armed, so the
-            // next write into the stuck pipe arms nothing, and a sender
-            // waiting for room would wait forever.
-            if let Some(waker) = lock(&self.bg).as_ref() {
-                waker.wake_by_ref();
-            }
-        }
-        outcome
-    }
-
-    /// The peer closed its end: drop what is queued, refuse from now on.
-    fn fail(&mut self) {
-        self.outbound.handle_write_failed();
-        let _ = self.outbound.poll_close();
-        self.pipe = None;
-        self.write_failed = true;
-        self.broken = true;
-    }
-
-    /// Closes the writing pipe (the peer reads EOF).
-    pub(crate) fn close_pipe(&mut self) {
-        self.pipe = None;
-        self.waiters.wake_all();
-    }
-
-    /// Ends sending for `reason`: drop what is queued and close the pipe.
-    pub(crate) fn abort(&mut self, reason: Closed) {
-        self.outbound.abort(reason);
-        let _ = self.outbound.poll_close();
-        self.close_pipe();
-    }
-
-    /// Bytes were handed to the pipe that a buffering writer may still
-    /// hold: they reached the peer only once flushed.
-    pub(crate) fn is_unflushed(&self) -> bool {
-        self.unflushed && self.pipe.is_some()
-    }
-
-    pub(crate) fn is_pipe_open(&self) -> bool {
-        self.pipe.is_some()
     }
 }
 

@@ -21,6 +21,7 @@ use futures_sink::Sink;
 use crate::control::{Control, ControlParts};
 use crate::flusher::Flusher;
 use crate::link::{ControlSide, Link, ReadOutcome, WRITE_BATCH, lock};
+use crate::out_side::write_all;
 use crate::runtime::{PipeRead, PipeWrite, Runtime};
 use crate::stderr_lines::{self, StderrLines};
 use crate::{os, spawn, spawner};
@@ -469,7 +470,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             // bytes checked again) until there is room: see `poll_send`.
             if pending.is_some()
                 && !out.outbound.send_ready()
-                && out.poll_write_all(Some(cx.waker()), now).is_pending()
+                && write_all!(self.link, out, Some(cx.waker()), now).is_pending()
                 && !out.outbound.send_ready()
             {
                 return Poll::Pending;
@@ -478,12 +479,12 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
                 match out.outbound.send(item) {
                     Ok(()) => {
                         if out.outbound.queued() >= WRITE_BATCH {
-                            self.link.write_or_arm(&mut out, now);
+                            out = self.link.write_or_arm(out, now);
                         }
                     }
                     Err(err) if err.kind() == SendErrorKind::Full => {
                         pending = Some(err.into_payload());
-                        if out.poll_write_all(Some(cx.waker()), now).is_pending() {
+                        if write_all!(self.link, out, Some(cx.waker()), now).is_pending() {
                             return Poll::Pending;
                         }
                     }
@@ -515,7 +516,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             // pipe took. Once refused, wait for room first.
             if *refused_full && !out.outbound.send_ready() {
                 let now = self.rt.now();
-                if out.poll_write_all(Some(cx.waker()), now).is_pending()
+                if write_all!(self.link, out, Some(cx.waker()), now).is_pending()
                     && !out.outbound.send_ready()
                 {
                     return Err(item);
@@ -523,7 +524,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             }
             match out.outbound.send(item) {
                 Ok(()) => {
-                    self.link.queued_one(&mut out, || self.rt.now());
+                    drop(self.link.queued_one(out, || self.rt.now()));
                     return Ok(Ok(()));
                 }
                 Err(err) if err.kind() == SendErrorKind::Full => {
@@ -531,7 +532,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
                     *refused_full = true;
                     item = err.into_payload();
                     let now = self.rt.now();
-                    if out.poll_write_all(Some(cx.waker()), now).is_pending()
+                    if write_all!(self.link, out, Some(cx.waker()), now).is_pending()
                         && !out.outbound.send_ready()
                     {
                         return Err(item);
@@ -591,7 +592,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
                 .as_ref()
                 .is_some_and(|control| lock(control).stopped);
             let mut out = lock(&self.link.out);
-            let _ = out.poll_write_all(Some(cx.waker()), self.rt.now());
+            let _ = write_all!(self.link, out, Some(cx.waker()), self.rt.now());
             if out.broken {
                 return Poll::Ready(Err(ShutdownError::PeerClosed));
             }
@@ -616,7 +617,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     pub async fn flush(&self) -> Result<(), SendError<Bytes>> {
         poll_fn(|cx| {
             let mut out = lock(&self.link.out);
-            let written = out.poll_write_all(Some(cx.waker()), self.rt.now());
+            let written = write_all!(self.link, out, Some(cx.waker()), self.rt.now());
             if out.outbound.is_drained() && !out.is_unflushed() && !out.broken {
                 return Poll::Ready(Ok(()));
             }
@@ -717,9 +718,7 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
             if out.outbound.send_ready() {
                 return Poll::Ready(Ok(()));
             }
-            if out
-                .poll_write_all(Some(cx.waker()), self.rt.now())
-                .is_pending()
+            if write_all!(self.link, out, Some(cx.waker()), self.rt.now()).is_pending()
                 && !out.outbound.send_ready()
             {
                 return Poll::Pending;
@@ -732,13 +731,13 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
         out.outbound.send_anyway(item)?;
         // Written once a batch is queued, else left to the background flush
         // (armed): nothing fed waits for a flush that may never be asked.
-        self.link.queued_one(&mut out, || self.rt.now());
+        drop(self.link.queued_one(out, || self.rt.now()));
         Ok(())
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         let mut out = lock(&self.link.out);
-        match out.poll_write_all(Some(cx.waker()), self.rt.now()) {
+        match write_all!(self.link, out, Some(cx.waker()), self.rt.now()) {
             Poll::Ready(()) if out.outbound.is_drained() => Poll::Ready(Ok(())),
             Poll::Ready(()) => {
                 // Queued but the pipe is gone: say why.
@@ -761,7 +760,9 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
         } else {
             let mut out = lock(&self.link.out);
             out.outbound.close();
-            let _ = out.poll_write_all(Some(cx.waker()), self.rt.now());
+            let _ = self
+                .link
+                .poll_write_all(out, Some(cx.waker()), self.rt.now());
         }
         Poll::Ready(Ok(()))
     }

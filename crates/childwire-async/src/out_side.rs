@@ -1,0 +1,317 @@
+//! The sending half and the writing pipe, and how the pipe is written:
+//! its calls are made outside the sending half's lock, so a sender queuing
+//! a message never waits behind a write of a pipe's worth.
+
+use std::io;
+use std::sync::{Arc, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use bytes::Bytes;
+use childwire_core::{Closed, Framing, Outbound};
+
+use crate::link::{BgWaker, Link, WRITE_BATCH, lock};
+use crate::runtime::PipeWrite;
+use crate::wake::{WakeSet, fan_out};
+
+/// `Link::poll_write_all` on the guard `$out`, which is handed back into
+/// it: the outcome, as an expression.
+macro_rules! write_all {
+    ($link:expr, $out:ident, $waiter:expr, $now:expr) => {{
+        let (guard, outcome) = $link.poll_write_all($out, $waiter, $now);
+        $out = guard;
+        outcome
+    }};
+}
+pub(crate) use write_all;
+
+/// The sending half, locked.
+pub(crate) type OutGuard<'a, F> = MutexGuard<'a, OutSide<F>>;
+
+/// The sending half and the writing pipe.
+pub(crate) struct OutSide<F: Framing> {
+    pub(crate) outbound: Outbound<F>,
+    pipe: PipeSlot,
+    /// Bytes were written since the last flush.
+    unflushed: bool,
+    /// The outbound asked to close the write side (it hands that out
+    /// once); the pipe is flushed and shut down first, then dropped.
+    closing: bool,
+    /// The background task is asked to flush.
+    pub(crate) flush_armed: bool,
+    /// A write failed: the peer closed its end. For the supervisor, which
+    /// takes it.
+    pub(crate) write_failed: bool,
+    /// A write failed, ever: what was queued then was dropped.
+    pub(crate) broken: bool,
+    /// Queued bytes at which a sender next writes itself (see
+    /// [`Link::queued_one`]).
+    pub(crate) write_at: usize,
+    /// When the queue was last written out whole (see
+    /// [`Link::queued_one`]).
+    pub(crate) drained_at: Option<Instant>,
+    /// Someone found the pipe out with another writer and waits: woken
+    /// when it comes back.
+    contended: bool,
+    /// Tasks waiting for room, for the queue to drain, or for the pipe.
+    waiters: Arc<WakeSet>,
+    pipe_waker: Waker,
+    /// The background task (see [`Link`]'s field of that name).
+    bg: BgWaker,
+}
+
+/// Where the writing pipe is.
+enum PipeSlot {
+    /// Here, for whoever holds the lock.
+    Here(Box<dyn PipeWrite>),
+    /// A writer has it outside the lock for one call.
+    Out,
+    /// Out, and closed meanwhile: dropped when it comes back.
+    OutClosed,
+    /// Closed: the peer reads EOF.
+    Gone,
+}
+
+/// One call on the pipe, made outside the lock.
+enum PipeCall {
+    Write(Bytes),
+    Flush,
+    Shutdown,
+}
+
+/// What the writer does next.
+enum Next {
+    /// Nothing (`Ready`), or nothing now (`Pending`, a waker registered).
+    Done(Poll<()>),
+    /// This call, with the pipe taken out of the slot for it.
+    Call(Box<dyn PipeWrite>, PipeCall),
+}
+
+impl<F: Framing> OutSide<F> {
+    pub(crate) fn new(outbound: Outbound<F>, pipe: Box<dyn PipeWrite>, bg: BgWaker) -> Self {
+        let waiters = WakeSet::new();
+        Self {
+            outbound,
+            pipe: PipeSlot::Here(pipe),
+            unflushed: false,
+            closing: false,
+            flush_armed: false,
+            write_failed: false,
+            broken: false,
+            write_at: WRITE_BATCH,
+            drained_at: None,
+            contended: false,
+            pipe_waker: fan_out(&waiters),
+            waiters,
+            bg,
+        }
+    }
+
+    /// Registers a task to wake on progress (room, drain, the pipe).
+    pub(crate) fn wait(&self, waker: &Waker) {
+        self.waiters.register(waker);
+    }
+
+    pub(crate) fn wake_waiters(&self) {
+        self.waiters.wake_all();
+    }
+
+    /// What to do next with the pipe, under the lock.
+    fn next(&mut self, now: Instant) -> Next {
+        if !self.closing && self.outbound.poll_close() {
+            self.closing = true;
+        }
+        match self.pipe {
+            PipeSlot::Here(_) => {}
+            PipeSlot::Out => {
+                // Another writer is at it: it wakes us when the pipe is back.
+                self.contended = true;
+                return Next::Done(Poll::Pending);
+            }
+            PipeSlot::OutClosed | PipeSlot::Gone => return Next::Done(Poll::Ready(())),
+        }
+        let call = if self.closing {
+            // A writer that buffers (stdout through a blocking thread, a
+            // TLS stream) loses what it holds if dropped unflushed: on a
+            // graceful close the peer must get everything before its EOF
+            // (shutting down implies a flush). Not after a stall: the peer
+            // reads nothing, so that flush would never end, and the pipe is
+            // dropped at once.
+            if matches!(self.outbound.closed(), Some(Closed::Stalled { .. })) {
+                self.unflushed = false;
+                self.close_pipe();
+                return Next::Done(Poll::Ready(()));
+            }
+            PipeCall::Shutdown
+        } else {
+            match self.outbound.poll_transmit(now) {
+                Some(bytes) => PipeCall::Write(bytes),
+                None if self.unflushed => PipeCall::Flush,
+                None => return Next::Done(Poll::Ready(())),
+            }
+        };
+        match std::mem::replace(&mut self.pipe, PipeSlot::Out) {
+            PipeSlot::Here(pipe) => Next::Call(pipe, call),
+            // Checked above.
+            other => {
+                self.pipe = other;
+                Next::Done(Poll::Ready(()))
+            }
+        }
+    }
+
+    /// Takes the pipe back and what its call did, under the lock again:
+    /// `Some` ends the round (`Ready`: nothing more to do, `Pending`: the
+    /// pipe is full). `progress` is set when bytes moved or the pipe broke.
+    fn finish(
+        &mut self,
+        pipe: Box<dyn PipeWrite>,
+        call: PipeCall,
+        result: Poll<io::Result<usize>>,
+        now: Instant,
+        progress: &mut bool,
+    ) -> Option<Poll<()>> {
+        match std::mem::replace(&mut self.pipe, PipeSlot::Gone) {
+            PipeSlot::Out => self.pipe = PipeSlot::Here(pipe),
+            // Closed while out: it stays closed, and is dropped here.
+            _ => drop(pipe),
+        }
+        match (call, result) {
+            (_, Poll::Pending) => Some(Poll::Pending),
+            (PipeCall::Write(_), Poll::Ready(Ok(n))) if n > 0 => {
+                self.outbound.handle_written(n, now);
+                self.unflushed = true;
+                *progress = true;
+                None
+            }
+            (PipeCall::Flush, Poll::Ready(Ok(_))) => {
+                self.unflushed = false;
+                None
+            }
+            (PipeCall::Write(_) | PipeCall::Flush, Poll::Ready(result)) => {
+                if let Err(err) = result {
+                    if err.kind() != io::ErrorKind::BrokenPipe {
+                        tracing::debug!("writing to the peer failed: {err}");
+                    }
+                }
+                self.fail();
+                *progress = true;
+                None
+            }
+            (PipeCall::Shutdown, Poll::Ready(_)) => {
+                self.unflushed = false;
+                self.close_pipe();
+                Some(Poll::Ready(()))
+            }
+        }
+    }
+
+    /// The peer closed its end: drop what is queued, refuse from now on.
+    fn fail(&mut self) {
+        self.outbound.handle_write_failed();
+        let _ = self.outbound.poll_close();
+        self.pipe = PipeSlot::Gone;
+        self.write_failed = true;
+        self.broken = true;
+    }
+
+    /// Closes the writing pipe (the peer reads EOF); if a writer has it out,
+    /// once it comes back.
+    pub(crate) fn close_pipe(&mut self) {
+        self.pipe = match self.pipe {
+            PipeSlot::Out | PipeSlot::OutClosed => PipeSlot::OutClosed,
+            PipeSlot::Here(_) | PipeSlot::Gone => PipeSlot::Gone,
+        };
+        self.waiters.wake_all();
+    }
+
+    /// Ends sending for `reason`: drop what is queued and close the pipe.
+    pub(crate) fn abort(&mut self, reason: Closed) {
+        self.outbound.abort(reason);
+        let _ = self.outbound.poll_close();
+        self.close_pipe();
+    }
+
+    /// Bytes were handed to the pipe that a buffering writer may still
+    /// hold: they reached the peer only once flushed.
+    pub(crate) fn is_unflushed(&self) -> bool {
+        self.unflushed && self.is_pipe_open()
+    }
+
+    pub(crate) fn is_pipe_open(&self) -> bool {
+        matches!(self.pipe, PipeSlot::Here(_) | PipeSlot::Out)
+    }
+}
+
+impl<F: Framing> Link<F> {
+    /// Writes and flushes everything queued. `Ready` when nothing is left
+    /// to write (or nothing can be: the pipe is closed); `Pending` when the
+    /// pipe is full or another writer has it, with `waiter` (and everyone
+    /// registered) woken when it takes more or comes back.
+    ///
+    /// The pipe's own calls are made with the lock released (the guard is
+    /// handed back): a write of a pipe's worth takes a while, and senders
+    /// queuing meanwhile must not sleep on the lock for it. The pipe is
+    /// taken out of its slot for the call, so there is one writer at a
+    /// time; what others queue meanwhile goes out in its next round.
+    pub(crate) fn poll_write_all<'a>(
+        &'a self,
+        mut out: OutGuard<'a, F>,
+        waiter: Option<&Waker>,
+        now: Instant,
+    ) -> (OutGuard<'a, F>, Poll<()>) {
+        if let Some(waker) = waiter {
+            out.waiters.register(waker);
+        }
+        let pipe_waker = out.pipe_waker.clone();
+        let deadline_before = out.outbound.poll_timeout();
+        let mut progress = false;
+        let mut wrote_outside = false;
+        let outcome = loop {
+            let (mut pipe, call) = match out.next(now) {
+                Next::Done(outcome) => break outcome,
+                Next::Call(pipe, call) => (pipe, call),
+            };
+            drop(out);
+            let mut cx = Context::from_waker(&pipe_waker);
+            let result = match &call {
+                PipeCall::Write(bytes) => pipe.poll_write(&mut cx, bytes),
+                PipeCall::Flush => pipe.poll_flush(&mut cx).map_ok(|()| 0),
+                PipeCall::Shutdown => pipe.poll_shutdown(&mut cx).map_ok(|()| 0),
+            };
+            out = lock(&self.out);
+            wrote_outside = true;
+            if let Some(outcome) = out.finish(pipe, call, result, now, &mut progress) {
+                break outcome;
+            }
+        };
+        if outcome.is_ready() && out.flush_armed && out.outbound.is_drained() {
+            // Nothing left for the background flush.
+            out.flush_armed = false;
+        }
+        if progress {
+            if out.outbound.is_drained() {
+                out.drained_at = Some(now);
+            }
+            // The pipe took bytes: a sender may try again after a batch.
+            out.write_at = out.outbound.queued() + WRITE_BATCH;
+        }
+        if progress || (wrote_outside && std::mem::take(&mut out.contended)) {
+            out.waiters.wake_all();
+        }
+        let deadline = out.outbound.poll_timeout();
+        if deadline.is_some() && (deadline_before.is_none() || deadline < deadline_before) {
+            // The write timeout's clock started here, sooner than the
+            // background task, which runs its timer, last saw. It is not
+            // always woken otherwise: with the queue written out but a
+            // buffering pipe's flush pending (a Windows child's stdin
+            // behind a blocking thread), the flush stays armed, so the
+            // next write into the stuck pipe arms nothing, and a sender
+            // waiting for room would wait forever.
+            if let Some(waker) = lock(&out.bg).as_ref() {
+                waker.wake_by_ref();
+            }
+        }
+        (out, outcome)
+    }
+}
