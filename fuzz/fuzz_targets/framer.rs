@@ -75,6 +75,9 @@ fuzz_target!(|input: Input| {
     );
     assert_eq!(decoder.buffered(), 0, "nothing held after EOF is drained");
 
+    // Polled after every chunk: no byte was copied twice.
+    assert!(decoder.bytes_copied() <= input.data.len() as u64);
+
     let (expected, blank) = reference::frames(&input.data, max);
     assert_eq!(frames, expected);
     let stats = decoder.stats();

@@ -316,14 +316,14 @@ impl ContentLengthDecoder {
     /// Bytes given after [`handle_eof`](Self::handle_eof) start a new stream;
     /// poll the old one's last frames first.
     pub fn handle_data(&mut self, data: &[u8]) {
-        append_input(&mut self.input, &mut self.staging, data);
+        let _ = append_input(&mut self.input, &mut self.staging, data);
         self.eof = false;
     }
 
     /// Takes the next bytes of the stream without copying them: bodies that
     /// lie wholly inside `data` are slices of it.
     pub fn handle_bytes(&mut self, data: Bytes) {
-        adopt_input(&mut self.input, &mut self.staging, data);
+        let _ = adopt_input(&mut self.input, &mut self.staging, data);
         self.eof = false;
     }
 

@@ -58,8 +58,12 @@ const INITIAL_CAPACITY: usize = 64 * 1024;
 /// # Cost
 ///
 /// Each byte is scanned for `\n` once (with `memchr`), however the input is
-/// chunked. Messages are split off the internal buffer as [`Bytes`] without
-/// copying. The bytes of an oversized line are also read once for its id:
+/// chunked. [`handle_data`](Self::handle_data) copies each byte at most
+/// once, into the buffer its message is split off, when the decoder is
+/// polled between chunks: a line spanning chunks is completed in a buffer
+/// of its own from its first byte, and the bytes of an oversized line are
+/// read where they are, not copied. Messages are split off as [`Bytes`]
+/// without copying. The bytes of an oversized line are also read once for its id:
 /// string contents are skipped with `memchr`, the rest goes through a small
 /// state machine.
 ///
@@ -101,14 +105,23 @@ pub struct LineDecoder {
     /// is reused once the frames sliced from it are dropped.
     staging: BytesMut,
     /// The start of a line that began in an earlier chunk (or the line being
-    /// discarded): the [`Framer`] completes it.
+    /// discarded): the [`Framer`] completes it. Framed before `input`.
     carry: BytesMut,
+    /// The unfinished line the latest chunk ended with, when that chunk also
+    /// completed lines: it comes after `input`, and becomes the carry (by a
+    /// swap, not a copy) once `carry` and `input` are framed.
+    tail: BytesMut,
     /// The stream ended: the rest is a final, unterminated line.
     eof: bool,
     /// The length of the last line completed in `carry`: room for the next
     /// one is reserved at once, so a stream of long lines does not grow
     /// (and move) each one piece by piece when its frames are still held.
     carry_hint: usize,
+    /// Bytes copied into `staging`, `carry` and `tail` so far.
+    copied: u64,
+    /// The notice for an oversized line whose end `handle_data` found: it
+    /// comes before anything else.
+    dropped: Option<Frame>,
     framer: Framer,
 }
 
@@ -127,8 +140,11 @@ impl LineDecoder {
             input: Bytes::new(),
             staging: BytesMut::with_capacity(INITIAL_CAPACITY),
             carry: BytesMut::new(),
+            tail: BytesMut::new(),
             eof: false,
             carry_hint: 0,
+            copied: 0,
+            dropped: None,
             framer: Framer::new(max_message_size),
         }
     }
@@ -144,14 +160,31 @@ impl LineDecoder {
     /// poll the old one's final line first.
     pub fn handle_data(&mut self, mut data: &[u8]) {
         self.eof = false;
-        let line_goes_on = !self.carry.is_empty() && self.carry.last() != Some(&b'\n');
-        if line_goes_on && self.input.is_empty() && !self.framer.is_discarding() {
+        let unpolled = !self.input.is_empty() || !self.tail.is_empty() || self.dropped.is_some();
+        if self.framer.is_discarding() && !unpolled {
+            // Dropping an oversized line: its bytes are read where they are,
+            // never copied, up to its `\n`; what follows is taken as usual.
+            let (used, notice) = self.framer.discard_from(data, false);
+            data = &data[used..];
+            self.dropped = notice;
+            if data.is_empty() {
+                return;
+            }
+        } else if self.framer.is_discarding() || unpolled {
+            // A caller giving chunks without polling between: in order,
+            // through `input`.
+            self.fold_tail();
+            self.copied += append_input(&mut self.input, &mut self.staging, data) as u64;
+            return;
+        }
+        if !self.carry.is_empty() && self.carry.last() != Some(&b'\n') {
             // A line that began in an earlier chunk goes on: its bytes go
             // straight to it, up to its `\n`, not through `input` first:
             // copied once, however many chunks it spans.
             let newline = memchr::memchr(b'\n', data);
             let end = newline.map_or(data.len(), |i| i + 1);
             self.carry.extend_from_slice(&data[..end]);
+            self.copied += end as u64;
             // Scanned: the framer looks no further than the `\n` found.
             self.framer.next_index = self.carry.len() - usize::from(newline.is_some());
             data = &data[end..];
@@ -159,14 +192,35 @@ impl LineDecoder {
                 return;
             }
         }
-        append_input(&mut self.input, &mut self.staging, data);
+        // `data` starts a line. Its whole lines are framed from `input`; the
+        // line it ends with, if unfinished, goes straight to the buffer it
+        // will be completed in, so its start is copied once too.
+        let lines_end = memchr::memrchr(b'\n', data).map_or(0, |i| i + 1);
+        let (lines, tail) = data.split_at(lines_end);
+        if !lines.is_empty() {
+            self.copied += append_input(&mut self.input, &mut self.staging, lines) as u64;
+        }
+        if !tail.is_empty() {
+            start_line(&mut self.tail, self.carry_hint, tail);
+            self.copied += tail.len() as u64;
+        }
     }
 
     /// Takes the next bytes of the stream without copying them: messages
     /// that lie wholly inside `data` are slices of it.
     pub fn handle_bytes(&mut self, data: Bytes) {
-        adopt_input(&mut self.input, &mut self.staging, data);
+        self.fold_tail();
+        self.copied += adopt_input(&mut self.input, &mut self.staging, data) as u64;
         self.eof = false;
+    }
+
+    /// Moves an unfinished line not yet made the carry to the end of
+    /// `input`, where bytes given before polling again must follow it.
+    fn fold_tail(&mut self) {
+        if !self.tail.is_empty() {
+            self.copied += append_input(&mut self.input, &mut self.staging, &self.tail) as u64;
+            self.tail.clear();
+        }
     }
 
     /// Takes the end of the stream: the next [`poll_frame`](Self::poll_frame)
@@ -178,7 +232,7 @@ impl LineDecoder {
     /// Bytes the decoder holds now: the incomplete line, input not yet framed,
     /// and an oversized line's head. See the memory bound on the type.
     pub fn buffered(&self) -> usize {
-        self.input.len() + self.carry.len() + self.framer.held()
+        self.input.len() + self.carry.len() + self.tail.len() + self.framer.held()
     }
 
     /// Counters of what has been decoded so far.
@@ -186,30 +240,64 @@ impl LineDecoder {
         &self.framer.stats
     }
 
+    /// Bytes copied into the decoder's own buffers so far: what
+    /// [`handle_data`](Self::handle_data) was given, once, when it is
+    /// polled between chunks, and more only when chunks are given without
+    /// polling between. For tests of that rule. An oversized line's head,
+    /// kept for its notice, is not counted.
+    #[cfg(feature = "testing")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
+    pub fn bytes_copied(&self) -> u64 {
+        self.copied
+    }
+
     /// The next message or notice, or `None` when more input is needed (or,
     /// after [`handle_eof`](Self::handle_eof), when the stream is exhausted).
     #[must_use = "frames are lost unless polled until `None`"]
     pub fn poll_frame(&mut self) -> Option<Frame> {
+        if let Some(notice) = self.dropped.take() {
+            return Some(notice);
+        }
         loop {
-            if !self.carry.is_empty() || self.framer.is_discarding() {
+            if self.carry.is_empty() && self.input.is_empty() && !self.tail.is_empty() {
+                // Everything before the unfinished last line is framed: it
+                // is the line being completed now. It holds no `\n`.
+                std::mem::swap(&mut self.carry, &mut self.tail);
+                self.framer.next_index = self.carry.len();
+            }
+            if self.framer.is_discarding() {
+                // Dropping an oversized line: its bytes are read where they
+                // are, up to its `\n`. (The carry is empty: dropping began
+                // with its contents.)
+                let (used, frame) = self.framer.discard_from(&self.input, self.eof);
+                self.input.advance(used);
+                if frame.is_some() || self.input.is_empty() {
+                    return frame;
+                }
+                continue;
+            }
+            if !self.carry.is_empty() {
                 // Complete the carried line with input up to its `\n`,
                 // unless `handle_data` already did.
                 if self.carry.last() != Some(&b'\n') {
                     let end =
                         memchr::memchr(b'\n', &self.input).map_or(self.input.len(), |i| i + 1);
                     self.carry.extend_from_slice(&self.input.split_to(end));
+                    self.copied += end as u64;
                 }
-                let eof = self.eof && self.input.is_empty();
+                let eof = self.eof && self.input.is_empty() && self.tail.is_empty();
                 let carried = self.carry.len();
                 if let Some(frame) = self.framer.next_frame(&mut self.carry, eof) {
                     // The carry held this line alone (and its `\n`).
                     self.carry_hint = carried;
                     return Some(frame);
                 }
-                if self.input.is_empty() {
-                    return None;
+                // A blank line, or the carried line goes on: on to the
+                // input, or to the unfinished line after it.
+                if !self.input.is_empty() || (self.carry.is_empty() && !self.tail.is_empty()) {
+                    continue;
                 }
-                continue;
+                return None;
             }
             match self.whole_line() {
                 Some(line) => {
@@ -221,15 +309,12 @@ impl LineDecoder {
                     return self.framer.next_frame(&mut self.carry, self.eof);
                 }
                 None => {
-                    // A line that goes on in the next chunk: carry it, and
-                    // let the framer know its bytes hold no `\n`. The carry
-                    // is empty here: start it at the beginning of its memory
-                    // (once the frames split off it are dropped), so a long
-                    // line grows into it instead of being moved to make room.
-                    let _ = self.carry.try_reclaim(self.carry.capacity() + 1);
-                    self.carry.reserve(self.carry_hint.max(self.input.len()));
-                    self.carry
-                        .extend_from_slice(&std::mem::take(&mut self.input));
+                    // A line that goes on in the next chunk, in input given
+                    // whole (`handle_bytes`): carry it, and let the framer
+                    // know its bytes hold no `\n`.
+                    start_line(&mut self.carry, self.carry_hint, &self.input);
+                    self.copied += self.input.len() as u64;
+                    self.input = Bytes::new();
                     self.framer.next_index = self.carry.len();
                     return self.framer.next_frame(&mut self.carry, self.eof);
                 }
@@ -258,7 +343,7 @@ impl LineDecoder {
     /// ```
     pub fn drain_frames(&mut self, mut each: impl FnMut(Frame)) {
         loop {
-            if self.carry.is_empty() && !self.framer.is_discarding() {
+            if self.carry.is_empty() && !self.framer.is_discarding() && self.dropped.is_none() {
                 while let Some(line) = self.whole_line() {
                     if let Some(frame) = self.framer.frame_line(line, true) {
                         each(frame);
@@ -283,6 +368,19 @@ impl LineDecoder {
         line.truncate(newline);
         Some(line)
     }
+}
+
+/// Starts an unfinished line in `buf`, which is empty: at the beginning of
+/// its memory (once the frames split off it are dropped), with room for a
+/// line of `hint` bytes, so a long line grows into it instead of being
+/// moved to make room.
+fn start_line(buf: &mut BytesMut, hint: usize, bytes: &[u8]) {
+    debug_assert!(buf.is_empty());
+    // Asking for more than is left makes it take the memory back from its
+    // start, if nothing else holds it.
+    let _ = buf.try_reclaim(buf.capacity() + 1);
+    buf.reserve(hint.max(bytes.len()));
+    buf.extend_from_slice(bytes);
 }
 
 /// The framing algorithm over a caller-owned buffer, shared by
@@ -464,16 +562,31 @@ impl Framer {
     }
 
     fn next_discarded(&mut self, buf: &mut BytesMut, eof: bool) -> Option<Frame> {
-        let discard = self.discarding.as_mut()?;
-        let newline = memchr::memchr(b'\n', buf);
-        let dropped = newline.unwrap_or(buf.len());
-        discard.extend(&buf[..dropped]);
-        buf.advance(newline.map_or(dropped, |n| n + 1));
+        let (used, frame) = self.discard_from(buf, eof);
+        buf.advance(used);
+        frame
+    }
+
+    /// Drops the oversized line's bytes from `data`, up to its `\n`: how
+    /// many bytes of `data` that used, and the notice once the line ended
+    /// (at its `\n`, or at `eof` when `data` holds none). Reads `data` in
+    /// place: dropped bytes are scanned, never copied.
+    pub(crate) fn discard_from(&mut self, data: &[u8], eof: bool) -> (usize, Option<Frame>) {
+        let Some(discard) = self.discarding.as_mut() else {
+            return (0, None);
+        };
+        let newline = memchr::memchr(b'\n', data);
+        let dropped = newline.unwrap_or(data.len());
+        discard.extend(&data[..dropped]);
+        let used = newline.map_or(dropped, |n| n + 1);
         if newline.is_none() && !eof {
-            return None;
+            return (used, None);
         }
-        let notice = self.discarding.take()?.finish();
-        Some(self.oversized(notice))
+        let frame = self
+            .discarding
+            .take()
+            .map(|discard| self.oversized(discard.finish()));
+        (used, frame)
     }
 
     fn oversized(&mut self, notice: Oversized) -> Frame {

@@ -129,9 +129,11 @@ impl Framing for Lines {
 
 /// Appends `data` to a decoder's unframed `input`, copying once into
 /// `staging`, whose memory is reused once the frames sliced from it are
-/// dropped. Shared by every decoder here.
-pub(crate) fn append_input(input: &mut Bytes, staging: &mut BytesMut, data: &[u8]) {
+/// dropped. Shared by every decoder here. Returns how many bytes it copied:
+/// more than `data` when `input` was not empty.
+pub(crate) fn append_input(input: &mut Bytes, staging: &mut BytesMut, data: &[u8]) -> usize {
     let rest = std::mem::take(input);
+    let copied = rest.len() + data.len();
     if rest.is_empty() {
         // Even empty, it holds a reference to the staging memory: let go of
         // it so that memory can be reused instead of reallocated.
@@ -144,14 +146,17 @@ pub(crate) fn append_input(input: &mut Bytes, staging: &mut BytesMut, data: &[u8
     }
     staging.extend_from_slice(data);
     *input = staging.split().freeze();
+    copied
 }
 
 /// Takes `data` as a decoder's unframed `input` without a copy when nothing
-/// is left of the previous chunk; appends it otherwise.
-pub(crate) fn adopt_input(input: &mut Bytes, staging: &mut BytesMut, data: Bytes) {
+/// is left of the previous chunk; appends it otherwise. Returns how many
+/// bytes it copied.
+pub(crate) fn adopt_input(input: &mut Bytes, staging: &mut BytesMut, data: Bytes) -> usize {
     if input.is_empty() {
         *input = data;
+        0
     } else {
-        append_input(input, staging, &data);
+        append_input(input, staging, &data)
     }
 }

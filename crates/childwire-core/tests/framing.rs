@@ -61,6 +61,14 @@ fn decode_chunked_by(
     }
     decoder.handle_eof();
     take_frames(&mut decoder, how, &mut out);
+    // Polled between chunks, no byte was copied twice (and the bytes of
+    // oversized lines not at all, from the chunk where dropping began).
+    assert!(
+        decoder.bytes_copied() <= input.len() as u64,
+        "copied {} of {} bytes",
+        decoder.bytes_copied(),
+        input.len()
+    );
     assert_eq!(
         decoder.poll_frame(),
         None,
@@ -148,6 +156,40 @@ fn c01_chunks_given_without_polling_between_match_unsplit() {
                 "chunks of {size}, polled every {polled_every}"
             );
         }
+    }
+}
+
+#[test]
+fn c01_long_lines_spanning_chunks_are_copied_once_and_whole() {
+    // Lines of about 1 MiB in 64 KiB chunks, of lengths that put their ends
+    // anywhere in a chunk: each byte goes to the buffer its line is
+    // completed in, once (the start of a line too, not through the staging
+    // buffer first).
+    const CHUNK: usize = 64 * 1024;
+    let mut input = Vec::new();
+    let mut lines = Vec::new();
+    for (i, len) in [1 << 20, (1 << 20) + 7, (1 << 20) - 4099, 300, 1 << 20]
+        .into_iter()
+        .enumerate()
+    {
+        let line = vec![b'a' + i as u8; len];
+        input.extend_from_slice(&line);
+        input.push(b'\n');
+        lines.push(line);
+    }
+    for how in [Drain::Poll, Drain::Batch] {
+        let mut decoder = LineDecoder::new(2 << 20);
+        let mut out = Vec::new();
+        for chunk in input.chunks(CHUNK) {
+            decoder.handle_data(chunk);
+            take_frames(&mut decoder, how, &mut out);
+        }
+        let expected: Vec<Expected> = lines
+            .iter()
+            .map(|l| Expected::Message(l.clone(), true))
+            .collect();
+        assert_eq!(out, expected, "{how:?}");
+        assert_eq!(decoder.bytes_copied(), input.len() as u64, "{how:?}");
     }
 }
 
