@@ -174,14 +174,14 @@ impl<F: Framing> Link<F> {
     /// background task's to write anyway, and whoever holds the lock now
     /// (a sender running ahead, that task writing) is at work on them;
     /// waiting for it would put this thread to sleep on every batch.
-    pub(crate) fn flush_if_armed(&self, now: Instant) {
+    pub(crate) fn flush_if_armed(&self, clock: impl FnOnce() -> Instant) {
         if self.flush_armed.load(Ordering::Acquire) {
             let out = match self.out.try_lock() {
                 Ok(out) => out,
                 Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
                 Err(TryLockError::WouldBlock) => return,
             };
-            let _ = self.poll_write_all(out, None, now);
+            let _ = self.poll_write_all(out, None, clock());
         }
     }
 

@@ -883,7 +883,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                 // queued first, from this task.
                 flushed = true;
                 drop(inn);
-                self.link.flush_if_armed(self.rt.now());
+                self.link.flush_if_armed(|| self.rt.now());
                 continue;
             }
             match inn.read_once(cx.waker(), &self.link.stdout_eof_unreported) {
