@@ -264,14 +264,25 @@ fn ndjson(line_len: usize, total: usize) -> Vec<u8> {
 
 /// `handle_data`: each chunk is copied once into the decoder's buffer.
 fn decoder_copy(chunks: &[&[u8]]) -> usize {
+    decode_copied(chunks, drain)
+}
+
+/// `handle_data`, and the frames taken one `poll_frame` call at a time.
+fn decoder_copy_polled(chunks: &[&[u8]]) -> usize {
+    decode_copied(chunks, poll)
+}
+
+/// Feeds `chunks` with `handle_data`, taking the frames with `take` after
+/// each one; how many messages came.
+fn decode_copied(chunks: &[&[u8]], take: fn(&mut LineDecoder) -> usize) -> usize {
     let mut decoder = LineDecoder::new(DEFAULT_MAX_MESSAGE_SIZE);
     let mut messages = 0;
     for chunk in chunks {
         decoder.handle_data(chunk);
-        messages += drain(&mut decoder);
+        messages += take(&mut decoder);
     }
     decoder.handle_eof();
-    messages + drain(&mut decoder)
+    messages + take(&mut decoder)
 }
 
 /// `handle_bytes`: messages inside a chunk are slices of it, no copy.
@@ -290,6 +301,8 @@ fn decoder_bytes(chunks: &[Bytes]) -> usize {
 fn drain(decoder: &mut LineDecoder) -> usize {
     let mut messages = 0;
     decoder.drain_frames(|frame| {
+        // Every contender hands each item it yields to `black_box` whole,
+        // once: a frame here, a `String` or body `Vec` in the baselines.
         if let Frame::Message(_) = black_box(frame) {
             messages += 1;
         }
@@ -297,23 +310,9 @@ fn drain(decoder: &mut LineDecoder) -> usize {
     messages
 }
 
-/// `handle_data`, and the frames taken one `poll_frame` call at a time.
-fn decoder_copy_polled(chunks: &[&[u8]]) -> usize {
-    let mut decoder = LineDecoder::new(DEFAULT_MAX_MESSAGE_SIZE);
-    let mut messages = 0;
-    for chunk in chunks {
-        decoder.handle_data(chunk);
-        messages += poll(&mut decoder);
-    }
-    decoder.handle_eof();
-    messages + poll(&mut decoder)
-}
-
 fn poll(decoder: &mut LineDecoder) -> usize {
     let mut messages = 0;
     while let Some(frame) = decoder.poll_frame() {
-        // Every contender hands each item it yields to `black_box` whole,
-        // once: a frame here, a `String` or body `Vec` in the baselines.
         if let Frame::Message(_) = black_box(frame) {
             messages += 1;
         }
@@ -606,8 +605,6 @@ fn cl_decoder_bytes(chunks: &[Bytes]) -> usize {
 fn cl_drain(decoder: &mut ContentLengthDecoder) -> usize {
     let mut messages = 0;
     while let Some(frame) = decoder.poll_frame() {
-        // Every contender hands each item it yields to `black_box` whole,
-        // once: a frame here, a `String` or body `Vec` in the baselines.
         if let Frame::Message(_) = black_box(frame) {
             messages += 1;
         }
