@@ -8,10 +8,9 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use bytes::{Bytes, BytesMut};
-use childwire_core::content_length::{ContentLengthDecoder, MAX_HEADER_LEN};
+use bytes::BytesMut;
+use childwire_core::content_length::ContentLengthDecoder;
 use childwire_core::encoder::EncodeErrorKind;
-use childwire_core::frame::OVERSIZED_HEAD_LEN;
 use childwire_core::testing::content_length as reference;
 use childwire_core::{ContentLength, Frame, Framing};
 use libfuzzer_sys::fuzz_target;
@@ -103,26 +102,9 @@ fn decode_matches_reference(input: &Input, data: &[u8], max: usize) {
     let mut step = 0u32;
 
     let mut feed = |decoder: &mut ContentLengthDecoder, chunk: &[u8], frames: &mut Vec<Frame>| {
-        if input.by_bytes & (1 << (step % 8)) != 0 {
-            decoder.handle_bytes(Bytes::copy_from_slice(chunk));
-        } else {
-            decoder.handle_data(chunk);
-        }
+        let by_bytes = input.by_bytes & (1 << (step % 8)) != 0;
         step += 1;
-        // The documented bound: one body, header block or head at a time,
-        // and the chunk just given.
-        let drained = max.max(MAX_HEADER_LEN).max(OVERSIZED_HEAD_LEN);
-        let bound = max + MAX_HEADER_LEN + OVERSIZED_HEAD_LEN + chunk.len();
-        assert!(
-            decoder.buffered() <= bound,
-            "buffered {} > {bound} (max {max}, chunk {})",
-            decoder.buffered(),
-            chunk.len()
-        );
-        while let Some(frame) = decoder.poll_frame() {
-            frames.push(frame);
-        }
-        assert!(decoder.buffered() <= drained);
+        reference::feed(decoder, chunk, by_bytes, frames);
     };
 
     while !rest.is_empty() {
@@ -138,15 +120,7 @@ fn decode_matches_reference(input: &Input, data: &[u8], max: usize) {
         rest = tail;
         feed(&mut decoder, chunk, &mut frames);
     }
-    decoder.handle_eof();
-    while let Some(frame) = decoder.poll_frame() {
-        frames.push(frame);
-    }
-    assert!(
-        decoder.poll_frame().is_none(),
-        "a drained decoder stays drained"
-    );
-    assert_eq!(decoder.buffered(), 0, "nothing held after EOF is drained");
+    reference::finish(&mut decoder, &mut frames);
 
     let (expected, stats) = reference::frames(data, max);
     assert_eq!(frames, expected);

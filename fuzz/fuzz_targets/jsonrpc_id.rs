@@ -3,7 +3,8 @@
 //!
 //! Structured inputs are JSON objects built from arbitrary data (ids first,
 //! last, repeated, nested; escaped keys and strings; huge numbers), written
-//! with shuffled key order, random whitespace and escapes, and fed in
+//! by the core's `testing::jsonrpc` writer with shuffled key order, random
+//! whitespace and escapes, and fed in
 //! arbitrary chunks: the scanner must find exactly the last top-level id as
 //! it was written. Raw inputs are arbitrary bytes: the scanner must not
 //! panic, must answer the same however they are chunked, and must agree
@@ -13,6 +14,7 @@
 
 use arbitrary::Arbitrary;
 use childwire_core::jsonrpc::{IdScanner, MAX_ID_LEN};
+use childwire_core::testing::jsonrpc::{Document, Json, document};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value as Serde;
 
@@ -54,71 +56,28 @@ enum Value {
 }
 
 impl Key {
-    fn text(&self) -> &str {
+    fn text(&self) -> String {
         match self {
-            Key::Id => "id",
-            Key::Other(s) => s,
+            Key::Id => "id".to_string(),
+            Key::Other(s) => s.clone(),
         }
     }
 }
 
-struct Writer {
-    out: Vec<u8>,
-    state: u64,
+/// The members as the core's writer takes them.
+fn members(members: &[(Key, Value)]) -> Vec<(String, Json)> {
+    members
+        .iter()
+        .map(|(key, value)| (key.text(), value.json()))
+        .collect()
 }
 
-impl Writer {
-    fn next(&mut self) -> u64 {
-        self.state ^= self.state << 13;
-        self.state ^= self.state >> 7;
-        self.state ^= self.state << 17;
-        self.state
-    }
-
-    fn one_in(&mut self, n: u64) -> bool {
-        self.next() % n == 0
-    }
-
-    fn space(&mut self) {
-        while self.one_in(4) {
-            let pick = b" \t\r\n"[(self.next() % 4) as usize];
-            self.out.push(pick);
-        }
-    }
-
-    fn string(&mut self, s: &str) {
-        self.out.push(b'"');
-        for c in s.chars() {
-            match c {
-                '"' => self.out.extend_from_slice(b"\\\""),
-                '\\' => self.out.extend_from_slice(b"\\\\"),
-                '/' if self.one_in(2) => self.out.extend_from_slice(b"\\/"),
-                '\n' if self.one_in(2) => self.out.extend_from_slice(b"\\n"),
-                c if (c as u32) < 0x20 || self.one_in(6) => {
-                    for unit in c.encode_utf16(&mut [0; 2]) {
-                        let escaped = if self.one_in(2) {
-                            format!("\\u{unit:04x}")
-                        } else {
-                            format!("\\u{unit:04X}")
-                        };
-                        self.out.extend_from_slice(escaped.as_bytes());
-                    }
-                }
-                c => self
-                    .out
-                    .extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
-            }
-        }
-        self.out.push(b'"');
-    }
-
-    fn value(&mut self, value: &Value) {
-        match value {
-            Value::Null => self.out.extend_from_slice(b"null"),
-            Value::Bool(b) => self
-                .out
-                .extend_from_slice(if *b { b"true" } else { b"false" }),
-            Value::Int(n) => self.out.extend_from_slice(n.to_string().as_bytes()),
+impl Value {
+    fn json(&self) -> Json {
+        match self {
+            Value::Null => Json::Null,
+            Value::Bool(b) => Json::Bool(*b),
+            Value::Int(n) => Json::Num(n.to_string()),
             Value::Float {
                 mantissa,
                 fraction,
@@ -126,75 +85,17 @@ impl Writer {
             } => {
                 // Within f64's range, so serde_json reads every document.
                 let e = exponent / 2;
-                let text = format!("{mantissa}.{fraction}e{e}");
-                self.out.extend_from_slice(text.as_bytes());
+                Json::Num(format!("{mantissa}.{fraction}e{e}"))
             }
             Value::Huge(digits) => {
-                self.out.push(b'1');
                 // At most 300 digits: still within f64's range.
-                for d in digits.iter().take(299) {
-                    self.out.push(b'0' + d % 10);
-                }
+                let digits = digits.iter().take(299).map(|d| char::from(b'0' + d % 10));
+                Json::Num(std::iter::once('1').chain(digits).collect())
             }
-            Value::Str(s) => self.string(s),
-            Value::Arr(items) => {
-                self.out.push(b'[');
-                for (i, item) in items.iter().enumerate() {
-                    self.space();
-                    if i > 0 {
-                        self.out.push(b',');
-                        self.space();
-                    }
-                    self.value(item);
-                }
-                self.space();
-                self.out.push(b']');
-            }
-            Value::Obj(members) => {
-                let order = self.shuffled(members.len());
-                self.object(members, &order);
-            }
+            Value::Str(s) => Json::Str(s.clone()),
+            Value::Arr(items) => Json::Arr(items.iter().map(Value::json).collect()),
+            Value::Obj(m) => Json::Obj(members(m)),
         }
-    }
-
-    fn shuffled(&mut self, len: usize) -> Vec<usize> {
-        let mut order: Vec<usize> = (0..len).collect();
-        for i in (1..len).rev() {
-            let j = (self.next() % (i as u64 + 1)) as usize;
-            order.swap(i, j);
-        }
-        order
-    }
-
-    /// Writes the members in `order`; returns the last `id` member's value
-    /// and its raw text.
-    fn object<'a>(
-        &mut self,
-        members: &'a [(Key, Value)],
-        order: &[usize],
-    ) -> Option<(&'a Value, Vec<u8>)> {
-        let mut id = None;
-        self.out.push(b'{');
-        for (i, &at) in order.iter().enumerate() {
-            let (key, value) = &members[at];
-            self.space();
-            if i > 0 {
-                self.out.push(b',');
-                self.space();
-            }
-            self.string(key.text());
-            self.space();
-            self.out.push(b':');
-            self.space();
-            let start = self.out.len();
-            self.value(value);
-            if key.text() == "id" {
-                id = Some((value, self.out[start..].to_vec()));
-            }
-        }
-        self.space();
-        self.out.push(b'}');
-        id
     }
 }
 
@@ -232,29 +133,18 @@ fuzz_target!(|input: Input| match input {
         seed,
         chunks,
     } => {
-        let mut writer = Writer {
-            out: Vec::new(),
-            state: seed | 1,
-        };
-        writer.space();
-        let order = writer.shuffled(members.len());
-        let last = writer.object(&members, &order);
-        writer.space();
-        let doc = writer.out;
+        let Document {
+            text: doc,
+            last_id,
+            expected,
+        } = document(&self::members(&members), seed, true);
 
         // Nesting past serde_json's limit: the scanner refuses it too.
         let parsed = serde_json::from_slice::<Serde>(&doc);
         let too_deep =
             matches!(&parsed, Err(error) if error.to_string().contains("recursion limit"));
-        let raw_len = last.as_ref().map_or(0, |(_, raw)| raw.len());
-        let expected = match last {
-            _ if too_deep => None,
-            Some((
-                Value::Null | Value::Int(_) | Value::Float { .. } | Value::Huge(_) | Value::Str(_),
-                raw,
-            )) if raw.len() <= MAX_ID_LEN => Some(raw),
-            _ => None,
-        };
+        let raw_len = last_id.as_ref().map_or(0, Vec::len);
+        let expected = if too_deep { None } else { expected };
         let found = scan(&doc, &chunks);
         assert_eq!(found, expected, "doc {:?}", String::from_utf8_lossy(&doc));
         assert_eq!(scan(&doc, &[]), expected);

@@ -27,13 +27,12 @@ mod common;
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
-use bytes::Bytes;
 use childwire_core::lifecycle::Swept;
 use childwire_core::{
-    Action, Config, ContentLength, Exit, ExitReport, Frame, Lines, Received, SendErrorKind,
-    Session, Signal, SignalError, StderrTailConfig,
+    Action, Config, ContentLength, Exit, ExitReport, Frame, Lines, Received, Session, Signal,
+    SignalError, StderrTailConfig,
 };
-use common::{Model, QueueLog};
+use common::{Driver, Model, Payload};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Arbitrary)]
@@ -124,53 +123,14 @@ enum Op {
     Receive(u8),
 }
 
-#[derive(Debug, Arbitrary)]
-enum Payload {
-    /// Any bytes: line framing refuses those with `\n` or `\r`.
-    Raw(Vec<u8>),
-    /// Bytes without `\n` or `\r`.
-    Text(Vec<u8>),
-    Empty,
-    /// This much over `max_send_size`.
-    OverLimit(u8),
-}
-
-impl Payload {
-    fn bytes(&self, max_send_size: usize) -> Vec<u8> {
-        match self {
-            Payload::Raw(bytes) => bytes.clone(),
-            Payload::Text(bytes) => bytes
-                .iter()
-                .copied()
-                .filter(|&b| b != b'\n' && b != b'\r')
-                .collect(),
-            Payload::Empty => Vec::new(),
-            Payload::OverLimit(extra) => vec![b'x'; max_send_size + 1 + usize::from(*extra)],
-        }
-    }
-}
-
 struct Harness<F: Model> {
-    session: Session<F>,
-    framing: F,
+    io: Driver<F, Session<F>>,
     config: Config,
-    respect_backpressure: bool,
     confirm_stderr: bool,
-    now: Instant,
-    step: usize,
 
-    stdout: Vec<u8>,
-    stdout_eof: bool,
-    largest_read: usize,
     stderr_bytes: u64,
     stderr_eof: bool,
     stderr_unconfirmed: bool,
-
-    /// Every accepted message, framed, in order: what stdin may carry.
-    wire: Vec<u8>,
-    /// Where each accepted message ends in `wire`, with its payload length.
-    boundaries: Vec<(usize, usize)>,
-    written: Vec<u8>,
     stdin_closed: bool,
 
     shutdown: bool,
@@ -184,10 +144,7 @@ struct Harness<F: Model> {
     kills: u32,
     sweeps: u32,
 
-    items: Vec<F::Item>,
-    taken: u64,
     report: Option<ExitReport>,
-    log: QueueLog,
 }
 
 impl<F: Model> Harness<F> {
@@ -195,22 +152,18 @@ impl<F: Model> Harness<F> {
         let now = Instant::now();
         let session = Session::with_framing(framing.clone(), &config, input.process_group, now);
         Self {
-            session,
-            framing,
+            io: Driver::new(
+                session,
+                framing,
+                config.channel.clone(),
+                input.respect_backpressure,
+                now,
+            ),
             config,
-            respect_backpressure: input.respect_backpressure,
             confirm_stderr: input.confirm_stderr,
-            now,
-            step: 0,
-            stdout: Vec::new(),
-            stdout_eof: false,
-            largest_read: 0,
             stderr_bytes: 0,
             stderr_eof: false,
             stderr_unconfirmed: false,
-            wire: Vec::new(),
-            boundaries: Vec::new(),
-            written: Vec::new(),
             stdin_closed: false,
             shutdown: false,
             shutdown_before_exit: false,
@@ -221,10 +174,7 @@ impl<F: Model> Harness<F> {
             terms: 0,
             kills: 0,
             sweeps: 0,
-            items: Vec::new(),
-            taken: 0,
             report: None,
-            log: QueueLog::default(),
         }
     }
 
@@ -232,13 +182,9 @@ impl<F: Model> Harness<F> {
         self.report.is_some()
     }
 
-    fn max_message_size(&self) -> usize {
-        self.config.channel.max_message_size
-    }
-
-    /// Whether the adapter reads stdout now.
-    fn may_read(&self) -> bool {
-        !self.stdout_eof && (!self.respect_backpressure || self.session.wants_stdout())
+    /// Nothing is written to stdin once it is closed or the child exited.
+    fn stdin_done(&self) -> bool {
+        self.stdin_closed || self.exit.is_some()
     }
 
     /// One input, then the drain. Nothing once the report was received: the
@@ -247,186 +193,96 @@ impl<F: Model> Harness<F> {
         if self.finished() {
             return;
         }
-        self.step += 1;
+        self.io.step += 1;
+        let now = self.io.now;
         match op {
-            Op::Stdout(bytes) => self.read(bytes, false),
-            Op::StdoutBytes(bytes) => self.read(bytes, true),
-            Op::StdoutFrame(body) => {
-                let frame = self.framing.frame(body);
-                self.read(&frame, false);
-            }
-            Op::StdoutEof => {
-                if self.may_read() {
-                    self.before_read();
-                    self.stdout_eof = true;
-                    self.session.handle_stdout_eof(self.now);
-                }
-            }
+            Op::Stdout(bytes) => self.io.read(bytes, false),
+            Op::StdoutBytes(bytes) => self.io.read(bytes, true),
+            Op::StdoutFrame(body) => self.io.read_frame(body),
+            Op::StdoutEof => self.io.read_eof(),
             Op::Stderr(bytes) => {
                 if !self.stderr_eof {
                     self.stderr_bytes += bytes.len() as u64;
-                    self.session.handle_stderr(bytes, self.now);
+                    self.io.endpoint.handle_stderr(bytes, now);
                 }
             }
             Op::StderrEof => {
                 if !self.stderr_eof {
                     self.stderr_eof = true;
-                    self.session.handle_stderr_eof(self.now);
+                    self.io.endpoint.handle_stderr_eof(now);
                 }
             }
             Op::DeliverStderr => self.deliver_stderr(),
-            Op::Write(n) => self.write(usize::from(*n)),
+            Op::Write(n) => self.io.write(usize::from(*n), self.stdin_done()),
             Op::StdinBroken => {
                 if !self.stdin_closed {
                     self.stdin_closed = true;
-                    self.session.handle_stdin_closed(self.now);
+                    self.io.endpoint.handle_stdin_closed(now);
                 }
             }
             Op::Exit(exit) => self.exit(*exit),
             Op::FailNextSignal(err) => self.armed_failure = Some(*err),
             Op::Advance(ms) => {
-                self.now += Duration::from_millis(u64::from(*ms));
+                self.io.advance(*ms);
                 self.timeout();
             }
-            Op::AdvanceToDeadline => self.advance_to_deadline(),
+            Op::AdvanceToDeadline => {
+                self.io.advance_to_deadline();
+                self.timeout();
+            }
             Op::Timeout => self.timeout(),
-            Op::Send(payload) => self.send(payload),
+            Op::Send(payload) => {
+                self.io.send(payload);
+                if self.shutdown {
+                    assert!(
+                        self.io.endpoint.send_closed().is_some(),
+                        "sending open after shutdown"
+                    );
+                }
+            }
             Op::Shutdown => {
                 self.shutdown = true;
                 self.shutdown_before_exit |= self.exit.is_none();
-                self.session.shutdown(self.now);
+                self.io.endpoint.shutdown(now);
             }
             Op::Receive(n) => self.receive(usize::from(*n) + 1),
         }
         self.drain();
     }
 
-    /// The log entry before a read: the adapter reads only below the mark.
-    fn before_read(&mut self) {
-        if self.respect_backpressure {
-            let hw = self.config.channel.recv_high_water;
-            let decoded = common::decoded(&self.session.counters());
-            self.log.record(decoded, self.taken, hw - 1, self.step);
-        }
-    }
-
-    fn read(&mut self, bytes: &[u8], by_bytes: bool) {
-        if !self.may_read() {
-            return;
-        }
-        self.before_read();
-        self.largest_read = self.largest_read.max(bytes.len());
-        self.stdout.extend_from_slice(bytes);
-        if by_bytes {
-            self.session
-                .handle_stdout_bytes(Bytes::copy_from_slice(bytes), self.now);
-        } else {
-            self.session.handle_stdout(bytes, self.now);
-        }
-    }
-
-    fn write(&mut self, n: usize) {
-        let transmit = self.session.poll_transmit(self.now);
-        if self.stdin_closed || self.exit.is_some() {
-            assert_eq!(transmit, None, "bytes handed out for a closed stdin");
-            return;
-        }
-        let Some(bytes) = transmit else { return };
-        assert!(!bytes.is_empty(), "an empty transmit");
-        let n = n.min(bytes.len());
-        self.written.extend_from_slice(&bytes[..n]);
-        assert!(
-            self.wire.starts_with(&self.written),
-            "stdin carries something else than the accepted messages"
-        );
-        self.session.handle_written(n, self.now);
-    }
-
     fn exit(&mut self, exit: Exit) {
         // An adapter reaps once.
         if self.exit.is_none() {
             self.exit = Some(exit);
-            self.exit_at = Some(self.now);
-            self.session.handle_exit(exit, self.now);
+            self.exit_at = Some(self.io.now);
+            self.io.endpoint.handle_exit(exit, self.io.now);
         }
     }
 
+    /// `handle_timeout`, then the drain (a failed signal is an input again)
+    /// before the deadline is checked.
     fn timeout(&mut self) {
-        self.session.handle_timeout(self.now);
+        self.io.handle_timeout();
         self.drain();
-        if let Some(deadline) = self.session.poll_timeout() {
-            assert!(
-                deadline > self.now,
-                "a deadline at or before the time it was just handled"
-            );
-        }
-    }
-
-    fn advance_to_deadline(&mut self) {
-        if let Some(deadline) = self.session.poll_timeout() {
-            self.now = self.now.max(deadline);
-        }
-        self.timeout();
-    }
-
-    fn send(&mut self, payload: &Payload) {
-        let max_send = self.config.channel.max_send_size;
-        let bytes = payload.bytes(max_send);
-        let closed = self.session.send_closed();
-        let ready = self.session.send_ready();
-        let queued = self.session.queued();
-        match self.session.send(bytes.clone()) {
-            Ok(()) => {
-                assert_eq!(closed, None, "accepted after sending was closed");
-                assert!(ready, "accepted while the queue said wait");
-                assert_eq!(self.framing.check(&bytes, max_send), Ok(()));
-                let framed = common::encode(&self.framing, &bytes);
-                assert_eq!(self.session.queued(), queued + framed.len());
-                self.wire.extend_from_slice(&framed);
-                self.boundaries.push((self.wire.len(), bytes.len()));
-            }
-            Err(err) => {
-                assert_eq!(self.session.queued(), queued, "a refused send queued bytes");
-                let kind = err.kind();
-                assert_eq!(
-                    err.into_payload(),
-                    bytes,
-                    "the payload is handed back whole"
-                );
-                match (closed, self.framing.check(&bytes, max_send)) {
-                    (Some(closed), _) => assert_eq!(kind, SendErrorKind::Closed(closed)),
-                    (None, Err(invalid)) => assert_eq!(kind, SendErrorKind::Invalid(invalid)),
-                    (None, Ok(())) => {
-                        assert_eq!(kind, SendErrorKind::Full);
-                        assert!(!ready, "refused as full while the queue said ready");
-                    }
-                }
-            }
-        }
-        if self.shutdown {
-            assert!(
-                self.session.send_closed().is_some(),
-                "sending open after shutdown"
-            );
-        }
+        self.io.check_deadline();
     }
 
     fn deliver_stderr(&mut self) {
         if std::mem::take(&mut self.stderr_unconfirmed) {
-            self.session.handle_stderr_delivered();
+            self.io.endpoint.handle_stderr_delivered();
         }
     }
 
     fn receive(&mut self, n: usize) {
         for _ in 0..n {
-            let Some(item) = self.session.poll_received() else {
+            let Some(item) = self.io.endpoint.poll_received() else {
                 return;
             };
             assert!(!self.finished(), "an item after the exit report: {item:?}");
             match item {
-                Received::Message(m) => self.take(Frame::Message(m)),
-                Received::Oversized(o) => self.take(Frame::Oversized(o)),
-                Received::Malformed(m) => self.take(Frame::Malformed(m)),
+                Received::Message(m) => self.io.take(Frame::Message(m)),
+                Received::Oversized(o) => self.io.take(Frame::Oversized(o)),
+                Received::Malformed(m) => self.io.take(Frame::Malformed(m)),
                 Received::Exited(report) => self.report(*report),
                 other => panic!("an item kind this target does not know: {other:?}"),
             }
@@ -435,15 +291,9 @@ impl<F: Model> Harness<F> {
 
     /// The caller takes everything there is.
     fn receive_all(&mut self) {
-        while !self.finished() && self.session.has_received() {
+        while !self.finished() && self.io.endpoint.has_received() {
             self.apply(&Op::Receive(u8::MAX));
         }
-    }
-
-    fn take(&mut self, frame: Frame) {
-        self.log.taken(common::cost(&frame));
-        self.taken += 1;
-        self.items.push(F::item(frame));
     }
 
     fn report(&mut self, report: ExitReport) {
@@ -452,37 +302,22 @@ impl<F: Model> Harness<F> {
             "the report before the stderr lines were delivered"
         );
         assert_eq!(Some(report.exit), self.exit, "a report for another exit");
-        assert_eq!(
-            common::decoded(&self.session.counters()),
-            self.taken,
-            "the report before every frame"
-        );
-        assert_eq!(
-            self.session.poll_received(),
-            None,
-            "an item after the report"
-        );
-        assert!(self.session.is_finished());
+        assert!(self.io.all_taken(), "the report before every frame");
+        let session = &mut self.io.endpoint;
+        assert_eq!(session.poll_received(), None, "an item after the report");
+        assert!(session.is_finished());
         let counters = &report.counters;
         assert_eq!(counters.stderr_bytes, self.stderr_bytes);
-        let written = self
-            .boundaries
-            .iter()
-            .take_while(|&&(end, _)| end <= self.written.len());
-        assert_eq!(counters.messages_out, written.clone().count() as u64);
-        assert_eq!(
-            counters.bytes_out,
-            written.map(|&(_, len)| len as u64).sum::<u64>()
-        );
+        self.io.check_written(counters);
         assert_eq!(report.shutdown_requested, self.shutdown_before_exit);
         // The end waits for both pipes, or for `drain_grace` after the exit.
-        let drained = self.stdout_eof && self.stderr_eof;
+        let drained = self.io.eof && self.stderr_eof;
         if report.pipes_drained {
             assert!(drained, "pipes said drained before both EOFs");
         } else {
             let exit_at = self.exit_at.expect("an exit before the report");
             assert!(
-                self.now >= exit_at + self.config.lifecycle.drain_grace,
+                self.io.now >= exit_at + self.config.lifecycle.drain_grace,
                 "the report before the pipes closed and before drain_grace"
             );
         }
@@ -491,14 +326,16 @@ impl<F: Model> Harness<F> {
 
     /// The outputs, in the order the session documents.
     fn drain(&mut self) {
+        let now = self.io.now;
         // 1. Actions, carried out; a failed signal is an input again.
-        while let Some(action) = self.session.poll_action() {
+        while let Some(action) = self.io.endpoint.poll_action() {
+            let session = &mut self.io.endpoint;
             match action {
                 Action::CloseStdin => {
                     assert!(self.exit.is_none(), "CloseStdin after the exit");
                     self.closes += 1;
                     self.stdin_closed = true;
-                    self.session.handle_stdin_closed(self.now);
+                    session.handle_stdin_closed(now);
                 }
                 Action::Signal(signal) => {
                     assert!(self.exit.is_none(), "{signal} after the exit");
@@ -508,7 +345,7 @@ impl<F: Model> Harness<F> {
                         Signal::Kill => self.kills += 1,
                     }
                     if let Some(err) = self.armed_failure.take() {
-                        self.session.handle_signal_failed(signal, err, self.now);
+                        session.handle_signal_failed(signal, err, now);
                     }
                 }
                 Action::Sweep => {
@@ -516,7 +353,7 @@ impl<F: Model> Harness<F> {
                     // what escaped the group is swept too.
                     assert!(self.exit.is_some(), "a sweep before the exit");
                     self.sweeps += 1;
-                    self.session.handle_swept(Swept::default(), self.now);
+                    session.handle_swept(Swept::default(), now);
                 }
             }
             assert!(
@@ -529,12 +366,9 @@ impl<F: Model> Harness<F> {
             );
         }
         // 2. What to write (the child takes it with `Op::Write`).
-        let transmit = self.session.poll_transmit(self.now);
-        if self.stdin_closed || self.exit.is_some() {
-            assert_eq!(transmit, None, "bytes handed out for a closed stdin");
-        }
+        let _ = self.io.poll_transmit(self.stdin_done());
         // 3. Stderr lines.
-        while let Some(line) = self.session.poll_stderr_line() {
+        while let Some(line) = self.io.endpoint.poll_stderr_line() {
             assert!(!line.contains(&b'\n'));
             self.stderr_unconfirmed = true;
         }
@@ -543,27 +377,14 @@ impl<F: Model> Harness<F> {
         }
         // 4. and 5. `wants_stdout` and `poll_timeout` are read where used.
 
-        assert_eq!(self.session.has_exited(), self.exit.is_some());
+        let session = &self.io.endpoint;
+        assert_eq!(session.has_exited(), self.exit.is_some());
         assert_eq!(
-            self.session.drop_action(),
+            session.drop_action(),
             self.exit.is_none().then_some(Action::Signal(Signal::Kill)),
             "a drop kills a live child and leaves a reaped one alone"
         );
-
-        let channel = &self.config.channel;
-        let one_message = channel.max_send_size + self.framing.overhead(channel.max_send_size);
-        assert!(
-            self.session.queued() <= channel.send_high_water + one_message,
-            "outbound queue {} over {} + one message",
-            self.session.queued(),
-            channel.send_high_water
-        );
-        if self.respect_backpressure {
-            let bound = channel.recv_high_water
-                + common::one_read(self.largest_read, channel.max_message_size);
-            let decoded = common::decoded(&self.session.counters());
-            self.log.record(decoded, self.taken, bound, self.step);
-        }
+        self.io.check_queues();
     }
 
     /// Runs the child to its end: the caller takes everything, the pipes
@@ -584,13 +405,7 @@ impl<F: Model> Harness<F> {
             self.receive_all();
         }
         assert!(self.finished(), "no exit report once everything ended");
-        self.log.check();
-        let max = self.max_message_size();
-        if self.stdout_eof {
-            assert_eq!(self.items, F::expected(&self.stdout, max));
-        } else {
-            F::check_without_eof(&self.items, &self.stdout, max);
-        }
+        self.io.check_frames();
     }
 }
 

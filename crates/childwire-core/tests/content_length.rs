@@ -26,12 +26,6 @@ enum Feed {
     Mixed,
 }
 
-/// The most the decoder may hold once drained: one of a body being
-/// collected, a header block, or an oversized body's head.
-fn drained_bound(max: usize) -> usize {
-    max.max(MAX_HEADER_LEN).max(OVERSIZED_HEAD_LEN)
-}
-
 /// Decodes `input` fed as `chunks` (sizes, cycled; the rest in one piece),
 /// draining after every chunk, and checks the documented memory bound at
 /// every step.
@@ -50,43 +44,15 @@ fn decode_with(
         let n = sizes.next().unwrap_or(rest.len()).min(rest.len());
         let (chunk, tail) = rest.split_at(n);
         rest = tail;
-        let copy = match feed {
-            Feed::Copy => true,
-            Feed::Bytes => false,
-            Feed::Mixed => step % 2 == 0,
+        let by_bytes = match feed {
+            Feed::Copy => false,
+            Feed::Bytes => true,
+            Feed::Mixed => step % 2 == 1,
         };
         step += 1;
-        if copy {
-            decoder.handle_data(chunk);
-        } else {
-            decoder.handle_bytes(Bytes::copy_from_slice(chunk));
-        }
-        let bound = max + MAX_HEADER_LEN + OVERSIZED_HEAD_LEN + chunk.len();
-        assert!(
-            decoder.buffered() <= bound,
-            "buffered {} > {bound} (max {max}, chunk {})",
-            decoder.buffered(),
-            chunk.len()
-        );
-        while let Some(frame) = decoder.poll_frame() {
-            out.push(frame);
-        }
-        assert!(
-            decoder.buffered() <= drained_bound(max),
-            "buffered {} after draining (max {max})",
-            decoder.buffered()
-        );
+        reference::feed(&mut decoder, chunk, by_bytes, &mut out);
     }
-    decoder.handle_eof();
-    while let Some(frame) = decoder.poll_frame() {
-        out.push(frame);
-    }
-    assert_eq!(
-        decoder.poll_frame(),
-        None,
-        "a drained decoder stays drained"
-    );
-    assert_eq!(decoder.buffered(), 0, "nothing held after EOF is drained");
+    reference::finish(&mut decoder, &mut out);
     (out, *decoder.stats())
 }
 
@@ -584,7 +550,7 @@ mod codec {
                 out.push(frame);
             }
             assert!(buf.is_empty(), "decode consumes the whole buffer");
-            assert!(codec.buffered() <= drained_bound(max));
+            assert!(codec.buffered() <= reference::drained_bound(max));
         }
         while let Some(frame) = codec.decode_eof(&mut buf).expect("notices are items") {
             out.push(frame);

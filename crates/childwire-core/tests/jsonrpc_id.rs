@@ -9,7 +9,6 @@ use childwire_core::decoder::{Frame, LineDecoder};
 use childwire_core::jsonrpc::{
     IdScanner, MAX_ID_LEN, OVERSIZED_ERROR_CODE, OVERSIZED_ERROR_MESSAGE, oversized_error,
 };
-use proptest::prelude::*;
 use serde_json::Value;
 
 /// The id of `doc` fed in one piece.
@@ -449,271 +448,130 @@ fn c28_decoder_whole_line_and_piecewise_notices_agree() {
 // ---------------------------------------------------------------------
 // Differential against serde_json on generated documents.
 
-/// A JSON value as generated; strings are decoded text.
-#[derive(Debug, Clone)]
-enum Json {
-    Null,
-    Bool(bool),
-    /// Raw number text.
-    Num(String),
-    Str(String),
-    Arr(Vec<Json>),
-    Obj(Vec<(String, Json)>),
-}
+/// The documents and the expected id come from the core's `testing`
+/// module, shared with the `jsonrpc_id` fuzz target; CI turns the feature on
+/// with `--all-features`.
+#[cfg(feature = "testing")]
+mod generated {
+    use childwire_core::testing::jsonrpc::{Document, Json, document};
+    use proptest::prelude::*;
 
-/// Keys that are, or nearly are, `id`.
-fn key() -> impl Strategy<Value = String> {
-    prop_oneof![
-        3 => Just("id".to_string()),
-        1 => Just("ID".to_string()),
-        1 => Just("i".to_string()),
-        1 => Just("idd".to_string()),
-        1 => Just("\"id\"".to_string()),
-        1 => Just("jsonrpc".to_string()),
-        1 => Just("result".to_string()),
-        1 => "[a-z\"\\\\/\u{0}-\u{1f}é😀]{0,6}",
-    ]
-}
+    use super::*;
 
-fn number() -> impl Strategy<Value = String> {
-    prop_oneof![
-        "-?(0|[1-9][0-9]{0,20})",
-        "-?(0|[1-9][0-9]{0,40})(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,2})?",
-        // Huge: past u64 and, sometimes, past the id cap.
-        "[1-9][0-9]{200,300}",
-    ]
-}
-
-fn text() -> impl Strategy<Value = String> {
-    prop_oneof![
-        "[a-z ]{0,12}",
-        "[a-z\"\\\\/\u{0}-\u{1f}{}\\[\\]:,é\u{2028}😀]{0,16}",
-        Just("\"id\":1,".to_string()),
-    ]
-}
-
-fn value() -> impl Strategy<Value = Json> {
-    let leaf = prop_oneof![
-        Just(Json::Null),
-        any::<bool>().prop_map(Json::Bool),
-        number().prop_map(Json::Num),
-        text().prop_map(Json::Str),
-    ];
-    leaf.prop_recursive(5, 48, 6, |inner| {
+    /// Keys that are, or nearly are, `id`.
+    fn key() -> impl Strategy<Value = String> {
         prop_oneof![
-            prop::collection::vec(inner.clone(), 0..6).prop_map(Json::Arr),
-            prop::collection::vec((key(), inner), 0..6).prop_map(Json::Obj),
+            3 => Just("id".to_string()),
+            1 => Just("ID".to_string()),
+            1 => Just("i".to_string()),
+            1 => Just("idd".to_string()),
+            1 => Just("\"id\"".to_string()),
+            1 => Just("jsonrpc".to_string()),
+            1 => Just("result".to_string()),
+            1 => "[a-z\"\\\\/\u{0}-\u{1f}é😀]{0,6}",
         ]
-    })
-}
-
-/// A message: top-level members with zero or more ids among them, in an
-/// order the strategy shuffles.
-fn message() -> impl Strategy<Value = Vec<(String, Json)>> {
-    prop::collection::vec((key(), value()), 0..8).prop_shuffle()
-}
-
-/// A small deterministic generator for the serializer's choices.
-struct Choices(u64);
-
-impl Choices {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 << 13;
-        self.0 ^= self.0 >> 7;
-        self.0 ^= self.0 << 17;
-        self.0
     }
 
-    fn one_in(&mut self, n: u64) -> bool {
-        self.next() % n == 0
+    fn number() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "-?(0|[1-9][0-9]{0,20})",
+            "-?(0|[1-9][0-9]{0,40})(\\.[0-9]{1,20})?([eE][+-]?[0-9]{1,2})?",
+            // Huge: past u64 and, sometimes, past the id cap.
+            "[1-9][0-9]{200,300}",
+        ]
     }
-}
 
-/// Serializes with random whitespace and escapes; returns the raw text of
-/// the last top-level `id` member's value.
-struct Writer {
-    out: Vec<u8>,
-    choices: Choices,
-    newlines: bool,
-}
+    fn text() -> impl Strategy<Value = String> {
+        prop_oneof![
+            "[a-z ]{0,12}",
+            "[a-z\"\\\\/\u{0}-\u{1f}{}\\[\\]:,é\u{2028}😀]{0,16}",
+            Just("\"id\":1,".to_string()),
+        ]
+    }
 
-impl Writer {
-    fn space(&mut self) {
-        while self.choices.one_in(3) {
-            let options: &[u8] = if self.newlines { b" \t\r\n" } else { b" \t\r" };
-            let pick = options[(self.choices.next() % options.len() as u64) as usize];
-            self.out.push(pick);
+    fn value() -> impl Strategy<Value = Json> {
+        let leaf = prop_oneof![
+            Just(Json::Null),
+            any::<bool>().prop_map(Json::Bool),
+            number().prop_map(Json::Num),
+            text().prop_map(Json::Str),
+        ];
+        leaf.prop_recursive(5, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Json::Arr),
+                prop::collection::vec((key(), inner), 0..6).prop_map(Json::Obj),
+            ]
+        })
+    }
+
+    /// A message: top-level members with zero or more ids among them (the
+    /// writer shuffles them).
+    fn message() -> impl Strategy<Value = Vec<(String, Json)>> {
+        prop::collection::vec((key(), value()), 0..8)
+    }
+
+    proptest! {
+        #![proptest_config(ProptestConfig::with_cases(2000))]
+
+        #[test]
+        fn c28_scanner_agrees_with_serde_json(
+            members in message(),
+            seed in any::<u64>(),
+            chunks in prop::collection::vec(0usize..40, 0..8),
+        ) {
+            let Document { text: doc, last_id, expected } = document(&members, seed, true);
+            let raw_len = last_id.as_ref().map_or(0, Vec::len);
+            let parsed: Value = serde_json::from_slice(&doc).expect("the generator writes valid JSON");
+            let found = scan_chunked(&doc, &chunks);
+            prop_assert_eq!(&found, &expected, "doc: {}", String::from_utf8_lossy(&doc));
+            prop_assert_eq!(scan(&doc), expected);
+            // serde_json's own view: the id it reads is the one found, whenever
+            // that one is usable.
+            let serde_id = parsed.get("id");
+            match &found {
+                Some(raw) => {
+                    let ours = serde_json::from_slice::<Value>(raw).ok();
+                    prop_assert_eq!(ours.as_ref(), serde_id);
+                }
+                None => prop_assert!(
+                    matches!(serde_id, None | Some(Value::Bool(_) | Value::Array(_) | Value::Object(_)))
+                        || raw_len > MAX_ID_LEN,
+                    "serde_json found id {:?}", serde_id
+                ),
+            }
         }
-    }
 
-    fn string(&mut self, s: &str) {
-        self.out.push(b'"');
-        for c in s.chars() {
-            let mut units = [0u16; 2];
-            match c {
-                '"' => self.out.extend_from_slice(b"\\\""),
-                '\\' => self.out.extend_from_slice(b"\\\\"),
-                '/' if self.choices.one_in(2) => self.out.extend_from_slice(b"\\/"),
-                '\n' if self.choices.one_in(2) => self.out.extend_from_slice(b"\\n"),
-                '\t' if self.choices.one_in(2) => self.out.extend_from_slice(b"\\t"),
-                c if (c as u32) < 0x20 || self.choices.one_in(5) => {
-                    for unit in c.encode_utf16(&mut units) {
-                        let escaped = if self.choices.one_in(2) {
-                            format!("\\u{unit:04x}")
-                        } else {
-                            format!("\\u{unit:04X}")
-                        };
-                        self.out.extend_from_slice(escaped.as_bytes());
+        #[test]
+        fn c28_decoder_notice_carries_the_id_however_chunked(
+            members in message(),
+            seed in any::<u64>(),
+            chunks in prop::collection::vec(1usize..200, 1..8),
+        ) {
+            let Document { text: doc, expected, .. } = document(&members, seed, false);
+            let mut input = doc.clone();
+            input.extend_from_slice(b"\n{}\n");
+            let mut decoder = LineDecoder::new(8);
+            let mut notices = Vec::new();
+            let mut rest = &input[..];
+            let mut sizes = chunks.iter().copied().cycle();
+            while !rest.is_empty() {
+                let n = sizes.next().unwrap_or(rest.len()).min(rest.len());
+                decoder.handle_data(&rest[..n]);
+                rest = &rest[n..];
+                while let Some(frame) = decoder.poll_frame() {
+                    if let Frame::Oversized(notice) = frame {
+                        notices.push(notice);
                     }
                 }
-                c => self
-                    .out
-                    .extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes()),
             }
-        }
-        self.out.push(b'"');
-    }
-
-    fn value(&mut self, value: &Json) {
-        match value {
-            Json::Null => self.out.extend_from_slice(b"null"),
-            Json::Bool(b) => self
-                .out
-                .extend_from_slice(if *b { b"true" } else { b"false" }),
-            Json::Num(n) => self.out.extend_from_slice(n.as_bytes()),
-            Json::Str(s) => self.string(s),
-            Json::Arr(items) => {
-                self.out.push(b'[');
-                for (i, item) in items.iter().enumerate() {
-                    self.space();
-                    if i > 0 {
-                        self.out.push(b',');
-                        self.space();
-                    }
-                    self.value(item);
-                }
-                self.space();
-                self.out.push(b']');
+            // Up to 8 bytes (one `\r` at the end excluded) is delivered; longer
+            // is a notice.
+            if doc.len() - usize::from(doc.ends_with(b"\r")) > 8 {
+                prop_assert_eq!(notices.len(), 1);
+                prop_assert_eq!(notices[0].json_rpc_id().map(|id| id.to_vec()), expected);
+            } else {
+                prop_assert!(notices.is_empty());
             }
-            Json::Obj(members) => {
-                self.object(members);
-            }
-        }
-    }
-
-    /// Writes an object; returns the raw text of the last `id` member.
-    fn object(&mut self, members: &[(String, Json)]) -> Option<Vec<u8>> {
-        let mut id = None;
-        self.out.push(b'{');
-        for (i, (key, value)) in members.iter().enumerate() {
-            self.space();
-            if i > 0 {
-                self.out.push(b',');
-                self.space();
-            }
-            self.string(key);
-            self.space();
-            self.out.push(b':');
-            self.space();
-            let start = self.out.len();
-            self.value(value);
-            if key == "id" {
-                id = Some(self.out[start..].to_vec());
-            }
-        }
-        self.space();
-        self.out.push(b'}');
-        id
-    }
-}
-
-/// What the scanner must say of a document with these top-level members
-/// whose last id was written as `raw`.
-fn expected_id(members: &[(String, Json)], raw: Option<Vec<u8>>) -> Option<Vec<u8>> {
-    let (_, last) = members.iter().rev().find(|(key, _)| key == "id")?;
-    let raw = raw?;
-    match last {
-        Json::Null | Json::Num(_) | Json::Str(_) if raw.len() <= MAX_ID_LEN => Some(raw),
-        _ => None,
-    }
-}
-
-/// The document and the raw text of its last top-level id.
-fn document(members: &[(String, Json)], seed: u64, newlines: bool) -> (Vec<u8>, Option<Vec<u8>>) {
-    let mut writer = Writer {
-        out: Vec::new(),
-        choices: Choices(seed | 1),
-        newlines,
-    };
-    writer.space();
-    let raw = writer.object(members);
-    writer.space();
-    (writer.out, raw)
-}
-
-proptest! {
-    #![proptest_config(ProptestConfig::with_cases(2000))]
-
-    #[test]
-    fn c28_scanner_agrees_with_serde_json(
-        members in message(),
-        seed in any::<u64>(),
-        chunks in prop::collection::vec(0usize..40, 0..8),
-    ) {
-        let (doc, raw) = document(&members, seed, true);
-        let raw_len = raw.as_ref().map_or(0, Vec::len);
-        let expected = expected_id(&members, raw);
-        let parsed: Value = serde_json::from_slice(&doc).expect("the generator writes valid JSON");
-        let found = scan_chunked(&doc, &chunks);
-        prop_assert_eq!(&found, &expected, "doc: {}", String::from_utf8_lossy(&doc));
-        prop_assert_eq!(scan(&doc), expected);
-        // serde_json's own view: the id it reads is the one found, whenever
-        // that one is usable.
-        let serde_id = parsed.get("id");
-        match &found {
-            Some(raw) => {
-                let ours = serde_json::from_slice::<Value>(raw).ok();
-                prop_assert_eq!(ours.as_ref(), serde_id);
-            }
-            None => prop_assert!(
-                matches!(serde_id, None | Some(Value::Bool(_) | Value::Array(_) | Value::Object(_)))
-                    || raw_len > MAX_ID_LEN,
-                "serde_json found id {:?}", serde_id
-            ),
-        }
-    }
-
-    #[test]
-    fn c28_decoder_notice_carries_the_id_however_chunked(
-        members in message(),
-        seed in any::<u64>(),
-        chunks in prop::collection::vec(1usize..200, 1..8),
-    ) {
-        let (doc, raw) = document(&members, seed, false);
-        let expected = expected_id(&members, raw);
-        let mut input = doc.clone();
-        input.extend_from_slice(b"\n{}\n");
-        let mut decoder = LineDecoder::new(8);
-        let mut notices = Vec::new();
-        let mut rest = &input[..];
-        let mut sizes = chunks.iter().copied().cycle();
-        while !rest.is_empty() {
-            let n = sizes.next().unwrap_or(rest.len()).min(rest.len());
-            decoder.handle_data(&rest[..n]);
-            rest = &rest[n..];
-            while let Some(frame) = decoder.poll_frame() {
-                if let Frame::Oversized(notice) = frame {
-                    notices.push(notice);
-                }
-            }
-        }
-        // Up to 8 bytes (one `\r` at the end excluded) is delivered; longer
-        // is a notice.
-        if doc.len() - usize::from(doc.ends_with(b"\r")) > 8 {
-            prop_assert_eq!(notices.len(), 1);
-            prop_assert_eq!(notices[0].json_rpc_id().map(|id| id.to_vec()), expected);
-        } else {
-            prop_assert!(notices.is_empty());
         }
     }
 }

@@ -1,8 +1,13 @@
 //! What the `session` and `channel` targets share: the reference model of
-//! each framing, the cost of a queued frame, and the lazy check of the
-//! receive queue's memory bound.
+//! each framing, the cost of a queued frame, the lazy check of the receive
+//! queue's memory bound, and the [`Driver`] that feeds either endpoint and
+//! checks what it gives back.
 
 #![allow(dead_code)]
+
+mod driver;
+
+pub use driver::{Driver, Payload};
 
 use std::fmt::Debug;
 

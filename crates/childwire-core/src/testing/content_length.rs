@@ -3,11 +3,13 @@
 //! state crosses a chunk boundary. It shares no code with the decoder, so a
 //! test or fuzz target that compares the two checks one against the other.
 //!
-//! [`ContentLengthDecoder`]: crate::content_length::ContentLengthDecoder
+//! Beside the model, the decoder's documented memory bound, and [`feed`] and
+//! [`finish`], which drive a real decoder and check that bound at every
+//! step, so that every test and fuzz target holds it to the same rule.
 
 use bytes::Bytes;
 
-use crate::content_length::MAX_HEADER_LEN;
+use crate::content_length::{ContentLengthDecoder, MAX_HEADER_LEN};
 use crate::frame::{
     DecoderStats, Frame, Malformed, MalformedReason, Message, OVERSIZED_HEAD_LEN, Oversized,
 };
@@ -82,6 +84,72 @@ pub fn frames(input: &[u8], max_message_size: usize) -> (Vec<Frame>, DecoderStat
         }
     }
     (out, stats)
+}
+
+/// The most a decoder with limit `max_message_size` may hold once every
+/// frame was taken: one of a body being collected, a header block, or an
+/// oversized body's head.
+pub fn drained_bound(max_message_size: usize) -> usize {
+    max_message_size.max(MAX_HEADER_LEN).max(OVERSIZED_HEAD_LEN)
+}
+
+/// The most a decoder with limit `max_message_size` may hold right after it
+/// was given `chunk_len` bytes, before its frames are taken: a body, a header
+/// block and a head at a time, and the chunk.
+pub fn fed_bound(max_message_size: usize, chunk_len: usize) -> usize {
+    max_message_size + MAX_HEADER_LEN + OVERSIZED_HEAD_LEN + chunk_len
+}
+
+/// Gives `chunk` to `decoder` (copied by `handle_data`, or as `Bytes` by
+/// `handle_bytes` when `by_bytes`), appends every frame it completes to
+/// `out`, and checks [`fed_bound`] before the frames are taken and
+/// [`drained_bound`] after.
+///
+/// # Panics
+///
+/// If the decoder holds more than the bound allows.
+pub fn feed(
+    decoder: &mut ContentLengthDecoder,
+    chunk: &[u8],
+    by_bytes: bool,
+    out: &mut Vec<Frame>,
+) {
+    if by_bytes {
+        decoder.handle_bytes(Bytes::copy_from_slice(chunk));
+    } else {
+        decoder.handle_data(chunk);
+    }
+    let max = decoder.max_message_size();
+    let bound = fed_bound(max, chunk.len());
+    assert!(
+        decoder.buffered() <= bound,
+        "buffered {} > {bound} (max {max}, chunk {})",
+        decoder.buffered(),
+        chunk.len()
+    );
+    out.extend(std::iter::from_fn(|| decoder.poll_frame()));
+    assert!(
+        decoder.buffered() <= drained_bound(max),
+        "buffered {} after draining (max {max})",
+        decoder.buffered()
+    );
+}
+
+/// Ends `decoder`'s stream and appends its last frames to `out`; checks that
+/// it then holds nothing and stays drained.
+///
+/// # Panics
+///
+/// If the decoder holds anything once drained, or yields a frame after.
+pub fn finish(decoder: &mut ContentLengthDecoder, out: &mut Vec<Frame>) {
+    decoder.handle_eof();
+    out.extend(std::iter::from_fn(|| decoder.poll_frame()));
+    assert_eq!(
+        decoder.poll_frame(),
+        None,
+        "a drained decoder stays drained"
+    );
+    assert_eq!(decoder.buffered(), 0, "nothing held after EOF is drained");
 }
 
 /// The body length a header block (without its final `\r\n\r\n`) announces,
