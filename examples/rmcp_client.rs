@@ -17,84 +17,100 @@
 
 use std::process::ExitCode;
 
-use childwire::Config;
-use childwire_examples::sdk_client::{Plan, sdk_main};
+use childwire::{Command, Config, ExitHandle};
+use childwire_examples::sdk_client::{SdkClient, SdkError, ServerInfo, Tool, ToolResult, sdk_main};
 use childwire_rmcp::ChildwireTransport;
-use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
+use rmcp::service::RunningService;
+use rmcp::{RoleClient, ServiceExt};
+use serde_json::{Map, Value};
 
 fn main() -> ExitCode {
-    sdk_main("rmcp_client", "rmcp", run)
+    sdk_main::<Rmcp>("rmcp_client", "rmcp")
 }
 
-async fn run(plan: Plan) -> Result<(), String> {
-    let program = plan.command.get_program().to_string_lossy().into_owned();
-    let transport = ChildwireTransport::spawn(&plan.command, Config::default())
-        .map_err(|err| err.to_string())?;
-    let exit = transport.exit_handle();
-    println!("-> initialize ({program})");
-    let client = ().serve(transport).await.map_err(|err| format!("the handshake failed: {err}"))?;
-    if let Some(info) = client.peer_info() {
-        let server = info
-            .server_info
-            .as_ref()
-            .map(|server| format!("{} {}", server.name, server.version))
-            .unwrap_or_else(|| "(unnamed)".into());
-        println!(
-            "<- initialize: protocol {}; server: {server}",
-            info.protocol_version
-        );
-    }
-    let result = session(&client, plan.call).await;
-    // Closing the service closes the transport: the graceful shutdown.
-    let closed = client.cancel().await;
-    match exit.wait().await {
-        Some(report) => println!("server {report}"),
-        None => println!("server: its end is unknown"),
-    }
-    result?;
-    closed.map_err(|err| format!("the service task failed: {err}"))?;
-    Ok(())
+/// rmcp's client: the transport until the handshake (rmcp's `serve` takes
+/// it), the running service after.
+enum Rmcp {
+    Transport(ChildwireTransport<RoleClient>),
+    Service(RunningService<RoleClient, ()>),
+    /// The handshake failed: rmcp dropped the transport.
+    Gone,
 }
 
-async fn session(
-    client: &rmcp::service::RunningService<rmcp::RoleClient, ()>,
-    call: Option<(String, serde_json::Map<String, serde_json::Value>)>,
-) -> Result<(), String> {
-    let tools = client
-        .list_all_tools()
-        .await
-        .map_err(|err| format!("tools/list failed: {err}"))?;
-    println!("<- {} tools", tools.len());
-    for tool in &tools {
-        println!(
-            "   {}: {}",
-            tool.name,
-            tool.description.as_deref().unwrap_or("")
-        );
-    }
-    let Some((name, args)) = call else {
-        return Ok(());
-    };
-    println!(
-        "-> tools/call {name} {}",
-        serde_json::Value::Object(args.clone())
-    );
-    let result = client
-        .call_tool(CallToolRequestParams::new(name).with_arguments(args))
-        .await
-        .map_err(|err| format!("tools/call failed: {err}"))?;
-    for content in &result.content {
-        match content.as_text() {
-            Some(text) => println!("<- result: {}", text.text),
-            None => println!(
-                "<- result: {}",
-                serde_json::to_string(content).unwrap_or_default()
-            ),
+impl Rmcp {
+    fn service(&self) -> Result<&RunningService<RoleClient, ()>, String> {
+        match self {
+            Self::Service(service) => Ok(service),
+            _ => Err("no session: the handshake did not complete".into()),
         }
     }
-    if result.is_error == Some(true) {
-        return Err("the tool reported an error".into());
+}
+
+impl SdkClient for Rmcp {
+    fn connect(command: Command) -> Result<(Self, ExitHandle), SdkError> {
+        let transport = ChildwireTransport::spawn(&command, Config::default())?;
+        let exit = transport.exit_handle();
+        Ok((Self::Transport(transport), exit))
     }
-    Ok(())
+
+    async fn initialize(&mut self) -> Result<Option<ServerInfo>, SdkError> {
+        let Self::Transport(transport) = std::mem::replace(self, Self::Gone) else {
+            return Err("the handshake was already made".into());
+        };
+        let service = ().serve(transport).await?;
+        let info = service.peer_info().map(|info| ServerInfo {
+            protocol: info.protocol_version.to_string(),
+            server: info
+                .server_info
+                .as_ref()
+                .map(|server| format!("{} {}", server.name, server.version))
+                .unwrap_or_else(|| "(unnamed)".into()),
+        });
+        *self = Self::Service(service);
+        Ok(info)
+    }
+
+    async fn list_tools(&self) -> Result<Vec<Tool>, SdkError> {
+        let tools = self.service()?.list_all_tools().await?;
+        Ok(tools
+            .into_iter()
+            .map(|tool| Tool {
+                name: tool.name.into_owned(),
+                description: tool.description.as_deref().unwrap_or("").to_owned(),
+            })
+            .collect())
+    }
+
+    async fn call_tool(
+        &self,
+        name: String,
+        args: Map<String, Value>,
+    ) -> Result<ToolResult, SdkError> {
+        let result = self
+            .service()?
+            .call_tool(CallToolRequestParams::new(name).with_arguments(args))
+            .await?;
+        Ok(ToolResult::new(
+            result.content.iter().map(printable),
+            result.is_error,
+        ))
+    }
+
+    async fn shutdown(self) -> Result<(), SdkError> {
+        if let Self::Service(service) = self {
+            // Closing the service closes the transport: the graceful shutdown.
+            service.cancel().await?;
+        }
+        Ok(())
+    }
+}
+
+/// A content item as the example prints it: a text item's text, anything
+/// else as JSON.
+fn printable(content: &rmcp::model::ContentBlock) -> String {
+    match content.as_text() {
+        Some(text) => text.text.clone(),
+        None => serde_json::to_string(content).unwrap_or_default(),
+    }
 }

@@ -16,87 +16,79 @@
 use std::collections::HashMap;
 use std::process::ExitCode;
 
-use childwire::Config;
-use childwire_examples::sdk_client::{Plan, sdk_main};
+use childwire::{Command, Config, ExitHandle};
+use childwire_examples::sdk_client::{SdkClient, SdkError, ServerInfo, Tool, ToolResult, sdk_main};
 use childwire_turbomcp::ChildwireTransport;
+use serde_json::{Map, Value};
 use turbomcp_client::Client;
 
 fn main() -> ExitCode {
-    sdk_main("turbomcp_client", "TurboMCP", run)
+    sdk_main::<Turbomcp>("turbomcp_client", "TurboMCP")
 }
 
-async fn run(plan: Plan) -> Result<(), String> {
-    let program = plan.command.get_program().to_string_lossy().into_owned();
-    // With TurboMCP's own config, it is one line:
-    // `ChildwireTransport::new(ChildProcessConfig { command, args, .. })`.
-    let transport = ChildwireTransport::from_command(plan.command, Config::default());
-    let exit = transport.exit_handle();
-    let client = Client::new(transport);
-    println!("-> initialize ({program})");
-    let result = session(&client, plan.call).await;
-    // Disconnects the transport: the graceful shutdown.
-    let closed = client.shutdown().await;
-    match exit.wait().await {
-        Some(report) => println!("server {report}"),
-        None => println!("server: its end is unknown"),
+/// TurboMCP's client over childwire's transport.
+struct Turbomcp(Client<ChildwireTransport>);
+
+impl SdkClient for Turbomcp {
+    fn connect(command: Command) -> Result<(Self, ExitHandle), SdkError> {
+        // With TurboMCP's own config, it is one line:
+        // `ChildwireTransport::new(ChildProcessConfig { command, args, .. })`.
+        // The server starts at the handshake.
+        let transport = ChildwireTransport::from_command(command, Config::default());
+        let exit = transport.exit_handle();
+        Ok((Self(Client::new(transport)), exit))
     }
-    result?;
-    closed.map_err(|err| format!("shutting down failed: {err}"))?;
-    Ok(())
+
+    async fn initialize(&mut self) -> Result<Option<ServerInfo>, SdkError> {
+        let info = self.0.initialize().await?;
+        Ok(Some(ServerInfo {
+            protocol: info.protocol_version.to_string(),
+            server: format!("{} {}", info.server_info.name, info.server_info.version),
+        }))
+    }
+
+    async fn list_tools(&self) -> Result<Vec<Tool>, SdkError> {
+        let tools = self.0.list_tools().await?;
+        Ok(tools
+            .into_iter()
+            .map(|tool| Tool {
+                description: tool.description.unwrap_or_default(),
+                name: tool.name,
+            })
+            .collect())
+    }
+
+    async fn call_tool(
+        &self,
+        name: String,
+        args: Map<String, Value>,
+    ) -> Result<ToolResult, SdkError> {
+        let args: HashMap<String, Value> = args.into_iter().collect();
+        let result = self.0.call_tool(&name, Some(args), None).await?;
+        Ok(ToolResult::new(
+            result.content.iter().map(printable),
+            result.is_error,
+        ))
+    }
+
+    async fn shutdown(self) -> Result<(), SdkError> {
+        // Disconnects the transport: the graceful shutdown.
+        Ok(self.0.shutdown().await?)
+    }
 }
 
-async fn session(
-    client: &Client<ChildwireTransport>,
-    call: Option<(String, serde_json::Map<String, serde_json::Value>)>,
-) -> Result<(), String> {
-    let info = client
-        .initialize()
-        .await
-        .map_err(|err| format!("the handshake failed: {err}"))?;
-    println!(
-        "<- initialize: protocol {}; server: {} {}",
-        info.protocol_version, info.server_info.name, info.server_info.version
-    );
-    let tools = client
-        .list_tools()
-        .await
-        .map_err(|err| format!("tools/list failed: {err}"))?;
-    println!("<- {} tools", tools.len());
-    for tool in &tools {
-        println!(
-            "   {}: {}",
-            tool.name,
-            tool.description.as_deref().unwrap_or("")
-        );
-    }
-    let Some((name, args)) = call else {
-        return Ok(());
-    };
-    println!(
-        "-> tools/call {name} {}",
-        serde_json::Value::Object(args.clone())
-    );
-    let args: HashMap<String, serde_json::Value> = args.into_iter().collect();
-    let result = client
-        .call_tool(&name, Some(args), None)
-        .await
-        .map_err(|err| format!("tools/call failed: {err}"))?;
-    for content in &result.content {
-        match serde_json::to_value(content) {
-            Ok(serde_json::Value::Object(object))
-                if object.get("type").and_then(|t| t.as_str()) == Some("text") =>
-            {
-                println!(
-                    "<- result: {}",
-                    object.get("text").and_then(|t| t.as_str()).unwrap_or("")
-                );
-            }
-            Ok(other) => println!("<- result: {other}"),
-            Err(err) => println!("<- result (unprintable: {err})"),
+/// A content item as the example prints it: a text item's text (as rmcp's
+/// `as_text` gives it), anything else as JSON.
+fn printable(content: &impl serde::Serialize) -> String {
+    match serde_json::to_value(content) {
+        Ok(Value::Object(object)) if object.get("type").and_then(Value::as_str) == Some("text") => {
+            object
+                .get("text")
+                .and_then(Value::as_str)
+                .unwrap_or("")
+                .to_owned()
         }
+        Ok(other) => other.to_string(),
+        Err(err) => format!("(unprintable: {err})"),
     }
-    if result.is_error == Some(true) {
-        return Err("the tool reported an error".into());
-    }
-    Ok(())
 }

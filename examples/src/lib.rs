@@ -9,8 +9,9 @@
 //!   example_server`), a line-in/line-out state machine plus a stdio loop.
 //! - [`mcp_client`]: the MCP client (`cargo run --example mcp_client`).
 //! - [`relay`]: the stdio proxy (`cargo run --example relay -- CMD`).
-//! - [`sdk_client`]: the command line of `rmcp_client` and `turbomcp_client`,
-//!   the same session through an MCP SDK with childwire as its transport.
+//! - [`sdk_client`]: the command line and the session of `rmcp_client` and
+//!   `turbomcp_client`, written once over each MCP SDK with childwire as its
+//!   transport.
 //! - [`rt`]: running a program on the runtime picked with `--runtime`.
 //! - [`cli`]: options first, then the child's command, unchanged; and the
 //!   `main` the examples share.

@@ -1,10 +1,13 @@
-//! The command line of the SDK examples (`rmcp_client`, `turbomcp_client`):
-//! which server to run and which tool to call. They drive the server through
-//! an MCP SDK with childwire as its transport.
+//! The SDK examples (`rmcp_client`, `turbomcp_client`): their command line
+//! (which server to run, which tool to call) and their session, written once
+//! over [`SdkClient`]; each example implements it with its MCP SDK, with
+//! childwire as the SDK's transport.
 
 use std::ffi::OsString;
+use std::future::Future;
+use std::process::ExitCode;
 
-use childwire::Command;
+use childwire::{Command, ExitHandle};
 use serde_json::{Map, Value};
 
 use crate::cli::{ArgWalker, Parsed, UsageError};
@@ -112,14 +115,135 @@ pub fn plan(options: SdkOptions) -> Result<Plan, String> {
     Ok(Plan { command, call })
 }
 
-/// The `main` of an SDK example: parses the arguments, resolves the plan
-/// and runs `program` on a Tokio runtime; exit code 2 for a usage error, 1
-/// when the program (or anything before it) fails.
-pub fn sdk_main<F>(name: &str, sdk: &str, program: impl FnOnce(Plan) -> F) -> std::process::ExitCode
-where
-    F: std::future::Future<Output = Result<(), String>>,
-{
-    use std::process::ExitCode;
+/// One MCP SDK's client over childwire, as the SDK examples drive it: what
+/// each SDK does its own way (building the client over childwire's
+/// transport, the calls in its API). The session and its output are
+/// [`run`]'s, the same for every SDK.
+pub trait SdkClient: Sized {
+    /// Makes the client for the server `command` runs (spawning it now or at
+    /// the handshake), with the transport's exit handle.
+    fn connect(command: Command) -> Result<(Self, ExitHandle), SdkError>;
+
+    /// The MCP handshake; what the server said about itself, if anything.
+    fn initialize(&mut self) -> impl Future<Output = Result<Option<ServerInfo>, SdkError>>;
+
+    /// `tools/list`, every page.
+    fn list_tools(&self) -> impl Future<Output = Result<Vec<Tool>, SdkError>>;
+
+    /// `tools/call`.
+    fn call_tool(
+        &self,
+        name: String,
+        args: Map<String, Value>,
+    ) -> impl Future<Output = Result<ToolResult, SdkError>>;
+
+    /// Ends the session: the SDK closes the transport, which is childwire's
+    /// graceful shutdown.
+    fn shutdown(self) -> impl Future<Output = Result<(), SdkError>>;
+}
+
+/// Whatever error an SDK gives; [`run`] says which step it failed.
+pub type SdkError = Box<dyn std::error::Error + Send + Sync>;
+
+/// `err` in words, after what failed.
+fn failed(step: &str) -> impl FnOnce(SdkError) -> String + '_ {
+    move |err| format!("{step} failed: {err}")
+}
+
+/// The server's side of the handshake.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServerInfo {
+    /// The protocol revision agreed on.
+    pub protocol: String,
+    /// The server's name and version.
+    pub server: String,
+}
+
+/// A tool the server offers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tool {
+    /// Its name.
+    pub name: String,
+    /// Its description (empty when it has none).
+    pub description: String,
+}
+
+/// What a tool call returned.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ToolResult {
+    /// Each content item as printed: a text item's text, anything else as
+    /// JSON.
+    pub content: Vec<String>,
+    /// The tool reported an error.
+    pub is_error: bool,
+}
+
+impl ToolResult {
+    /// A result of `content` (each item as printed), and `isError` as MCP
+    /// has it: absent means `false`.
+    pub fn new(content: impl IntoIterator<Item = String>, is_error: Option<bool>) -> Self {
+        Self {
+            content: content.into_iter().collect(),
+            is_error: is_error == Some(true),
+        }
+    }
+}
+
+/// An SDK example's session: connects, performs the handshake, lists the
+/// tools, makes the call the plan asks for, shuts the server down and prints
+/// its exit report. The first failure is the error; the report is printed
+/// whatever happened once the client existed.
+pub async fn run<C: SdkClient>(plan: Plan) -> Result<(), String> {
+    let program = plan.command.get_program().to_string_lossy().into_owned();
+    let (mut client, exit) = C::connect(plan.command).map_err(|err| err.to_string())?;
+    println!("-> initialize ({program})");
+    let result = session(&mut client, plan.call).await;
+    let closed = client.shutdown().await.map_err(failed("shutting down"));
+    match exit.wait().await {
+        Some(report) => println!("server {report}"),
+        None => println!("server: its end is unknown"),
+    }
+    result?;
+    closed
+}
+
+/// The MCP calls of [`run`], and their output.
+async fn session<C: SdkClient>(
+    client: &mut C,
+    call: Option<(String, Map<String, Value>)>,
+) -> Result<(), String> {
+    if let Some(info) = client.initialize().await.map_err(failed("the handshake"))? {
+        println!(
+            "<- initialize: protocol {}; server: {}",
+            info.protocol, info.server
+        );
+    }
+    let tools = client.list_tools().await.map_err(failed("tools/list"))?;
+    println!("<- {} tools", tools.len());
+    for tool in &tools {
+        println!("   {}: {}", tool.name, tool.description);
+    }
+    let Some((name, args)) = call else {
+        return Ok(());
+    };
+    println!("-> tools/call {name} {}", Value::Object(args.clone()));
+    let result = client
+        .call_tool(name, args)
+        .await
+        .map_err(failed("tools/call"))?;
+    for content in &result.content {
+        println!("<- result: {content}");
+    }
+    if result.is_error {
+        return Err("the tool reported an error".into());
+    }
+    Ok(())
+}
+
+/// The `main` of the SDK example `name`, using `sdk` through `C`: parses the
+/// arguments, resolves the plan and [`run`]s it on a Tokio runtime; exit
+/// code 2 for a usage error, 1 when anything fails.
+pub fn sdk_main<C: SdkClient>(name: &str, sdk: &str) -> ExitCode {
     let options = match parse(std::env::args_os().skip(1).collect()) {
         Ok(Parsed::Run(options)) => options,
         Ok(Parsed::Help) => {
@@ -148,7 +272,7 @@ where
             return ExitCode::FAILURE;
         }
     };
-    match runtime.block_on(program(plan)) {
+    match runtime.block_on(run::<C>(plan)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(err) => {
             eprintln!("{name}: {err}");

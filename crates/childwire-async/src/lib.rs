@@ -25,6 +25,7 @@ pub mod async_process;
 #[cfg(target_os = "linux")]
 mod cgroup;
 mod control;
+mod exit_handle;
 mod flusher;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
@@ -49,6 +50,7 @@ pub use childwire_core::{
     Exit, ExitReport, Framing, Lines, Malformed, Message, Oversized, Received, SendError,
     SendErrorKind, SpawnError, StderrMode,
 };
+pub use exit_handle::{ExitHandle, ExitSlot};
 #[cfg(feature = "serde")]
 pub use json::{RecvJsonError, SendJsonError};
 pub use runtime::{

@@ -53,13 +53,11 @@
 //! [childwire]: https://docs.rs/childwire
 
 mod error;
-mod exit;
 
 use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
-use std::sync::Arc;
 
 use bytes::Bytes;
 use childwire::core::jsonrpc::oversized_error;
@@ -67,15 +65,15 @@ use childwire::tokio::{Oversized, Received, Receiver, Sender, ShutdownError, Tra
 use rmcp::model::{JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use tokio::sync::watch;
 
+pub use childwire::ExitHandle;
 pub use childwire::requests::SERVER_EXITED_ERROR_CODE;
 pub use childwire::tokio::{
     ChannelConfig, Command, Config, ExitReport, NoRuntime, SendError, SpawnError,
 };
 pub use error::Error;
-pub use exit::ExitHandle;
 
+use childwire::ExitSlot;
 use childwire::requests::{Pending, canonical_id, exited_error};
 
 /// An rmcp [`Transport`] over a childwire transport: a child process (the
@@ -94,7 +92,8 @@ pub struct ChildwireTransport<R: ServiceRole> {
     ready: VecDeque<RxJsonRpcMessage<R>>,
     /// `max_message_size`, for the size in the oversized errors.
     limit: usize,
-    exit: watch::Sender<Option<Arc<ExitReport>>>,
+    /// The child's end, once known; [`ExitHandle`]s see it.
+    exit: ExitSlot,
     /// The receiver ended (`None`): only `ready` is left.
     ended: bool,
 }
@@ -175,7 +174,7 @@ impl<R: ServiceRole> ChildwireTransport<R> {
             pending: Pending::default(),
             ready: VecDeque::new(),
             limit,
-            exit: watch::Sender::new(None),
+            exit: ExitSlot::new(),
             ended: false,
         }
     }
@@ -184,17 +183,12 @@ impl<R: ServiceRole> ChildwireTransport<R> {
     /// transport to rmcp: the report is there once the child ended (the
     /// service closed the transport, or the child exited on its own).
     pub fn exit_handle(&self) -> ExitHandle {
-        ExitHandle::new(self.exit.subscribe())
+        self.exit.handle()
     }
 
     /// The child's process ID (its process group's too); `None` over stdio.
     pub fn id(&self) -> Option<u32> {
         self.sender.id()
-    }
-
-    /// The child's end, once known.
-    fn report(&self) -> Option<Arc<ExitReport>> {
-        self.exit.borrow().clone()
     }
 
     /// Turns what childwire received into messages for rmcp, in `ready`.
@@ -266,7 +260,7 @@ impl<R: ServiceRole> ChildwireTransport<R> {
         for id in self.pending.take_all() {
             self.deliver(&exited_error(&id, &report));
         }
-        self.exit.send_replace(Some(Arc::new(report)));
+        self.exit.set(report);
     }
 
     /// Queues a made-up JSON-RPC message for rmcp.
@@ -293,8 +287,8 @@ impl<R: ServiceRole> Transport<R> for ChildwireTransport<R> {
             JsonRpcMessage::Request(request) => Some(id_key(&request.id)),
             _ => None,
         };
-        let prepared = match self.report() {
-            Some(report) => Err(Error::Exited(Box::new(ExitReport::clone(&report)))),
+        let prepared = match self.exit.get() {
+            Some(report) => Err(Error::Exited(Box::new(report))),
             None => serde_json::to_vec(&item).map_err(Error::Serialize),
         };
         if let (Ok(_), Some(id)) = (&prepared, &request) {
@@ -302,7 +296,7 @@ impl<R: ServiceRole> Transport<R> for ChildwireTransport<R> {
         }
         let sender = self.sender.clone();
         let pending = self.pending.clone();
-        let exit = self.exit.subscribe();
+        let exit = self.exit.handle();
         async move {
             match sender.send(prepared?).await {
                 Ok(()) => Ok(()),
@@ -310,7 +304,7 @@ impl<R: ServiceRole> Transport<R> for ChildwireTransport<R> {
                     if let Some(id) = request {
                         pending.remove(&id);
                     }
-                    let exit = exit.borrow().as_deref().cloned().map(Box::new);
+                    let exit = exit.get().map(Box::new);
                     Err(Error::Send { source, exit })
                 }
             }
@@ -340,10 +334,7 @@ impl<R: ServiceRole> Transport<R> for ChildwireTransport<R> {
                 if !report.success() {
                     tracing::info!("the MCP server {report}");
                 }
-                self.exit.send_if_modified(|known| {
-                    known.get_or_insert_with(|| Arc::new(report));
-                    true
-                });
+                self.exit.set(report);
                 Ok(())
             }
             // Over stdio: the write side is closed, there is no child.

@@ -53,36 +53,34 @@
 //! [TurboMCP]: https://docs.rs/turbomcp
 //! [childwire]: https://docs.rs/childwire
 
-mod exit;
-
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use childwire::core::jsonrpc::{IdScanner, oversized_error};
 use childwire::tokio::{
     Oversized, Received, Receiver, SendErrorKind, Sender, ShutdownError, Transport as Wire,
 };
-use tokio::sync::watch;
 use turbomcp_protocol::MessageId;
 use turbomcp_transport::core::{
     TransportCapabilities, TransportError, TransportMessage, TransportMetrics, TransportResult,
     TransportState, TransportType,
 };
 
+pub use childwire::ExitHandle;
 pub use childwire::requests::SERVER_EXITED_ERROR_CODE;
 pub use childwire::tokio::{ChannelConfig, Command, Config, ExitReport, SpawnError};
-pub use exit::ExitHandle;
 /// TurboMCP's child process configuration, which [`ChildwireTransport::new`]
 /// takes.
 pub use turbomcp_transport::ChildProcessConfig;
 /// TurboMCP's transport trait, which [`ChildwireTransport`] implements.
 pub use turbomcp_transport::core::Transport;
 
+use childwire::ExitSlot;
 use childwire::requests::{Pending, canonical_id, exited_error};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
@@ -100,7 +98,8 @@ pub struct ChildwireTransport {
     pending: Pending,
     limit: usize,
     capabilities: TransportCapabilities,
-    exit: watch::Sender<Option<Arc<ExitReport>>>,
+    /// The child's end, once known; [`ExitHandle`]s see it.
+    exit: ExitSlot,
     messages_sent: AtomicU64,
     bytes_sent: AtomicU64,
     messages_received: AtomicU64,
@@ -178,7 +177,7 @@ impl ChildwireTransport {
             pending: Pending::default(),
             limit,
             capabilities,
-            exit: watch::Sender::new(None),
+            exit: ExitSlot::new(),
             messages_sent: AtomicU64::new(0),
             bytes_sent: AtomicU64::new(0),
             messages_received: AtomicU64::new(0),
@@ -191,16 +190,12 @@ impl ChildwireTransport {
     /// (after `disconnect`, or once `receive` met its end). Take it before
     /// handing the transport to a client.
     pub fn exit_handle(&self) -> ExitHandle {
-        ExitHandle::new(self.exit.subscribe())
+        self.exit.handle()
     }
 
     /// The child's process ID (its process group's too), once connected.
     pub fn id(&self) -> Option<u32> {
         lock(&self.sender).as_ref().and_then(Sender::id)
-    }
-
-    fn report(&self) -> Option<Arc<ExitReport>> {
-        self.exit.borrow().clone()
     }
 
     fn set_state(&self, state: TransportState) {
@@ -243,10 +238,7 @@ impl ChildwireTransport {
                 if !report.success() {
                     tracing::info!("the MCP server {report}");
                 }
-                self.exit.send_if_modified(|known| {
-                    known.get_or_insert_with(|| Arc::new(report));
-                    true
-                });
+                self.exit.set(report);
                 self.set_state(TransportState::Disconnected);
                 Ok(())
             }
@@ -264,7 +256,7 @@ impl ChildwireTransport {
     }
 
     async fn send_message(&self, message: TransportMessage) -> TransportResult<()> {
-        if let Some(report) = self.report() {
+        if let Some(report) = self.exit.get() {
             return Err(TransportError::ConnectionLost(format!(
                 "the MCP server {report}"
             )));
@@ -289,7 +281,7 @@ impl ChildwireTransport {
                 if let Some(id) = &request {
                     self.pending.remove(id);
                 }
-                Err(match self.report() {
+                Err(match self.exit.get() {
                     Some(report) => {
                         TransportError::ConnectionLost(format!("{err}; the MCP server {report}"))
                     }
@@ -313,7 +305,7 @@ impl ChildwireTransport {
                 return Ok(Some(TransportMessage::new(id, payload)));
             }
             if inbound.ended {
-                return Err(TransportError::ConnectionLost(match self.report() {
+                return Err(TransportError::ConnectionLost(match self.exit.get() {
                     Some(report) => format!("the MCP server {report}"),
                     None => "the MCP server closed its output".into(),
                 }));
@@ -354,7 +346,7 @@ impl ChildwireTransport {
                 for id in self.pending.take_all() {
                     inbound.ready.push_back(exited_error(&id, &report));
                 }
-                self.exit.send_replace(Some(Arc::from(report)));
+                self.exit.set(*report);
             }
             other => tracing::warn!("{other:?}"),
         }

@@ -102,6 +102,10 @@ pub use childwire_async::{
     EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed, Message, Oversized, Received,
     SendError, SendErrorKind, ShutdownError, SpawnError, StderrCallback, StderrMode,
 };
+/// The exit report for code that hands its transport away (to an MCP SDK):
+/// the transport records it in an [`ExitSlot`], the host waits on an
+/// [`ExitHandle`].
+pub use childwire_async::{ExitHandle, ExitSlot};
 /// Runtime-generic handles and the trait to bind another runtime: write
 /// `fn serve<R: Runtime>(t: Transport<R>)` once and call it with any of the
 /// runtime modules' transports.

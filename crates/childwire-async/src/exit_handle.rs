@@ -1,0 +1,261 @@
+//! The child's exit report for code that handed its transport away: an MCP
+//! SDK owns the transport, the host keeps an [`ExitHandle`] to learn how the
+//! server ended. Runtime-independent, so every SDK adapter shares it.
+
+use std::fmt;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Poll};
+
+use childwire_core::ExitReport;
+
+use crate::wake::WakeSet;
+
+/// Where a transport records its child's end, once it learns it (from
+/// `Sender::shutdown` or `Received::Exited`). The transport owns it;
+/// [`handle`](Self::handle) gives the handles it hands out. Dropping it
+/// without a report tells the waiting handles the end will stay unknown.
+///
+/// ```
+/// use std::time::Duration;
+/// use childwire_async::{EndedBy, Exit, ExitReport, ExitSlot};
+///
+/// let slot = ExitSlot::new(); // in the transport
+/// let handle = slot.handle(); // given to the host
+/// assert!(handle.get().is_none());
+/// let report = ExitReport::new(Exit::Code(0), EndedBy::StdinClose, Duration::from_millis(12));
+/// slot.set(report.clone()); // the transport learned the child's end
+/// drop(slot); // the SDK dropped the transport
+/// assert_eq!(handle.get(), Some(report));
+/// ```
+pub struct ExitSlot {
+    shared: Arc<Shared>,
+}
+
+/// A handle to a child's [`ExitReport`], taken before the transport is
+/// handed to a client (an MCP SDK's service). Clone it freely.
+///
+/// The report is there once the child ended: when the transport was closed
+/// (the graceful shutdown), or when the child exited on its own and the
+/// transport read its end.
+///
+/// ```
+/// use childwire_async::ExitHandle;
+///
+/// // In the host, on any runtime, after handing the transport away.
+/// async fn report_end(exit: ExitHandle) {
+///     match exit.wait().await {
+///         Some(report) => println!("server {report}"),
+///         None => println!("server: its end is unknown"),
+///     }
+/// }
+/// ```
+#[derive(Clone)]
+pub struct ExitHandle {
+    shared: Arc<Shared>,
+}
+
+#[derive(Default)]
+struct Shared {
+    state: Mutex<State>,
+    /// The tasks in [`ExitHandle::wait`].
+    waiters: WakeSet,
+}
+
+#[derive(Default)]
+struct State {
+    report: Option<ExitReport>,
+    /// The slot is gone: no report will come if there is none.
+    closed: bool,
+}
+
+impl Shared {
+    fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+}
+
+impl ExitSlot {
+    /// A slot with no report yet.
+    pub fn new() -> Self {
+        Self {
+            shared: Arc::default(),
+        }
+    }
+
+    /// A handle that sees the report this slot records.
+    pub fn handle(&self) -> ExitHandle {
+        ExitHandle {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+
+    /// Records the child's end and wakes the waiting handles. A child ends
+    /// once: the first report recorded stays.
+    pub fn set(&self, report: ExitReport) {
+        {
+            let mut state = self.shared.state();
+            if state.report.is_some() {
+                return;
+            }
+            state.report = Some(report);
+        }
+        self.shared.waiters.wake_all();
+    }
+
+    /// The report, if the child's end is known yet.
+    pub fn get(&self) -> Option<ExitReport> {
+        self.shared.state().report.clone()
+    }
+}
+
+impl Default for ExitSlot {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Drop for ExitSlot {
+    fn drop(&mut self) {
+        self.shared.state().closed = true;
+        self.shared.waiters.wake_all();
+    }
+}
+
+impl fmt::Debug for ExitSlot {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ExitSlot").field(&self.get()).finish()
+    }
+}
+
+impl ExitHandle {
+    /// The report, if the child's end is known yet.
+    pub fn get(&self) -> Option<ExitReport> {
+        self.shared.state().report.clone()
+    }
+
+    /// Waits for the report. `None` if the transport was dropped without
+    /// learning the child's end (dropped unclosed: the child was killed).
+    /// The future borrows nothing: it can be spawned, or outlive the handle.
+    pub fn wait(&self) -> impl Future<Output = Option<ExitReport>> + Send + use<> {
+        Wait {
+            shared: Arc::clone(&self.shared),
+        }
+    }
+}
+
+impl fmt::Debug for ExitHandle {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_tuple("ExitHandle").field(&self.get()).finish()
+    }
+}
+
+/// [`ExitHandle::wait`]'s future.
+struct Wait {
+    shared: Arc<Shared>,
+}
+
+impl Future for Wait {
+    type Output = Option<ExitReport>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // Registered before looking, so a report set in between wakes us.
+        self.shared.waiters.register(cx.waker());
+        let state = self.shared.state();
+        match (&state.report, state.closed) {
+            (Some(report), _) => Poll::Ready(Some(report.clone())),
+            (None, true) => Poll::Ready(None),
+            (None, false) => Poll::Pending,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::{Wake, Waker};
+
+    use std::time::Duration;
+
+    use childwire_core::{EndedBy, Exit};
+
+    use super::*;
+
+    /// Counts its wake-ups.
+    #[derive(Default)]
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    fn poll(
+        future: &mut Pin<Box<impl Future<Output = Option<ExitReport>>>>,
+        count: &Arc<Count>,
+    ) -> Poll<Option<ExitReport>> {
+        let waker = Waker::from(Arc::clone(count));
+        future.as_mut().poll(&mut Context::from_waker(&waker))
+    }
+
+    fn report_of(code: i32) -> ExitReport {
+        ExitReport::new(
+            Exit::Code(code),
+            EndedBy::OnItsOwn,
+            Duration::from_millis(5),
+        )
+    }
+
+    fn report() -> ExitReport {
+        report_of(0)
+    }
+
+    /// A wait on `handle`, polled once: pending, its waker registered.
+    fn waiting(
+        handle: &ExitHandle,
+    ) -> (
+        Pin<Box<impl Future<Output = Option<ExitReport>> + use<>>>,
+        Arc<Count>,
+    ) {
+        let count = Arc::new(Count::default());
+        let mut wait = Box::pin(handle.wait());
+        assert!(poll(&mut wait, &count).is_pending());
+        (wait, count)
+    }
+
+    #[test]
+    fn a_waiter_is_woken_by_the_report_and_gets_it() {
+        let slot = ExitSlot::new();
+        let handle = slot.handle();
+        let (mut wait, count) = waiting(&handle);
+        slot.set(report());
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(poll(&mut wait, &count), Poll::Ready(Some(report())));
+        assert_eq!(handle.get(), Some(report()));
+    }
+
+    #[test]
+    fn dropping_the_slot_unreported_ends_the_wait_with_none() {
+        let slot = ExitSlot::new();
+        let (mut wait, count) = waiting(&slot.handle());
+        drop(slot);
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(poll(&mut wait, &count), Poll::Ready(None));
+    }
+
+    #[test]
+    fn a_known_report_outlives_the_slot_and_the_first_one_stays() {
+        let slot = ExitSlot::new();
+        let handle = slot.handle();
+        slot.set(report());
+        slot.set(report_of(1));
+        drop(slot);
+        let count = Arc::new(Count::default());
+        assert_eq!(
+            poll(&mut Box::pin(handle.wait()), &count),
+            Poll::Ready(Some(report()))
+        );
+    }
+}
