@@ -60,7 +60,6 @@ use std::fmt;
 use std::future::Future;
 
 use bytes::Bytes;
-use childwire::core::jsonrpc::oversized_error;
 use childwire::tokio::{Oversized, Received, Receiver, Sender, ShutdownError, Transport as Wire};
 use rmcp::model::{JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
@@ -74,7 +73,7 @@ pub use childwire::tokio::{
 pub use error::Error;
 
 use childwire::ExitSlot;
-use childwire::requests::{Pending, canonical_id, exited_error};
+use childwire::requests::{OversizedAction, Pending, exited_error};
 
 /// An rmcp [`Transport`] over a childwire transport: a child process (the
 /// client role, [`spawn`](ChildwireTransport::spawn)) or this process's
@@ -227,18 +226,9 @@ impl<R: ServiceRole> ChildwireTransport<R> {
     /// A message over the limit was dropped: fail our request it answered,
     /// or answer the peer's request it was.
     fn oversized(&mut self, notice: &Oversized) {
-        let Some(raw) = notice.json_rpc_id() else {
-            tracing::warn!("{notice}; it had no JSON-RPC id, so no request fails for it");
-            return;
-        };
-        let error = oversized_error(raw, notice.len, self.limit);
-        match canonical_id(raw) {
-            Some(key) if self.pending.remove(&key) => {
-                tracing::warn!("{notice}; its request fails with an error");
-                self.deliver(&error);
-            }
-            _ if is_request(&notice.head) => {
-                tracing::warn!("{notice}; answering the peer's request with an error");
+        match self.pending.oversized(notice, self.limit) {
+            OversizedAction::FailRequest(error) => self.deliver(&error),
+            OversizedAction::AnswerPeer(error) => {
                 let sender = self.sender.clone();
                 tokio::spawn(async move {
                     if let Err(err) = sender.send(error).await {
@@ -246,7 +236,7 @@ impl<R: ServiceRole> ChildwireTransport<R> {
                     }
                 });
             }
-            _ => tracing::warn!("{notice}; no request of ours waits for it"),
+            _ => {}
         }
     }
 
@@ -356,10 +346,4 @@ impl<R: ServiceRole> fmt::Debug for ChildwireTransport<R> {
 /// A request id in the compact JSON form [`Pending`] keys on.
 fn id_key(id: &RequestId) -> String {
     serde_json::to_string(id).unwrap_or_default()
-}
-
-/// Whether a dropped message's first bytes look like a request (it has a
-/// `method`) rather than a response.
-fn is_request(head: &[u8]) -> bool {
-    head.windows(8).any(|window| window == b"\"method\"")
 }

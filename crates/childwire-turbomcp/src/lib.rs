@@ -61,7 +61,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
-use childwire::core::jsonrpc::{IdScanner, oversized_error};
+use childwire::core::jsonrpc::IdScanner;
 use childwire::tokio::{
     Oversized, Received, Receiver, SendErrorKind, Sender, ShutdownError, Transport as Wire,
 };
@@ -81,7 +81,7 @@ pub use turbomcp_transport::ChildProcessConfig;
 pub use turbomcp_transport::core::Transport;
 
 use childwire::ExitSlot;
-use childwire::requests::{Pending, canonical_id, exited_error};
+use childwire::requests::{OversizedAction, Pending, canonical_id, exited_error};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -355,18 +355,9 @@ impl ChildwireTransport {
     /// A message over the limit was dropped: fail our request it answered,
     /// or answer the server's request it was.
     fn oversized(&self, inbound: &mut Inbound, notice: &Oversized) {
-        let Some(raw) = notice.json_rpc_id() else {
-            tracing::warn!("{notice}; it had no JSON-RPC id, so no request fails for it");
-            return;
-        };
-        let error = oversized_error(raw, notice.len, self.limit);
-        match canonical_id(raw) {
-            Some(key) if self.pending.remove(&key) => {
-                tracing::warn!("{notice}; its request fails with an error");
-                inbound.ready.push_back(error);
-            }
-            _ if is_request(&notice.head) => {
-                tracing::warn!("{notice}; answering the server's request with an error");
+        match self.pending.oversized(notice, self.limit) {
+            OversizedAction::FailRequest(error) => inbound.ready.push_back(error),
+            OversizedAction::AnswerPeer(error) => {
                 if let Some(sender) = lock(&self.sender).clone() {
                     tokio::spawn(async move {
                         if let Err(err) = sender.send(error).await {
@@ -375,7 +366,7 @@ impl ChildwireTransport {
                     });
                 }
             }
-            _ => tracing::warn!("{notice}; no request of ours waits for it"),
+            _ => {}
         }
     }
 }
@@ -445,10 +436,4 @@ fn top_level_id(payload: &[u8]) -> Option<String> {
     let mut scanner = IdScanner::new();
     scanner.feed(payload);
     canonical_id(&scanner.id()?)
-}
-
-/// Whether a dropped message's first bytes look like a request (it has a
-/// `method`) rather than a response.
-fn is_request(head: &[u8]) -> bool {
-    head.windows(8).any(|window| window == b"\"method\"")
 }
