@@ -2,7 +2,9 @@
 //! half with the writing pipe, the receiving half with the reading pipe, and
 //! (for a child) the supervisor. Each behind its own plain mutex, locked only
 //! inside `poll` functions and never across an `.await`, so the two
-//! directions never wait for each other.
+//! directions never wait for each other. The sending half's lock is not
+//! held across the writing pipe's own calls either (see `out_side`): a
+//! sender queuing a message never waits for a write in progress.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
