@@ -171,13 +171,20 @@ impl<F: Framing> OutSide<F> {
         now: Instant,
         progress: &mut bool,
     ) -> Option<Poll<()>> {
-        match std::mem::replace(&mut self.pipe, PipeSlot::Gone) {
-            PipeSlot::Out => self.pipe = PipeSlot::Here(pipe),
-            // Closed while out: it stays closed, and is dropped here.
-            _ => drop(pipe),
-        }
+        let closed_meanwhile = match std::mem::replace(&mut self.pipe, PipeSlot::Gone) {
+            PipeSlot::Out => {
+                self.pipe = PipeSlot::Here(pipe);
+                false
+            }
+            // Closed while out (sending ended: the child exited, a stall,
+            // a close): it stays closed, and is dropped here.
+            _ => true,
+        };
         match (call, result) {
             (_, Poll::Pending) => Some(Poll::Pending),
+            // Whatever the call did not get through is moot: the pipe was
+            // closed on purpose, and why is already recorded.
+            (_, Poll::Ready(Err(_))) if closed_meanwhile => Some(Poll::Ready(())),
             (PipeCall::Write(_), Poll::Ready(Ok(n))) if n > 0 => {
                 self.outbound.handle_written(n, now);
                 self.unflushed = true;
@@ -313,5 +320,88 @@ impl<F: Framing> Link<F> {
             }
         }
         (out, outcome)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::{OnceLock, Weak};
+
+    use childwire_core::{Inbound, Lines, Outbound};
+
+    use super::*;
+    use crate::runtime::PipeRead;
+
+    /// A pipe that closes sending (as the child's exit does) while a write
+    /// is in progress outside the lock, then fails that write as a pipe
+    /// whose reader is gone does.
+    struct ClosedDuringWrite {
+        link: Arc<OnceLock<Weak<Link<Lines>>>>,
+        dropped: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl PipeWrite for ClosedDuringWrite {
+        fn poll_write(&mut self, _: &mut Context<'_>, _: &[u8]) -> Poll<io::Result<usize>> {
+            let link = self.link.get().and_then(Weak::upgrade).expect("the link");
+            // The lock is free: the write happens outside it.
+            lock(&link.out).abort(Closed::Exited);
+            Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()))
+        }
+
+        fn poll_flush(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    impl Drop for ClosedDuringWrite {
+        fn drop(&mut self) {
+            self.dropped
+                .store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    struct NeverReads;
+
+    impl PipeRead for NeverReads {
+        fn poll_read(&mut self, _: &mut Context<'_>, _: &mut [u8]) -> Poll<io::Result<usize>> {
+            Poll::Pending
+        }
+    }
+
+    #[test]
+    fn c12_a_close_during_a_write_outside_the_lock_wins_over_that_writes_failure() {
+        let slot = Arc::new(OnceLock::new());
+        let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let pipe = ClosedDuringWrite {
+            link: Arc::clone(&slot),
+            dropped: Arc::clone(&dropped),
+        };
+        let link = Link::new(
+            Outbound::new(Lines, 1024, 1 << 20, None),
+            Box::new(pipe),
+            Inbound::new(&Lines, 1024, 1 << 20),
+            Box::new(NeverReads),
+            None,
+        );
+        slot.set(Arc::downgrade(&link)).ok();
+        let mut out = lock(&link.out);
+        out.outbound.send("hello").expect("queued");
+        let (out, written) = link.poll_write_all(out, None, Instant::now());
+
+        assert!(written.is_ready(), "nothing more can be written");
+        assert_eq!(
+            out.outbound.closed(),
+            Some(Closed::Exited),
+            "the close's reason stays"
+        );
+        assert!(
+            !out.broken && !out.write_failed,
+            "not a peer that stopped reading"
+        );
+        assert!(!out.is_pipe_open());
+        assert!(
+            dropped.load(std::sync::atomic::Ordering::SeqCst),
+            "the pipe was dropped on its return"
+        );
     }
 }
