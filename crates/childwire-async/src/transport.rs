@@ -8,6 +8,7 @@ use std::future::poll_fn;
 use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
@@ -847,8 +848,8 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
     /// loses nothing: receiving is cancel-safe.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Received>> {
         let mut flushed = false;
+        let mut inn = lock(&self.link.inn);
         loop {
-            let mut inn = lock(&self.link.inn);
             let (frame, made_room) = inn.take_frame();
             if made_room {
                 // The background task may wait for this room to read
@@ -879,12 +880,16 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                 return Poll::Pending;
             }
             if !flushed {
-                // About to wait for the peer: send what this transport
-                // queued first, from this task.
                 flushed = true;
-                drop(inn);
-                self.link.flush_if_armed(|| self.rt.now());
-                continue;
+                if self.link.flush_armed.load(Ordering::Acquire) {
+                    // About to wait for the peer: send what this transport
+                    // queued first, from this task (never holding both
+                    // halves' locks).
+                    drop(inn);
+                    self.link.flush_if_armed(|| self.rt.now());
+                    inn = lock(&self.link.inn);
+                    continue;
+                }
             }
             match inn.read_once(cx.waker(), &self.link.stdout_eof_unreported) {
                 ReadOutcome::Progress => {
