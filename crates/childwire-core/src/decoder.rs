@@ -61,11 +61,11 @@ const INITIAL_CAPACITY: usize = 64 * 1024;
 /// chunked. [`handle_data`](Self::handle_data) copies each byte at most
 /// once, into the buffer its message is split off, when the decoder is
 /// polled between chunks: a line spanning chunks is completed in a buffer
-/// of its own from its first byte, and the bytes of an oversized line are
-/// read where they are, not copied. Messages are split off as [`Bytes`]
-/// without copying. The bytes of an oversized line are also read once for its id:
-/// string contents are skipped with `memchr`, the rest goes through a small
-/// state machine.
+/// of its own from its first byte, and once a line is known to be over the
+/// limit its further bytes are read where they are, not copied. Messages
+/// are split off as [`Bytes`] without copying. The bytes of an oversized
+/// line are also read once for its id: string contents are skipped with
+/// `memchr`, the rest goes through a small state machine.
 ///
 /// # Example
 ///
