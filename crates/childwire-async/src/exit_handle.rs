@@ -173,28 +173,18 @@ impl Future for Wait {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use std::task::{Wake, Waker};
+    use std::task::Waker;
 
     use std::time::Duration;
 
     use childwire_core::{EndedBy, Exit};
 
     use super::*;
-
-    /// Counts its wake-ups.
-    #[derive(Default)]
-    struct Count(AtomicUsize);
-
-    impl Wake for Count {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
+    use crate::wake::Counting;
 
     fn poll(
         future: &mut Pin<Box<impl Future<Output = Option<ExitReport>>>>,
-        count: &Arc<Count>,
+        count: &Arc<Counting>,
     ) -> Poll<Option<ExitReport>> {
         let waker = Waker::from(Arc::clone(count));
         future.as_mut().poll(&mut Context::from_waker(&waker))
@@ -217,9 +207,9 @@ mod tests {
         handle: &ExitHandle,
     ) -> (
         Pin<Box<impl Future<Output = Option<ExitReport>> + use<>>>,
-        Arc<Count>,
+        Arc<Counting>,
     ) {
-        let count = Arc::new(Count::default());
+        let count = Arc::new(Counting::default());
         let mut wait = Box::pin(handle.wait());
         assert!(poll(&mut wait, &count).is_pending());
         (wait, count)
@@ -231,7 +221,7 @@ mod tests {
         let handle = slot.handle();
         let (mut wait, count) = waiting(&handle);
         slot.set(report());
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(count.count(), 1);
         assert_eq!(poll(&mut wait, &count), Poll::Ready(Some(report())));
         assert_eq!(handle.get(), Some(report()));
     }
@@ -241,7 +231,7 @@ mod tests {
         let slot = ExitSlot::new();
         let (mut wait, count) = waiting(&slot.handle());
         drop(slot);
-        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert_eq!(count.count(), 1);
         assert_eq!(poll(&mut wait, &count), Poll::Ready(None));
     }
 
@@ -252,7 +242,7 @@ mod tests {
         slot.set(report());
         slot.set(report_of(1));
         drop(slot);
-        let count = Arc::new(Count::default());
+        let count = Arc::new(Counting::default());
         assert_eq!(
             poll(&mut Box::pin(handle.wait()), &count),
             Poll::Ready(Some(report()))

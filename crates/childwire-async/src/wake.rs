@@ -71,21 +71,29 @@ pub(crate) fn fan_out(set: &Arc<WakeSet>) -> Waker {
     Waker::from(Arc::clone(set))
 }
 
+/// A task's waker that counts its wake-ups, for this crate's unit tests.
+#[cfg(test)]
+#[derive(Debug, Default)]
+pub(crate) struct Counting(pub(crate) std::sync::atomic::AtomicUsize);
+
+#[cfg(test)]
+impl Counting {
+    /// How many times it was woken.
+    pub(crate) fn count(&self) -> usize {
+        self.0.load(std::sync::atomic::Ordering::SeqCst)
+    }
+}
+
+#[cfg(test)]
+impl Wake for Counting {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 #[cfg(test)]
 mod tests {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-
     use super::*;
-
-    /// A task's waker that counts its wake-ups.
-    #[derive(Default)]
-    struct Counting(AtomicUsize);
-
-    impl Wake for Counting {
-        fn wake(self: Arc<Self>) {
-            self.0.fetch_add(1, Ordering::SeqCst);
-        }
-    }
 
     #[test]
     fn every_registered_task_is_woken_once_then_forgotten() {
@@ -97,13 +105,13 @@ mod tests {
             set.register(waker);
         }
         fan_out(&set).wake_by_ref();
-        let woken: Vec<usize> = tasks.iter().map(|t| t.0.load(Ordering::SeqCst)).collect();
+        let woken: Vec<usize> = tasks.iter().map(|t| t.count()).collect();
         assert_eq!(woken, [1, 1, 1, 1]);
 
         // Forgotten: a second wake-up reaches only who registered again.
         set.register(&wakers[2]);
         set.wake_all();
-        let woken: Vec<usize> = tasks.iter().map(|t| t.0.load(Ordering::SeqCst)).collect();
+        let woken: Vec<usize> = tasks.iter().map(|t| t.count()).collect();
         assert_eq!(woken, [1, 1, 2, 1]);
     }
 }
