@@ -34,10 +34,30 @@ pub(crate) const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 /// A bench binary's `main`: runs `bench` with the command-line flags. An
 /// error ends the bench with `NAME: error` on stderr and exit status 1.
 pub(crate) fn main(name: &str, bench: impl FnOnce(Args) -> Result<ExitCode, String>) -> ExitCode {
+    give_smol_every_core();
     bench(Args::from_env()).unwrap_or_else(|error| {
         eprintln!("{name}: {error}");
         ExitCode::FAILURE
     })
+}
+
+/// Every runtime gets one worker thread per core: Tokio's multi-thread
+/// runtime and async-std's global executor do by default, smol's global
+/// executor runs one thread unless `SMOL_THREADS` says more (its documented
+/// knob). Without this, smol's spawned tasks (the writer, a reader in a
+/// task, every child's pair of tasks with N children, the background tasks)
+/// would share one core where the others' share two, and its numbers would
+/// measure that default, not childwire. A `SMOL_THREADS` already set is
+/// kept.
+#[allow(unsafe_code)] // `set_var`, before any thread: see below.
+fn give_smol_every_core() {
+    if std::env::var_os("SMOL_THREADS").is_some() {
+        return;
+    }
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    // SAFETY: called first thing in `main`, before the bench starts any
+    // thread, so nothing reads the environment concurrently.
+    unsafe { std::env::set_var("SMOL_THREADS", cores.to_string()) };
 }
 
 /// ` (--quick)` under `--quick`, for the line that says what a bench does.
@@ -251,7 +271,8 @@ impl<S: Setup> Lineup<S> {
 /// [`Placement::Task`].
 ///
 /// Tokio gets a multi-thread runtime (what `#[tokio::main]` gives users);
-/// smol and async-std run the driver tasks on their global executors.
+/// smol and async-std run the driver tasks on their global executors, each
+/// with a thread per core, as Tokio's (see `give_smol_every_core`).
 macro_rules! on_adapter {
     ($adapter:expr, $placement:expr, $R:ident => $body:expr) => {
         match ($adapter, $placement) {
