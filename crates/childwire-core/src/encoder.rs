@@ -319,6 +319,7 @@ impl<F: Framing> Encoder<F> {
 
 /// Checks that `payload` can travel as one line: not empty, no `\n` or `\r`
 /// (the first one found is named) and at most `max_message_size` bytes.
+#[inline]
 pub fn check_message(payload: &[u8], max_message_size: usize) -> Result<(), EncodeErrorKind> {
     if payload.is_empty() {
         return Err(EncodeErrorKind::Empty);

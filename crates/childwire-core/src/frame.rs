@@ -61,6 +61,7 @@ impl Message {
     }
 
     /// A message that the stream ended before its terminator.
+    #[inline]
     pub(crate) fn unterminated(bytes: Bytes) -> Self {
         Self {
             bytes,

@@ -13,7 +13,7 @@
 
 use std::fmt;
 
-use bytes::{Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 
 use crate::decoder::LineDecoder;
 use crate::encoder::{EncodeErrorKind, check_message};
@@ -113,15 +113,18 @@ impl Framing for Lines {
         LineDecoder::new(max_message_size)
     }
 
+    #[inline]
     fn check(&self, payload: &[u8], max_message_size: usize) -> Result<(), EncodeErrorKind> {
         check_message(payload, max_message_size)
     }
 
+    #[inline]
     fn encode(&self, payload: &[u8], dst: &mut BytesMut) {
         dst.extend_from_slice(payload);
-        dst.extend_from_slice(b"\n");
+        dst.put_u8(b'\n');
     }
 
+    #[inline]
     fn overhead(&self, _len: usize) -> usize {
         1
     }

@@ -157,6 +157,7 @@ pub struct Backlog {
     pub held_back: bool,
 }
 
+#[inline]
 fn cost(frame: &Frame) -> usize {
     ITEM_OVERHEAD
         + match frame {

@@ -39,6 +39,7 @@ pub enum Received {
 }
 
 impl From<Frame> for Received {
+    #[inline]
     fn from(frame: Frame) -> Self {
         match frame {
             Frame::Message(m) => Received::Message(m),
