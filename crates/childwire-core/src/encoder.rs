@@ -13,9 +13,8 @@ use crate::framing::{Framing, Lines};
 /// The default outbound high-water mark: 1 MiB queued makes senders wait.
 pub const DEFAULT_HIGH_WATER: usize = 1024 * 1024;
 
-/// The queue is made of chunks of this size (a larger message is a chunk
-/// of its own): a pipe's worth, one write.
-const CHUNK_CAPACITY: usize = 64 * 1024;
+/// The queue grows by at least this much: a pipe's worth.
+const BATCH_CAPACITY: usize = 64 * 1024;
 
 /// Where one queued message ends in the stream, and its payload's length:
 /// what makes the counters exact under partial writes, whatever the framing.
@@ -28,8 +27,9 @@ type Boundary = (u64, u64);
 /// - [`encode`](Self::encode): a message to send. It is checked, then
 ///   appended with its framing, or handed back in an [`EncodeError`].
 /// - [`poll_transmit`](Self::poll_transmit): the bytes to write next, as a
-///   cheap [`Bytes`] handle the writer may take outside any lock: the oldest
-///   chunk of the queue, contiguous, so one `write` carries many messages.
+///   cheap [`Bytes`] handle the writer may take outside any lock: every byte
+///   queued when the previous batch was done, contiguous, so one `write`
+///   carries many messages.
 /// - [`handle_written`](Self::handle_written): how many of those bytes the
 ///   writer took. Partial writes are normal.
 ///
@@ -44,11 +44,6 @@ type Boundary = (u64, u64);
 ///   refused with [`EncodeErrorKind::Full`] until the writer catches up
 ///   (backpressure). An empty queue always accepts a valid message, so a
 ///   message larger than `high_water` still goes out alone.
-/// - Each payload byte is copied once, into the queue. The queue is a chain
-///   of 64 KiB chunks, never one buffer grown (a grown buffer is moved,
-///   every byte in it copied again, and a large one is fresh memory: a page
-///   fault per 4 KiB), and the chunk written out last takes the next
-///   messages once the writer has let go of it.
 ///
 /// # Example
 ///
@@ -73,16 +68,13 @@ type Boundary = (u64, u64);
 #[derive(Debug)]
 pub struct Encoder<F: Framing = Lines> {
     framing: F,
-    /// The chunk new messages are appended to.
-    filling: BytesMut,
-    /// Chunks filled and not handed out yet, oldest first, and their bytes.
-    filled: VecDeque<Bytes>,
-    filled_len: usize,
-    /// The chunk being written: handed out by `poll_transmit`, advanced by
+    /// Messages accepted since the current batch was handed out.
+    queue: BytesMut,
+    /// The batch being written: handed out by `poll_transmit`, advanced by
     /// `handle_written`.
     in_flight: Bytes,
-    /// The last chunk written out, kept so that its memory takes the next
-    /// messages once the writer has let go of it: a fresh chunk each time
+    /// The last batch written out, kept so that its memory takes the next
+    /// messages once the writer has let go of it: a fresh buffer per batch
     /// costs an allocation and a page fault per 4 KiB written.
     spent: Bytes,
     /// Where each queued message ends, oldest first.
@@ -121,9 +113,7 @@ impl<F: Framing> Encoder<F> {
     pub fn with_framing(framing: F, max_message_size: usize, high_water: usize) -> Self {
         Self {
             framing,
-            filling: BytesMut::new(),
-            filled: VecDeque::new(),
-            filled_len: 0,
+            queue: BytesMut::new(),
             in_flight: Bytes::new(),
             spent: Bytes::new(),
             boundaries: VecDeque::new(),
@@ -163,36 +153,33 @@ impl<F: Framing> Encoder<F> {
 
     fn push(&mut self, bytes: &[u8]) {
         let framed = bytes.len() + self.framing.overhead(bytes.len());
-        if self.filling.capacity() - self.filling.len() < framed {
-            self.next_chunk(framed);
+        if self.queue.capacity() - self.queue.len() < framed {
+            self.grow(framed);
         }
-        self.framing.encode(bytes, &mut self.filling);
+        self.framing.encode(bytes, &mut self.queue);
         self.enqueued += framed as u64;
         self.boundaries
             .push_back((self.enqueued, bytes.len() as u64));
     }
 
-    /// Closes the chunk being filled and starts one with room for `framed`
-    /// bytes: in the memory of the chunk written out last if the writer let
-    /// go of it, else a new one. Nothing already queued moves.
-    fn next_chunk(&mut self, framed: usize) {
-        if !self.filling.is_empty() {
-            let full = std::mem::take(&mut self.filling).freeze();
-            self.filled_len += full.len();
-            self.filled.push_back(full);
-        }
-        match std::mem::take(&mut self.spent).try_into_mut() {
-            Ok(mut spent) => {
-                // Written out, it starts where it ends: rewind it.
-                if spent.try_reclaim(framed) {
-                    self.filling = spent;
-                    return;
+    /// Makes room for `framed` more bytes in the queue: in the memory of the
+    /// batch written last if the queue is new and the writer let go of it,
+    /// else a pipe's worth at a time, so a batch grows without reallocating.
+    fn grow(&mut self, framed: usize) {
+        if self.queue.is_empty() {
+            match std::mem::take(&mut self.spent).try_into_mut() {
+                Ok(mut spent) => {
+                    // Written out, it starts where it ends: rewind it.
+                    if spent.try_reclaim(framed) {
+                        self.queue = spent;
+                        return;
+                    }
                 }
+                // The writer still holds it: maybe not next time.
+                Err(spent) => self.spent = spent,
             }
-            // The writer still holds it: maybe not next time.
-            Err(spent) => self.spent = spent,
         }
-        self.filling = BytesMut::with_capacity(framed.max(CHUNK_CAPACITY));
+        self.queue.reserve(framed.max(BATCH_CAPACITY));
     }
 
     /// Whether `payload` would be accepted now, without queueing it.
@@ -213,26 +200,21 @@ impl<F: Framing> Encoder<F> {
         self.queued() == 0 || self.cost() < self.high_water
     }
 
-    /// The bytes to write next: the rest of the chunk being written, or else
-    /// the oldest chunk queued (up to 64 KiB of messages, or one larger
-    /// message). `None` when nothing is queued, which is when a writer
-    /// should flush.
+    /// The bytes to write next: the rest of the current batch, or else a new
+    /// batch of everything queued. `None` when nothing is queued, which is
+    /// when a writer should flush.
     ///
     /// The handle is cheap (no copy); the same bytes come back until
     /// [`handle_written`](Self::handle_written) says they were written.
     #[must_use = "queued bytes only reach the peer if written"]
     pub fn poll_transmit(&mut self) -> Option<Bytes> {
         if self.in_flight.is_empty() {
-            if let Some(full) = self.filled.pop_front() {
-                self.filled_len -= full.len();
-                self.in_flight = full;
-            } else if !self.filling.is_empty() {
-                // The whole chunk goes: the next message starts another, in
-                // the spent chunk's memory (see `next_chunk`).
-                self.in_flight = std::mem::take(&mut self.filling).freeze();
-            } else {
+            if self.queue.is_empty() {
                 return None;
             }
+            // The whole buffer goes: the queue starts anew, in the spent
+            // batch's memory at its first message (see `grow`).
+            self.in_flight = std::mem::take(&mut self.queue).freeze();
         }
         Some(self.in_flight.clone())
     }
@@ -272,7 +254,7 @@ impl<F: Framing> Encoder<F> {
 
     /// Bytes queued and not yet written.
     pub fn queued(&self) -> usize {
-        self.in_flight.len() + self.filled_len + self.filling.len()
+        self.in_flight.len() + self.queue.len()
     }
 
     /// Messages queued and not yet written whole.
@@ -290,9 +272,7 @@ impl<F: Framing> Encoder<F> {
     /// were dropped.
     pub fn clear(&mut self) -> usize {
         let dropped = self.queued();
-        self.filling = BytesMut::new();
-        self.filled.clear();
-        self.filled_len = 0;
+        self.queue = BytesMut::new();
         self.in_flight = Bytes::new();
         self.spent = Bytes::new();
         self.boundaries.clear();

@@ -350,42 +350,6 @@ fn c07_the_next_batch_reuses_the_memory_of_the_batch_written_out() {
     assert_eq!(encoder.messages_written(), 2);
 }
 
-/// A writer that falls behind leaves a chain of chunks of a pipe's worth
-/// each, not one buffer grown (and moved, every queued byte copied again)
-/// for every 64 KiB queued; they go out in order, and a message larger than
-/// a chunk is one of its own, whole.
-#[test]
-fn c07_a_queue_behind_a_slow_writer_is_a_chain_of_chunks_in_order() {
-    const CHUNK: usize = 64 * 1024;
-    let mut encoder = LineEncoder::new(1 << 20, 4 << 20);
-    let mut sent = Vec::new();
-    for id in 0..300 {
-        // ~300 KiB of 1 KiB messages, then one of 100 000 bytes, then more.
-        let len = if id == 200 { 100_000 } else { 1000 };
-        let payload = format!("{id:04}{}", "x".repeat(len - 4));
-        encoder.encode(&payload).unwrap();
-        sent.extend_from_slice(payload.as_bytes());
-        sent.push(b'\n');
-    }
-    let mut wire = Vec::new();
-    let mut chunks = 0;
-    while let Some(chunk) = encoder.poll_transmit() {
-        let whole_big = chunk.len() == 100_001 && chunk.starts_with(b"0200");
-        assert!(
-            chunk.len() <= CHUNK || whole_big,
-            "chunk {chunks} is {} bytes",
-            chunk.len()
-        );
-        assert_eq!(chunk.last(), Some(&b'\n'), "chunks end between messages");
-        wire.extend_from_slice(&chunk);
-        encoder.handle_written(chunk.len());
-        chunks += 1;
-    }
-    assert_eq!(wire, sent);
-    assert!(chunks >= 7, "{chunks} chunks");
-    assert_eq!(encoder.messages_written(), 300);
-}
-
 #[test]
 fn c06_payload_over_the_limit_is_refused_and_returned_intact() {
     let mut encoder = LineEncoder::new(4, 1024);
