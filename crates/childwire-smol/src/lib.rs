@@ -25,6 +25,14 @@
 //! pipes and timers on `async-io`'s reactor, so [`Transport::spawn`] works
 //! from any thread, inside `smol::block_on` or not.
 //!
+//! That executor runs one thread unless the `SMOL_THREADS` environment
+//! variable says more, shared by every child's background task and every
+//! task you `smol::spawn`. With many children, or a writer and a reader
+//! each in a task of its own, set it to the number of cores (the benches
+//! do, to give smol the threads Tokio and async-std have by default): 200
+//! children echoing at once moved 0.76x the blocking baseline's bytes on
+//! one thread and 1.2-1.4x on two.
+//!
 //! [childwire]: https://github.com/childwire/childwire
 
 use std::future::Future;
