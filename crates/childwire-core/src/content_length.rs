@@ -86,6 +86,7 @@ impl Framing for ContentLength {
         ContentLengthDecoder::new(max_message_size)
     }
 
+    #[inline]
     fn check(&self, payload: &[u8], max_message_size: usize) -> Result<(), EncodeErrorKind> {
         // The body is counted, not scanned: any byte may appear in it.
         if payload.is_empty() {
@@ -102,6 +103,7 @@ impl Framing for ContentLength {
         Ok(())
     }
 
+    #[inline]
     fn encode(&self, payload: &[u8], dst: &mut BytesMut) {
         dst.reserve(payload.len() + self.overhead(payload.len()));
         dst.extend_from_slice(Self::PREFIX);
@@ -123,12 +125,14 @@ impl Framing for ContentLength {
         dst.extend_from_slice(payload);
     }
 
+    #[inline]
     fn overhead(&self, len: usize) -> usize {
         Self::PREFIX.len() + decimal_digits(len) + TERMINATOR.len()
     }
 }
 
 /// How many decimal digits `n` is written with.
+#[inline]
 fn decimal_digits(mut n: usize) -> usize {
     let mut digits = 1;
     while n >= 10 {
