@@ -344,16 +344,37 @@ impl LineDecoder {
     pub fn drain_frames(&mut self, mut each: impl FnMut(Frame)) {
         loop {
             if self.carry.is_empty() && !self.framer.is_discarding() && self.dropped.is_none() {
-                while let Some(line) = self.whole_line() {
-                    if let Some(frame) = self.framer.frame_line(line, true) {
-                        each(frame);
-                    }
-                }
+                self.drain_whole_lines(&mut each);
             }
             match self.poll_frame() {
                 Some(frame) => each(frame),
                 None => return,
             }
+        }
+    }
+
+    /// Frames every line lying whole in the input, handing each frame to
+    /// `each`. Only when nothing is carried, dropped or pending.
+    ///
+    /// The loop every short message goes through, so the line's end (one
+    /// `\r` off) is found on the bytes before any handle is made, and the
+    /// usual message is built in one place; blank and oversized lines
+    /// leave it for [`Framer::frame_line`].
+    #[inline]
+    fn drain_whole_lines(&mut self, each: &mut impl FnMut(Frame)) {
+        while let Some(newline) = memchr::memchr(b'\n', &self.input) {
+            let end = newline - usize::from(newline > 0 && self.input[newline - 1] == b'\r');
+            let line = self.input.slice(..end);
+            self.input.advance(newline + 1);
+            if end == 0 || end > self.framer.max_message_size {
+                if let Some(frame) = self.framer.frame_stripped(line) {
+                    each(frame);
+                }
+                continue;
+            }
+            self.framer.stats.messages += 1;
+            self.framer.stats.bytes += end as u64;
+            each(Frame::Message(Message::new(line)));
         }
     }
 
@@ -516,6 +537,17 @@ impl Framer {
         } else {
             Message::unterminated(line)
         }))
+    }
+
+    /// Frames a line whose `\r` is already stripped, when it is blank or
+    /// over the limit: out of [`LineDecoder`]'s loop for usual lines.
+    #[cold]
+    fn frame_stripped(&mut self, line: Bytes) -> Option<Frame> {
+        if line.is_empty() {
+            self.stats.blank_lines += 1;
+            return None;
+        }
+        Some(self.oversized_line(line))
     }
 
     /// The notice for a line over the limit that arrived in one piece: the
