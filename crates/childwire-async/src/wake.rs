@@ -33,7 +33,7 @@ impl WakeSet {
             .iter()
             .flatten()
             .chain(more.iter())
-            .any(|w| w.will_wake(waker))
+            .any(|w| same_task(w, waker))
         {
             return;
         }
@@ -64,6 +64,19 @@ impl Wake for WakeSet {
     fn wake_by_ref(self: &Arc<Self>) {
         self.wake_all();
     }
+}
+
+/// Whether `a` and `b` wake the same task.
+///
+/// `will_wake` alone is not enough here: it compares the vtables' addresses,
+/// and a runtime whose vtable is a constant in generic code can hand out a
+/// clone with another copy of it (Tokio's `block_on` waker does: same data,
+/// same functions, another address). A task polled again before its wake-up
+/// (a `select!` loop, a pipe that never makes it wait) would then be added
+/// once more on every poll, and the set would grow without bound. Equal
+/// data and equal functions wake the same task, so that counts as the same.
+fn same_task(a: &Waker, b: &Waker) -> bool {
+    a.will_wake(b) || (a.data() == b.data() && *a.vtable() == *b.vtable())
 }
 
 /// The waker that wakes everyone in `set`, for polling a shared pipe.
@@ -113,5 +126,61 @@ mod tests {
         set.wake_all();
         let woken: Vec<usize> = tasks.iter().map(|t| t.count()).collect();
         assert_eq!(woken, [1, 1, 2, 1]);
+    }
+
+    /// A waker whose clones carry another copy of its vtable (same
+    /// functions, another address), as Tokio's `block_on` waker's do; waking
+    /// it counts in `WOKEN`.
+    mod copied_vtable {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use std::task::{RawWaker, RawWakerVTable, Waker};
+
+        pub(super) static WOKEN: AtomicUsize = AtomicUsize::new(0);
+
+        fn clone(data: *const ()) -> RawWaker {
+            RawWaker::new(data, &CLONED)
+        }
+
+        fn wake(_: *const ()) {
+            WOKEN.fetch_add(1, Ordering::SeqCst);
+        }
+
+        fn drop(_: *const ()) {}
+
+        static ORIGINAL: RawWakerVTable = RawWakerVTable::new(clone, wake, wake, drop);
+        static CLONED: RawWakerVTable = RawWakerVTable::new(clone, wake, wake, drop);
+
+        pub(super) fn waker() -> Waker {
+            #[allow(unsafe_code)]
+            // SAFETY: the functions ignore the data pointer, and every
+            // `RawWakerVTable` contract holds for functions that do nothing
+            // but count.
+            unsafe {
+                Waker::from_raw(RawWaker::new(std::ptr::null(), &ORIGINAL))
+            }
+        }
+    }
+
+    #[test]
+    fn a_task_registering_again_before_its_wake_up_is_kept_once_even_when_its_clones_differ() {
+        let set = WakeSet::new();
+        let waker = copied_vtable::waker();
+        assert!(
+            !waker.clone().will_wake(&waker),
+            "the clone's vtable is another copy"
+        );
+        for _ in 0..1000 {
+            set.register(&waker);
+        }
+        {
+            let wakers = set.wakers.lock().unwrap();
+            let held = wakers.first.iter().flatten().count() + wakers.more.len();
+            assert_eq!(held, 1, "one task, one entry");
+        }
+        set.wake_all();
+        assert_eq!(
+            copied_vtable::WOKEN.load(std::sync::atomic::Ordering::SeqCst),
+            1
+        );
     }
 }
