@@ -14,6 +14,7 @@ const BENCHES: &[(&str, &str)] = &[
     ("childwire-bench", "scale"),
     ("childwire-bench", "shutdown"),
     ("childwire-bench", "containment"),
+    ("childwire-bench", "per_message"),
 ];
 
 pub(crate) struct Options {
