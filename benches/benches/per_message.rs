@@ -49,8 +49,9 @@ const SIZES: [usize; 3] = [64, 200, 1024];
 /// A flush every this many `feed`s, as the end-to-end benches do.
 const FLUSH_EVERY: usize = 1024;
 
-/// The contenders, in table order; the first of each direction is
-/// LinesCodec, which the others are compared to.
+/// The contenders, in table order; `as usize` indexes their results. The
+/// first of each direction is LinesCodec, which the others are compared
+/// to.
 #[derive(Clone, Copy)]
 enum Contender {
     FeedLinesCodec,
@@ -83,10 +84,14 @@ impl Contender {
     }
 
     /// The LinesCodec contender of the same direction.
-    fn baseline(self) -> usize {
+    fn baseline(self) -> Contender {
         match self {
-            Contender::FeedLinesCodec | Contender::Send | Contender::SinkFeed => 0,
-            _ => 3,
+            Contender::FeedLinesCodec | Contender::Send | Contender::SinkFeed => {
+                Contender::FeedLinesCodec
+            }
+            Contender::NextLinesCodec | Contender::Recv | Contender::RecvMany => {
+                Contender::NextLinesCodec
+            }
         }
     }
 
@@ -229,7 +234,7 @@ fn bench(args: Args) -> Result<ExitCode, String> {
             .chain(SIZES.iter().map(|size| format!("{size} B")))
             .chain(SIZES.iter().map(|size| format!("{size} B vs LinesCodec"))),
     );
-    // [contender][size]
+    // [contender as usize][size]
     let mut best = [[Duration::MAX; SIZES.len()]; Contender::ALL.len()];
     let payloads = SIZES.map(|size| e2e::payload(0, size));
     // A warm-up round (allocator, page faults), then `rounds`; each round
@@ -237,7 +242,8 @@ fn bench(args: Args) -> Result<ExitCode, String> {
     // size and contender alike rather than all the rounds of one size.
     for round in 0..=rounds {
         for (s, payload) in payloads.iter().enumerate() {
-            for (c, contender) in Contender::ALL.into_iter().enumerate() {
+            for contender in Contender::ALL {
+                let c = contender as usize;
                 let start = Instant::now();
                 let moved = rt.block_on(contender.run(payload, count))?;
                 let took = start.elapsed();
@@ -257,8 +263,9 @@ fn bench(args: Args) -> Result<ExitCode, String> {
 
     let ns = |d: Duration| d.as_secs_f64() * 1e9 / count as f64;
     let mut json = Vec::new();
-    for (c, contender) in Contender::ALL.into_iter().enumerate() {
-        let baseline = contender.baseline();
+    for contender in Contender::ALL {
+        let c = contender as usize;
+        let baseline = contender.baseline() as usize;
         table.row(
             std::iter::once(contender.name().to_string())
                 .chain(best[c].iter().map(|&d| format!("{:.1}", ns(d))))

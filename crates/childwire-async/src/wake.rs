@@ -4,6 +4,9 @@
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Wake, Waker};
 
+#[cfg(test)]
+use std::sync::atomic::{AtomicUsize, Ordering};
+
 /// The tasks waiting on one resource. Poll the resource with
 /// [`waker`](Self::waker): its wake-up reaches every registered task.
 #[derive(Debug, Default)]
@@ -87,20 +90,20 @@ pub(crate) fn fan_out(set: &Arc<WakeSet>) -> Waker {
 /// A task's waker that counts its wake-ups, for this crate's unit tests.
 #[cfg(test)]
 #[derive(Debug, Default)]
-pub(crate) struct Counting(pub(crate) std::sync::atomic::AtomicUsize);
+pub(crate) struct Counting(pub(crate) AtomicUsize);
 
 #[cfg(test)]
 impl Counting {
     /// How many times it was woken.
     pub(crate) fn count(&self) -> usize {
-        self.0.load(std::sync::atomic::Ordering::SeqCst)
+        self.0.load(Ordering::SeqCst)
     }
 }
 
 #[cfg(test)]
 impl Wake for Counting {
     fn wake(self: Arc<Self>) {
-        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.fetch_add(1, Ordering::SeqCst);
     }
 }
 
@@ -178,9 +181,6 @@ mod tests {
             assert_eq!(held, 1, "one task, one entry");
         }
         set.wake_all();
-        assert_eq!(
-            copied_vtable::WOKEN.load(std::sync::atomic::Ordering::SeqCst),
-            1
-        );
+        assert_eq!(copied_vtable::WOKEN.load(Ordering::SeqCst), 1);
     }
 }

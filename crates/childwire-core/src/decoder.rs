@@ -309,12 +309,13 @@ impl LineDecoder {
             if taken.is_some() {
                 return taken;
             }
-            if self.input.is_empty() && !self.tail.is_empty() {
-                // The input ended in blank lines: the unfinished line after
-                // it is next (made the carry above).
-                continue;
-            }
-            if !self.input.is_empty() {
+            if self.input.is_empty() {
+                if !self.tail.is_empty() {
+                    // The input ended in blank lines: the unfinished line
+                    // after it is next (made the carry above).
+                    continue;
+                }
+            } else {
                 // A line that goes on in the next chunk, in input given
                 // whole (`handle_bytes`): carry it, and let the framer know
                 // its bytes hold no `\n`.
@@ -529,7 +530,12 @@ impl Framer {
         if line.is_empty() || line.len() > self.max_message_size {
             return self.frame_unusual(line);
         }
-        Some(self.message(line, terminated))
+        self.count_message(line.len());
+        Some(Frame::Message(if terminated {
+            Message::new(line)
+        } else {
+            Message::unterminated(line)
+        }))
     }
 
     /// Counts a message of `len` bytes.
@@ -537,17 +543,6 @@ impl Framer {
     fn count_message(&mut self, len: usize) {
         self.stats.messages += 1;
         self.stats.bytes += len as u64;
-    }
-
-    /// A message of `line`, counted.
-    #[inline]
-    fn message(&mut self, line: Bytes, terminated: bool) -> Frame {
-        self.count_message(line.len());
-        Frame::Message(if terminated {
-            Message::new(line)
-        } else {
-            Message::unterminated(line)
-        })
     }
 
     /// Frames a line (its `\r` stripped) that is blank or over the limit:
