@@ -19,7 +19,6 @@ use childwire_core::{Action, Closed, ExitReport, Framing};
 use crate::StderrCallback;
 use crate::link::{Link, ReadOutcome, lock};
 use crate::os;
-use crate::out_side::write_all;
 use crate::runtime::{PipeRead, Runtime, Timer};
 
 /// Stderr is for diagnostics: smaller reads keep an idle child's footprint
@@ -103,7 +102,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         let (stalled, write_failed, out_deadline) = {
             let mut out = lock(&link.out);
             if out.flush_armed {
-                let _ = write_all!(link, out, Some(cx.waker()), now);
+                out = link.poll_write_queued(out, Some(cx.waker()), now).0;
                 link.flush_armed
                     .store(out.flush_armed, std::sync::atomic::Ordering::Release);
             }

@@ -11,7 +11,6 @@ use std::time::Instant;
 use childwire_core::Framing;
 
 use crate::link::{Link, lock};
-use crate::out_side::write_all;
 use crate::runtime::{Runtime, Timer};
 
 pub(crate) struct Flusher<R: Runtime, F: Framing> {
@@ -41,7 +40,8 @@ impl<R: Runtime, F: Framing> Future for Flusher<R, F> {
             let deadline = {
                 let mut out = lock(&this.link.out);
                 out.outbound.handle_timeout(now);
-                let written = write_all!(this.link, out, Some(cx.waker()), now);
+                let written;
+                (out, written) = this.link.poll_write_queued(out, Some(cx.waker()), now);
                 this.link
                     .flush_armed
                     .store(out.flush_armed, std::sync::atomic::Ordering::Release);

@@ -183,7 +183,9 @@ impl<F: Framing> Link<F> {
                 Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
                 Err(TryLockError::WouldBlock) => return,
             };
-            let _ = self.poll_write_all(out, None, clock());
+            // What senders queue meanwhile is the background task's
+            // (armed): this caller is about to read.
+            let _ = self.poll_write_queued(out, None, clock());
         }
     }
 

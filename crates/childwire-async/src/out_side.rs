@@ -60,6 +60,16 @@ pub(crate) struct OutSide<F: Framing> {
     bg: BgWaker,
 }
 
+/// How far a call to [`Link::poll_write_all`] or
+/// [`Link::poll_write_queued`] writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Upto {
+    /// Until nothing is queued, what is queued meanwhile included.
+    Drained,
+    /// What is queued when the call begins.
+    QueuedNow,
+}
+
 /// Where the writing pipe is.
 enum PipeSlot {
     /// Here, for whoever holds the lock.
@@ -263,18 +273,60 @@ impl<F: Framing> Link<F> {
     /// time; what others queue meanwhile goes out in its next round.
     pub(crate) fn poll_write_all<'a>(
         &'a self,
+        out: OutGuard<'a, F>,
+        waiter: Option<&Waker>,
+        now: Instant,
+    ) -> (OutGuard<'a, F>, Poll<()>) {
+        self.poll_write(out, waiter, now, Upto::Drained)
+    }
+
+    /// Writes what is queued when called, for senders that left it (the
+    /// background flush, a receiver about to wait), and stops there:
+    /// `Pending` with bytes left that senders queued meanwhile, `waiter`
+    /// woken at once (bytes moved) to come back for them. Otherwise as
+    /// [`poll_write_all`](Self::poll_write_all).
+    ///
+    /// Writing until drained, a writer on one thread chases a sender
+    /// queuing on another: every write takes the few messages queued during
+    /// the one before, hundreds of bytes, and wakes the peer for a read as
+    /// small, so the whole pipeline falls to small reads and writes (tens
+    /// of thousands of writes per 32 MiB of 64-byte messages instead of
+    /// hundreds). Coming back after a round of the runtime, it finds a
+    /// batch; the sender, meanwhile, writes its own once it has one.
+    pub(crate) fn poll_write_queued<'a>(
+        &'a self,
+        out: OutGuard<'a, F>,
+        waiter: Option<&Waker>,
+        now: Instant,
+    ) -> (OutGuard<'a, F>, Poll<()>) {
+        self.poll_write(out, waiter, now, Upto::QueuedNow)
+    }
+
+    fn poll_write<'a>(
+        &'a self,
         mut out: OutGuard<'a, F>,
         waiter: Option<&Waker>,
         now: Instant,
+        upto: Upto,
     ) -> (OutGuard<'a, F>, Poll<()>) {
         if let Some(waker) = waiter {
             out.waiters.register(waker);
         }
+        let queued_now = out.outbound.queue_end();
         let pipe_waker = out.pipe_waker.clone();
         let deadline_before = out.outbound.poll_timeout();
         let mut progress = false;
         let mut wrote_outside = false;
         let outcome = loop {
+            if upto == Upto::QueuedNow
+                && out.outbound.written_to() >= queued_now
+                && !out.outbound.is_drained()
+                && !out.closing
+            {
+                // Bytes moved, so `waiter` is woken below with everyone
+                // registered: it comes back for the rest.
+                break Poll::Pending;
+            }
             let (mut pipe, call) = match out.next(now) {
                 Next::Done(outcome) => break outcome,
                 Next::Call(pipe, call) => (pipe, call),
@@ -325,7 +377,7 @@ impl<F: Framing> Link<F> {
 
 #[cfg(test)]
 mod tests {
-    use std::sync::{OnceLock, Weak};
+    use std::sync::{Mutex, OnceLock, Weak};
 
     use childwire_core::{Inbound, Lines, Outbound};
 
@@ -358,6 +410,92 @@ mod tests {
             self.dropped
                 .store(true, std::sync::atomic::Ordering::SeqCst);
         }
+    }
+
+    /// A pipe that takes every write whole and records it, while a sender
+    /// queues one more message during each of its first `queue_during`
+    /// writes (the lock is free then), as a sender on another thread does.
+    struct SenderQueuesMeanwhile {
+        link: Arc<OnceLock<Weak<Link<Lines>>>>,
+        queue_during: usize,
+        writes: Writes,
+    }
+
+    /// What a test pipe was handed, one entry per write.
+    type Writes = Arc<Mutex<Vec<Vec<u8>>>>;
+
+    impl PipeWrite for SenderQueuesMeanwhile {
+        fn poll_write(&mut self, _: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+            if self.queue_during > 0 {
+                self.queue_during -= 1;
+                let link = self.link.get().and_then(Weak::upgrade).expect("the link");
+                lock(&link.out).outbound.send("meanwhile").expect("queued");
+            }
+            lock(&self.writes).push(buf.to_vec());
+            Poll::Ready(Ok(buf.len()))
+        }
+
+        fn poll_flush(&mut self, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A link whose pipe is [`SenderQueuesMeanwhile`], with "first" queued,
+    /// and the pipe's record of writes.
+    fn link_with_a_busy_sender(queue_during: usize) -> (Arc<Link<Lines>>, Writes) {
+        let slot = Arc::new(OnceLock::new());
+        let writes = Arc::default();
+        let pipe = SenderQueuesMeanwhile {
+            link: Arc::clone(&slot),
+            queue_during,
+            writes: Arc::clone(&writes),
+        };
+        let link = Link::new(
+            Outbound::new(Lines, 1024, 1 << 20, None),
+            Box::new(pipe),
+            Inbound::new(&Lines, 1024, 1 << 20),
+            Box::new(NeverReads),
+            None,
+        );
+        slot.set(Arc::downgrade(&link)).ok();
+        lock(&link.out).outbound.send("first").expect("queued");
+        (link, writes)
+    }
+
+    #[test]
+    fn writing_what_is_queued_leaves_what_a_sender_queues_meanwhile_and_comes_back() {
+        let (link, writes) = link_with_a_busy_sender(3);
+        let counting = Arc::new(crate::wake::Counting::default());
+        let waker = Waker::from(Arc::clone(&counting));
+
+        let (out, written) = link.poll_write_queued(lock(&link.out), Some(&waker), Instant::now());
+
+        assert!(written.is_pending(), "bytes are left");
+        assert_eq!(*lock(&writes), [b"first\n".to_vec()], "one write, no chase");
+        assert_eq!(
+            out.outbound.queued(),
+            b"meanwhile\n".len(),
+            "kept, not lost"
+        );
+        assert_eq!(counting.count(), 1, "woken to come back for the rest");
+    }
+
+    #[test]
+    fn writing_all_follows_a_sender_until_nothing_is_queued() {
+        let (link, writes) = link_with_a_busy_sender(2);
+
+        let (out, written) = link.poll_write_all(lock(&link.out), None, Instant::now());
+
+        assert!(written.is_ready());
+        assert!(out.outbound.is_drained());
+        assert_eq!(
+            *lock(&writes),
+            [
+                b"first\n".to_vec(),
+                b"meanwhile\n".to_vec(),
+                b"meanwhile\n".to_vec()
+            ]
+        );
     }
 
     struct NeverReads;

@@ -252,6 +252,18 @@ impl<F: Framing> Encoder<F> {
         self.bytes_written
     }
 
+    /// Where the queue ends, as an offset in the stream of framed bytes
+    /// since the start: every byte queued until now is written once
+    /// [`written_to`](Self::written_to) reaches it.
+    pub fn queue_end(&self) -> u64 {
+        self.enqueued
+    }
+
+    /// How far the writer took the stream, as an offset in framed bytes.
+    pub fn written_to(&self) -> u64 {
+        self.written
+    }
+
     /// Bytes queued and not yet written.
     pub fn queued(&self) -> usize {
         self.in_flight.len() + self.queue.len()

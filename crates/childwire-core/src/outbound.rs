@@ -221,6 +221,18 @@ impl<F: Framing> Outbound<F> {
         self.encoder.queued()
     }
 
+    /// Where the queue ends, as an offset in the stream of framed bytes:
+    /// see [`Encoder::queue_end`](crate::Encoder::queue_end).
+    pub fn queue_end(&self) -> u64 {
+        self.encoder.queue_end()
+    }
+
+    /// How far the writer took the stream: see
+    /// [`Encoder::written_to`](crate::Encoder::written_to).
+    pub fn written_to(&self) -> u64 {
+        self.encoder.written_to()
+    }
+
     /// Messages queued and not yet written whole.
     pub fn queued_messages(&self) -> usize {
         self.encoder.queued_messages()
