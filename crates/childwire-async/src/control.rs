@@ -10,7 +10,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::pin::Pin;
 use std::process::ExitStatus;
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -20,6 +20,7 @@ use crate::StderrCallback;
 use crate::link::{Link, ReadOutcome, lock};
 use crate::os;
 use crate::runtime::{PipeRead, Runtime, Timer};
+use crate::wake::Readiness;
 
 /// Stderr is for diagnostics: smaller reads keep an idle child's footprint
 /// small, and a flood only takes more rounds.
@@ -37,6 +38,9 @@ pub(crate) struct Control<R: Runtime, F: Framing> {
     program: String,
     exit: Option<Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>>,
     stderr: Option<Box<dyn PipeRead>>,
+    /// Whether stderr may have something, and the waker that says so.
+    stderr_ready: Arc<Readiness>,
+    stderr_waker: Waker,
     stderr_buf: Box<[u8]>,
     on_stderr_line: Option<StderrCallback>,
     /// Lines taken from the supervisor, delivered outside every lock.
@@ -71,7 +75,10 @@ impl<R: Runtime, F: Framing> Control<R, F> {
                 0
             }
         ];
+        let stderr_ready = Readiness::new(link.bg_waker());
         Self {
+            stderr_waker: Waker::from(Arc::clone(&stderr_ready)),
+            stderr_ready,
             link,
             rt,
             tracking: parts.tracking,
@@ -127,8 +134,10 @@ impl<R: Runtime, F: Framing> Control<R, F> {
 
         // The OS's events, without any lock.
         let mut stderr_read = None;
-        if let Some(pipe) = self.stderr.as_mut() {
-            if let Poll::Ready(result) = pipe.poll_read(cx, &mut self.stderr_buf) {
+        if let Some(pipe) = self.stderr.as_mut().filter(|_| self.stderr_ready.take()) {
+            let mut stderr_cx = Context::from_waker(&self.stderr_waker);
+            if let Poll::Ready(result) = pipe.poll_read(&mut stderr_cx, &mut self.stderr_buf) {
+                self.stderr_ready.mark();
                 stderr_read = Some(result);
                 progress = true;
             }

@@ -90,6 +90,12 @@ impl<F: Framing> Link<F> {
         self.control.is_some()
     }
 
+    /// Where the background task's waker is kept, for wakers of the pipes
+    /// it polls.
+    pub(crate) fn bg_waker(&self) -> BgWaker {
+        Arc::clone(&self.bg)
+    }
+
     pub(crate) fn set_bg_waker(&self, waker: &Waker) {
         let mut slot = lock(&self.bg);
         if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {

@@ -1,11 +1,14 @@
 //! A waker that wakes every task waiting on one resource, so several tasks
 //! can poll the same pipe without stealing each other's wake-up.
 
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Wake, Waker};
 
 #[cfg(test)]
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::AtomicUsize;
+
+use crate::link::BgWaker;
 
 /// The tasks waiting on one resource. Poll the resource with
 /// [`waker`](Self::waker): its wake-up reaches every registered task.
@@ -82,6 +85,56 @@ fn same_task(a: &Waker, b: &Waker) -> bool {
     a.will_wake(b) || (a.data() == b.data() && *a.vtable() == *b.vtable())
 }
 
+/// Whether a pipe the background task polls may have something: its
+/// waker marks it and wakes the task. The task polls the pipe only when
+/// marked, not on every round: on `async-io`, a read that finds nothing is
+/// a system call and a re-registration with the reactor.
+#[derive(Debug)]
+pub(crate) struct Readiness {
+    ready: AtomicBool,
+    task: BgWaker,
+}
+
+impl Readiness {
+    /// Marked at first: a pipe is polled once before it is waited on.
+    pub(crate) fn new(task: BgWaker) -> Arc<Self> {
+        Arc::new(Self {
+            ready: AtomicBool::new(true),
+            task,
+        })
+    }
+
+    /// Whether to poll the pipe now; clears the mark, which the pipe's
+    /// waker (or [`mark`](Self::mark)) sets again.
+    pub(crate) fn take(&self) -> bool {
+        self.ready.swap(false, Ordering::AcqRel)
+    }
+
+    /// Polls again next round: the pipe gave something, and more may be
+    /// there without a wake-up.
+    pub(crate) fn mark(&self) {
+        self.ready.store(true, Ordering::Release);
+    }
+}
+
+impl Wake for Readiness {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.mark();
+        if let Some(task) = self
+            .task
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .as_ref()
+        {
+            task.wake_by_ref();
+        }
+    }
+}
+
 /// The waker that wakes everyone in `set`, for polling a shared pipe.
 pub(crate) fn fan_out(set: &Arc<WakeSet>) -> Waker {
     Waker::from(Arc::clone(set))
@@ -129,6 +182,28 @@ mod tests {
         set.wake_all();
         let woken: Vec<usize> = tasks.iter().map(|t| t.count()).collect();
         assert_eq!(woken, [1, 1, 2, 1]);
+    }
+
+    #[test]
+    fn a_pipe_is_polled_again_only_once_its_waker_said_so() {
+        let task = Arc::new(Counting::default());
+        let slot = BgWaker::default();
+        *slot.lock().expect("slot") = Some(Waker::from(Arc::clone(&task)));
+        let ready = Readiness::new(slot);
+        let pipe_waker = Waker::from(Arc::clone(&ready));
+
+        assert!(ready.take(), "polled once before any wait");
+        assert!(!ready.take(), "it said nothing since: not polled");
+        assert_eq!(task.count(), 0);
+
+        pipe_waker.wake_by_ref();
+        assert_eq!(task.count(), 1, "the task is woken");
+        assert!(ready.take(), "and polls the pipe");
+        assert!(!ready.take());
+
+        // The pipe gave something: poll again without a wake-up.
+        ready.mark();
+        assert!(ready.take());
     }
 
     /// A waker whose clones carry another copy of its vtable (same

@@ -601,6 +601,36 @@ fn c07_a_lone_message_is_written_at_once_and_a_burst_is_batched_without_a_recv()
     });
 }
 
+/// The background task reads stderr when the pipe says it has something,
+/// not on every round it runs for other work: on `async-io` a read that
+/// finds nothing is a system call and a re-registration with the reactor.
+#[test]
+fn a_quiet_stderr_is_not_read_on_every_round_of_the_background_task() {
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec::default());
+    rt.block_on(async {
+        let mut transport = spawn(Config::default());
+        for _ in 0..100 {
+            transport.send("one").await.unwrap();
+            // Right behind it: left to the background flush, a round of
+            // its own.
+            transport.send("two").await.unwrap();
+            yield_now().await;
+        }
+        assert_eq!(child.stdin.unread(), 100 * 8, "the flush ran");
+        let polls = child.stderr.reader_polls();
+        assert!(polls <= 2, "a quiet stderr was read {polls} times");
+
+        // Once it says something, it is read.
+        child.stderr.write_all(b"warming up\n").await.unwrap();
+        yield_now().await;
+        assert_eq!(child.stderr.unread(), 0, "read when it had something");
+        child.exit(0);
+        let report = expect_report(transport.recv().await);
+        assert!(report.stderr_tail.contains("warming up"));
+    });
+}
+
 // ---- a channel over any pipe pair ----
 
 #[test]

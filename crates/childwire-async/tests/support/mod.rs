@@ -695,6 +695,8 @@ struct PipeState {
     writer_waker: Option<Waker>,
     /// Bytes taken by the reader so far.
     read_total: u64,
+    /// The reader's polls so far, those that found nothing included.
+    reader_polls: u64,
 }
 
 type PipeCell = Arc<Mutex<PipeState>>;
@@ -713,6 +715,7 @@ pub fn pipe(capacity: usize) -> (PipeWriter, PipeReader) {
         reader_waker: None,
         writer_waker: None,
         read_total: 0,
+        reader_polls: 0,
     }));
     (
         PipeWriter(Arc::clone(&cell)),
@@ -753,6 +756,12 @@ impl PipeWriter {
     /// Bytes written and not yet read.
     pub fn unread(&self) -> usize {
         lock(&self.0).buf.len()
+    }
+
+    /// How many times the reading end was polled, those that found
+    /// nothing included.
+    pub fn reader_polls(&self) -> u64 {
+        lock(&self.0).reader_polls
     }
 
     /// Whether the reading end was dropped.
@@ -878,6 +887,7 @@ impl PipeRead for PipeReader {
             hook();
         }
         let mut state = lock(&self.cell);
+        state.reader_polls += 1;
         if state.buf.is_empty() {
             if !state.writer_open || out.is_empty() {
                 return Poll::Ready(Ok(0));
