@@ -443,23 +443,31 @@ mod tests {
     /// A link whose pipe is [`SenderQueuesMeanwhile`], with "first" queued,
     /// and the pipe's record of writes.
     fn link_with_a_busy_sender(queue_during: usize) -> (Arc<Link<Lines>>, Writes) {
-        let slot = Arc::new(OnceLock::new());
-        let writes = Arc::default();
-        let pipe = SenderQueuesMeanwhile {
-            link: Arc::clone(&slot),
+        let writes = Writes::default();
+        let link = link_over(|link| SenderQueuesMeanwhile {
+            link,
             queue_during,
             writes: Arc::clone(&writes),
-        };
+        });
+        lock(&link.out).outbound.send("first").expect("queued");
+        (link, writes)
+    }
+
+    /// A link over the writing pipe `make` builds; the pipe is handed the
+    /// link (set once it exists), to act on it during its calls.
+    fn link_over<P: PipeWrite>(
+        make: impl FnOnce(Arc<OnceLock<Weak<Link<Lines>>>>) -> P,
+    ) -> Arc<Link<Lines>> {
+        let slot = Arc::new(OnceLock::new());
         let link = Link::new(
             Outbound::new(Lines, 1024, 1 << 20, None),
-            Box::new(pipe),
+            Box::new(make(Arc::clone(&slot))),
             Inbound::new(&Lines, 1024, 1 << 20),
             Box::new(NeverReads),
             None,
         );
         slot.set(Arc::downgrade(&link)).ok();
-        lock(&link.out).outbound.send("first").expect("queued");
-        (link, writes)
+        link
     }
 
     #[test]
@@ -508,20 +516,11 @@ mod tests {
 
     #[test]
     fn c12_a_close_during_a_write_outside_the_lock_wins_over_that_writes_failure() {
-        let slot = Arc::new(OnceLock::new());
         let dropped = Arc::new(std::sync::atomic::AtomicBool::new(false));
-        let pipe = ClosedDuringWrite {
-            link: Arc::clone(&slot),
+        let link = link_over(|link| ClosedDuringWrite {
+            link,
             dropped: Arc::clone(&dropped),
-        };
-        let link = Link::new(
-            Outbound::new(Lines, 1024, 1 << 20, None),
-            Box::new(pipe),
-            Inbound::new(&Lines, 1024, 1 << 20),
-            Box::new(NeverReads),
-            None,
-        );
-        slot.set(Arc::downgrade(&link)).ok();
+        });
         let mut out = lock(&link.out);
         out.outbound.send("hello").expect("queued");
         let (out, written) = link.poll_write_all(out, None, Instant::now());
