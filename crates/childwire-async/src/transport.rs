@@ -680,9 +680,9 @@ impl<R: Runtime, F: Framing> Clone for Sender<R, F> {
 
 impl<R: Runtime, F: Framing> Drop for Sender<R, F> {
     fn drop(&mut self) {
-        // What was fed and not flushed is left to the background flush:
-        // below a batch, `start_send` does not arm it, and if it ran since
-        // the last `send`, nobody else would write these bytes.
+        // What is still queued is left to the background flush, armed if
+        // it is not already: this sender may be the last that would have
+        // written these bytes.
         {
             let mut out = lock(&self.link.out);
             if !out.outbound.is_drained() {
