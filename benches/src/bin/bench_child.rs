@@ -11,12 +11,15 @@
 //!   the child's own exit began.
 //! - `ignore-term`: ignores SIGTERM, writes `ready`, and then never exits on
 //!   its own (stdin EOF included): only SIGKILL ends it.
-//! - `ones`: writes 1-byte lines (`1\n`) as fast as the pipe takes them,
-//!   until the pipe closes: the most messages per byte, so a receive bound
-//!   that does not count per-message overhead shows.
-//! - `escape PIDFILE`: starts `bench-child ones` in a process group of its
-//!   own holding this stdout (a descendant that escaped the child's group),
-//!   writes its PID to `PIDFILE`, and exits: the pipe outlives the child.
+//! - `ones [started]`: writes 1-byte lines (`1\n`) as fast as the pipe takes
+//!   them, until the pipe closes: the most messages per byte, so a receive
+//!   bound that does not count per-message overhead shows. With `started`,
+//!   writes `started` to stderr once its first 64 KiB are in the pipe.
+//! - `escape PIDFILE`: starts `bench-child ones started` in a process group
+//!   of its own holding this stdout (a descendant that escaped the child's
+//!   group), waits until it has started flooding, writes its PID to
+//!   `PIDFILE`, and exits: the pipe outlives the child, and is being
+//!   written when the child's exit is seen.
 //!
 //! The pipes are used as raw file descriptors: `std::io::stdout()` is line
 //! buffered, which would add copies and syscalls the bench would then
@@ -42,7 +45,7 @@ fn main() -> ExitCode {
         },
         Some("eof-exit") => eof_exit(),
         Some("ignore-term") => ignore_term(),
-        Some("ones") => ones(),
+        Some("ones") => ones(args.get(1).is_some_and(|arg| arg == "started")),
         Some("escape") => match args.get(1) {
             Some(pidfile) => escape(pidfile),
             None => Err(io::Error::other("escape needs a PID file")),
@@ -97,9 +100,13 @@ fn flood(bytes: u64) -> io::Result<()> {
     output.write_all(b"\n")
 }
 
-fn ones() -> io::Result<()> {
+fn ones(tell_started: bool) -> io::Result<()> {
     let mut output = raw_stdout()?;
     let buf = b"1\n".repeat(CHUNK / 2);
+    output.write_all(&buf)?;
+    if tell_started {
+        io::stderr().write_all(b"started\n")?;
+    }
     loop {
         output.write_all(&buf)?;
     }
@@ -107,12 +114,19 @@ fn ones() -> io::Result<()> {
 
 fn escape(pidfile: &str) -> io::Result<()> {
     use std::os::unix::process::CommandExt;
-    let grandchild = std::process::Command::new(std::env::current_exe()?)
-        .arg("ones")
+    let mut grandchild = std::process::Command::new(std::env::current_exe()?)
+        .args(["ones", "started"])
         .stdin(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
         // Out of the child's group: a group signal does not reach it.
         .process_group(0)
         .spawn()?;
+    // Exit only once it floods: started later, the sweep after this exit
+    // could end it before it wrote a byte, and nothing would be tested.
+    let mut started = [0; 1];
+    if let Some(mut stderr) = grandchild.stderr.take() {
+        stderr.read_exact(&mut started)?;
+    }
     std::fs::write(pidfile, grandchild.id().to_string())
 }
 
