@@ -1,5 +1,7 @@
-//! A waker that wakes every task waiting on one resource, so several tasks
-//! can poll the same pipe without stealing each other's wake-up.
+//! Wakers for the pipes: one that wakes every task waiting on one resource,
+//! so several tasks can poll the same pipe without stealing each other's
+//! wake-up; and one that marks a pipe the background task polls as worth
+//! polling again.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
