@@ -40,11 +40,7 @@ impl<R: Runtime, F: Framing> Future for Flusher<R, F> {
             let deadline = {
                 let mut out = lock(&this.link.out);
                 out.outbound.handle_timeout(now);
-                let written;
-                (out, written) = this.link.poll_write_queued(out, Some(cx.waker()), now);
-                this.link
-                    .flush_armed
-                    .store(out.flush_armed, std::sync::atomic::Ordering::Release);
+                let (out, written) = this.link.flush_for_senders(out, cx.waker(), now);
                 if !out.is_pipe_open() || (this.link.is_abandoned() && written.is_ready()) {
                     // Closed, or nobody is left and everything was written.
                     return Poll::Ready(());

@@ -180,6 +180,20 @@ impl<F: Framing> Link<F> {
         out
     }
 
+    /// The background task's flush: writes what senders left queued (up
+    /// to what is queued now, see `poll_write_queued`), the task woken
+    /// when there is more, and mirrors the armed flag for receivers.
+    pub(crate) fn flush_for_senders<'a>(
+        &'a self,
+        out: OutGuard<'a, F>,
+        task: &Waker,
+        now: Instant,
+    ) -> (OutGuard<'a, F>, Poll<()>) {
+        let (out, written) = self.poll_write_queued(out, Some(task), now);
+        self.flush_armed.store(out.flush_armed, Ordering::Release);
+        (out, written)
+    }
+
     /// Writes what is queued if the background flush was armed: a caller
     /// about to wait for an answer sends its request itself, with no
     /// hand-off to another task.
