@@ -5,7 +5,9 @@
 //! the line, `BufReader::read_until`) and tokio-util `LinesCodec`
 //! (`SinkExt::send`, which flushes, then `StreamExt::next`) placed like the
 //! adapter it is compared with. Every contender builds each payload when it
-//! sends it (`e2e::payload`).
+//! sends it (`e2e::payload`). For smol and async-std the table also shows,
+//! never judged, the same round trip over async-process's pipes with no
+//! childwire, placed alike: what those runtimes' own wake-ups cost.
 //!
 //! Targets, per adapter: p50 <= 1.2x the blocking p50 with the caller in a
 //! task (on the bench's main thread nothing can beat a blocking read, and a
@@ -29,8 +31,9 @@ use std::time::{Duration, Instant};
 
 use childwire_async::{Config, Received, Runtime};
 use e2e::harness::{Args, Json, Table};
-use e2e::{Bound, Contender, Goal, Lineup, Placement};
+use e2e::{Adapter, Bound, Contender, Goal, Lineup, Placement};
 use futures_util::{SinkExt, StreamExt};
+use smol::io::{AsyncBufReadExt, AsyncWriteExt};
 
 const LINE_LEN: usize = 200;
 const WARM_UP: usize = 100;
@@ -48,7 +51,15 @@ fn bench(args: Args) -> Result<ExitCode, String> {
         e2e::quick_note(&args)
     );
 
-    let lineup = Lineup::<Placement>::from_env()?;
+    // smol and async-std without childwire, for what their own wake-ups
+    // cost (see `async_process_lines`).
+    let references = [Adapter::Smol, Adapter::AsyncStd]
+        .into_iter()
+        .flat_map(|adapter| {
+            Placement::ALL.map(|placement| Contender::AsyncProcess(adapter, placement))
+        })
+        .collect();
+    let lineup = Lineup::<Placement>::with_references(references)?;
     let timings = lineup.run(blocks, |contender, _, timings| {
         timings.extend(round_trips(contender, trips / blocks)?);
         Ok(())
@@ -65,10 +76,18 @@ fn bench(args: Args) -> Result<ExitCode, String> {
         "p50 vs blocking",
         "p99 vs blocking",
         "p50 vs LinesCodec",
+        "p50 vs async-process",
     ]);
     let mut goals = Vec::new();
     for (i, &contender) in lineup.contenders.iter().enumerate() {
         let (blocking, codec) = lineup.baselines(contender);
+        // The same runtime's own pipes, placed alike (smol, async-std).
+        let native = match contender {
+            Contender::Adapter(adapter, placement) => {
+                lineup.position(Contender::AsyncProcess(adapter, placement))
+            }
+            _ => None,
+        };
         let ratio = |base: Option<usize>, q: f64| {
             base.map(|b| p(i, q).as_secs_f64() / p(b, q).as_secs_f64().max(1e-12))
         };
@@ -82,6 +101,7 @@ fn bench(args: Args) -> Result<ExitCode, String> {
             cell(ratio(blocking, 50.0)),
             cell(ratio(blocking, 99.0)),
             cell(ratio(codec, 50.0)),
+            cell(ratio(native, 50.0)),
         ]);
         let Contender::Adapter(_, placement) = contender else {
             continue;
@@ -131,6 +151,9 @@ fn round_trips(contender: Contender<Placement>, trips: usize) -> Result<Vec<Dura
     match contender {
         Contender::Blocking => blocking(trips),
         Contender::LinesCodec(placement) => e2e::on_tokio(placement, lines_codec(trips)),
+        Contender::AsyncProcess(adapter, placement) => {
+            e2e::on_runtime(adapter, placement, async_process_lines(trips))
+        }
         Contender::Adapter(adapter, placement) => {
             on_adapter!(adapter, placement, R => childwire::<R>(trips).await)
         }
@@ -205,6 +228,45 @@ async fn lines_codec(trips: usize) -> Result<Vec<Duration>, String> {
     }
     drop(sink);
     child.wait().await.map_err(|e| format!("wait: {e}"))?;
+    Ok(trips.samples)
+}
+
+/// The reference for smol and async-std: their own process pipes, one
+/// `write_all` of the line and `BufReader::read_until`, as the blocking
+/// baseline does, with no childwire in between. On these runtimes a task
+/// is woken by whichever thread polled the reactor, often not the one
+/// that runs it; this shows what that costs without childwire.
+async fn async_process_lines(trips: usize) -> Result<Vec<Duration>, String> {
+    let mut child = smol::process::Command::from(e2e::std_command("cat", &[]))
+        // Said again: async-process cannot see how the std command set
+        // them, and takes only the pipes it was told of.
+        .stdin(smol::process::Stdio::piped())
+        .stdout(smol::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("spawn: {e}"))?;
+    let mut stdin = child.stdin.take().ok_or("no stdin")?;
+    let mut stdout = smol::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let mut echo = Vec::new();
+    let (order, mut trips) = Trips::new(trips);
+    for id in order {
+        let start = Instant::now();
+        let mut line = e2e::payload(id, LINE_LEN);
+        line.push('\n');
+        stdin
+            .write_all(line.as_bytes())
+            .await
+            .map_err(|e| format!("write: {e}"))?;
+        echo.clear();
+        stdout
+            .read_until(b'\n', &mut echo)
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        check_echo(line.as_bytes(), &echo)?;
+        trips.record(start);
+    }
+    drop(stdin);
+    child.status().await.map_err(|e| format!("wait: {e}"))?;
     Ok(trips.samples)
 }
 

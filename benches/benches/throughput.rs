@@ -311,6 +311,7 @@ fn transfer(contender: Contender<Caller>, job: Job) -> Result<Duration, String> 
     match contender {
         Contender::Blocking => blocking(job),
         Contender::LinesCodec(placement) => e2e::on_tokio(placement, lines_codec(job)),
+        Contender::AsyncProcess(..) => Err("not a contender of this bench".into()),
         Contender::Adapter(adapter, Caller { placement, api }) => {
             on_adapter!(adapter, placement, R => childwire::<R>(job, api).await)
         }

@@ -84,6 +84,15 @@ impl Adapter {
         }
     }
 
+    /// The runtime the adapter binds childwire to.
+    pub(crate) fn runtime_name(self) -> &'static str {
+        match self {
+            Adapter::Tokio => "tokio",
+            Adapter::Smol => "smol",
+            Adapter::AsyncStd => "async-std",
+        }
+    }
+
     pub(crate) fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|a| a.name() == name)
     }
@@ -151,6 +160,11 @@ pub(crate) enum Contender<S> {
     LinesCodec(Placement),
     /// A childwire adapter, set up as `S` says.
     Adapter(Adapter, S),
+    /// No childwire: async-process's pipes (those the smol and async-std
+    /// adapters use) read with futures-lite's `BufReader`, on the adapter's
+    /// runtime with the caller placed alike. What that runtime itself
+    /// costs, for a bench that shows it (see [`Lineup::with_references`]).
+    AsyncProcess(Adapter, Placement),
 }
 
 impl<S: Setup> Contender<S> {
@@ -171,6 +185,11 @@ impl<S: Setup> Contender<S> {
             Contender::Adapter(adapter, setup) => {
                 format!("{}, {}", adapter.name(), setup.label())
             }
+            Contender::AsyncProcess(adapter, placement) => format!(
+                "async-process on {}, {}",
+                adapter.runtime_name(),
+                placement.name()
+            ),
         }
     }
 }
@@ -188,9 +207,16 @@ impl<S: Setup> Lineup<S> {
     /// Every contender, or only the one `--only NAME` names (e.g. to run
     /// it under `perf record`).
     pub(crate) fn from_env() -> Result<Self, String> {
+        Self::with_references(Vec::new())
+    }
+
+    /// As [`Lineup::from_env`], with `references` after the adapters:
+    /// contenders shown in the table to explain a result, never judged.
+    pub(crate) fn with_references(references: Vec<Contender<S>>) -> Result<Self, String> {
         let only = flag_value("--only");
         let contenders: Vec<Contender<S>> = Contender::all()
             .into_iter()
+            .chain(references)
             .filter(|c| only.as_deref().is_none_or(|o| c.name() == o))
             .collect();
         if contenders.is_empty() {
@@ -225,7 +251,7 @@ impl<S: Setup> Lineup<S> {
     {
         let placement = match contender {
             Contender::Adapter(_, setup) => setup.placement(),
-            Contender::LinesCodec(placement) => placement,
+            Contender::LinesCodec(placement) | Contender::AsyncProcess(_, placement) => placement,
             Contender::Blocking => Placement::BlockOn,
         };
         (
@@ -335,6 +361,25 @@ pub(crate) fn on_tokio<T: Send + 'static>(
         Placement::Task => runtime
             .block_on(runtime.spawn(body))
             .expect("the bench task panicked"),
+    }
+}
+
+/// Runs `body` on `adapter`'s runtime, placed as `placement` says and set
+/// up as for the adapter (see [`on_adapter!`]), for a contender with no
+/// childwire in it.
+pub(crate) fn on_runtime<T: Send + 'static>(
+    adapter: Adapter,
+    placement: Placement,
+    body: impl Future<Output = T> + Send + 'static,
+) -> T {
+    match (adapter, placement) {
+        (Adapter::Tokio, _) => on_tokio(placement, body),
+        (Adapter::Smol, Placement::BlockOn) => smol::block_on(body),
+        (Adapter::Smol, Placement::Task) => smol::block_on(smol::spawn(body)),
+        (Adapter::AsyncStd, Placement::BlockOn) => async_std::task::block_on(body),
+        (Adapter::AsyncStd, Placement::Task) => {
+            async_std::task::block_on(async_std::task::spawn(body))
+        }
     }
 }
 
