@@ -237,16 +237,8 @@ async fn lines_codec(trips: usize) -> Result<Vec<Duration>, String> {
 /// is woken by whichever thread polled the reactor, often not the one
 /// that runs it; this shows what that costs without childwire.
 async fn async_process_lines(trips: usize) -> Result<Vec<Duration>, String> {
-    let mut child = smol::process::Command::from(e2e::std_command("cat", &[]))
-        // Said again: async-process cannot see how the std command set
-        // them, and takes only the pipes it was told of.
-        .stdin(smol::process::Stdio::piped())
-        .stdout(smol::process::Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .map_err(|e| format!("spawn: {e}"))?;
-    let mut stdin = child.stdin.take().ok_or("no stdin")?;
-    let mut stdout = smol::io::BufReader::new(child.stdout.take().ok_or("no stdout")?);
+    let (mut child, mut stdin, stdout) = e2e::async_process_spawn("cat")?;
+    let mut stdout = smol::io::BufReader::new(stdout);
     let mut echo = Vec::new();
     let (order, mut trips) = Trips::new(trips);
     for id in order {

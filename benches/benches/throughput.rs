@@ -15,7 +15,12 @@
 //!   compared with;
 //! - childwire, the writer calling `send().await` per message, or through
 //!   the `Sink` like LinesCodec (`feed`, a flush every 1024), the caller
-//!   calling `recv()`.
+//!   calling `recv()`;
+//! - shown, never judged: for smol and async-std, async-process's pipes
+//!   with no childwire (a 64 KiB `BufWriter` in a writer task flushed every
+//!   1024 lines, `BufReader::read_until` in the caller), placed alike: what
+//!   those runtimes give without childwire, as the LinesCodec rows do for
+//!   Tokio.
 //!
 //! With N children, each child gets what one child gets (its writer task
 //! and its reader, here a task per child as a server runs one per
@@ -157,7 +162,15 @@ fn bench(args: Args) -> Result<ExitCode, String> {
     } else {
         (32 * 1024 * 1024, 32, 5)
     };
-    let lineup = Lineup::<Caller>::from_env()?;
+    // smol and async-std without childwire: what their own pipes and
+    // wake-ups give (see `async_process_lines`).
+    let references = [Adapter::Smol, Adapter::AsyncStd]
+        .into_iter()
+        .flat_map(|adapter| {
+            Placement::ALL.map(|placement| Contender::AsyncProcess(adapter, placement))
+        })
+        .collect();
+    let lineup = Lineup::<Caller>::with_references(references)?;
     let only_size = match e2e::flag_value("--size") {
         Some(size) => Some(
             size.parse::<usize>()
@@ -311,7 +324,9 @@ fn transfer(contender: Contender<Caller>, job: Job) -> Result<Duration, String> 
     match contender {
         Contender::Blocking => blocking(job),
         Contender::LinesCodec(placement) => e2e::on_tokio(placement, lines_codec(job)),
-        Contender::AsyncProcess(..) => Err("not a contender of this bench".into()),
+        Contender::AsyncProcess(adapter, placement) => {
+            on_adapter!(adapter, placement, R => async_process_lines::<R>(job).await)
+        }
         Contender::Adapter(adapter, Caller { placement, api }) => {
             on_adapter!(adapter, placement, R => childwire::<R>(job, api).await)
         }
@@ -405,6 +420,51 @@ async fn lines_codec_echo((mut sink, mut stream): CodecPipes, job: Job) -> Resul
         .map_err(|e| format!("writer: {e}"))?
         .map_err(|e| format!("write: {e}"))?;
     job.verify(count, bytes)
+}
+
+/// The reference for smol and async-std, not judged: what their users
+/// write without childwire. async-process's pipes (the ones those adapters
+/// use), the writer in a task with a 64 KiB `BufWriter` (each payload and
+/// its newline written into it, a flush every 1024 lines, as LinesCodec's
+/// writer), `BufReader::read_until` in the caller.
+async fn async_process_lines<R: Spawn>(job: Job) -> Result<Duration, String> {
+    use smol::io::{AsyncBufReadExt, AsyncWriteExt};
+
+    let (mut child, stdin, stdout) = e2e::async_process_spawn("cat")?;
+    let start = Instant::now();
+    let writer = R::spawn_task(async move {
+        let mut out = smol::io::BufWriter::with_capacity(64 * 1024, stdin);
+        for id in 0..job.messages {
+            let payload = e2e::payload(id, job.len);
+            out.write_all(payload.as_bytes()).await?;
+            out.write_all(b"\n").await?;
+            if (id + 1) % FLUSH_EVERY == 0 {
+                out.flush().await?;
+            }
+        }
+        // Closing it is the child's EOF.
+        out.close().await
+    });
+    let mut reader = smol::io::BufReader::with_capacity(64 * 1024, stdout);
+    let mut line = Vec::new();
+    let (mut count, mut bytes) = (0, 0);
+    while count < job.messages {
+        line.clear();
+        let n = reader
+            .read_until(b'\n', &mut line)
+            .await
+            .map_err(|e| format!("read: {e}"))?;
+        if n == 0 {
+            break;
+        }
+        count += 1;
+        bytes += n - 1;
+    }
+    writer.await.map_err(|e| format!("write: {e}"))?;
+    let elapsed = start.elapsed();
+    job.verify(count, bytes)?;
+    child.status().await.map_err(|e| format!("wait: {e}"))?;
+    Ok(elapsed)
 }
 
 /// childwire through one child: the writer task and the caller reading.

@@ -504,6 +504,32 @@ pub(crate) fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Result
         .map_err(|e| format!("read: {e}"))
 }
 
+/// The child in `mode` under async-process (smol's `smol::process`), for
+/// the references without childwire on smol and async-std; killed if the
+/// bench gives up on it.
+pub(crate) fn async_process_spawn(
+    mode: &str,
+) -> Result<
+    (
+        smol::process::Child,
+        smol::process::ChildStdin,
+        smol::process::ChildStdout,
+    ),
+    String,
+> {
+    let mut child = smol::process::Command::from(std_command(mode, &[]))
+        // Said again: async-process cannot see how the std command set
+        // them, and makes only the pipes it was told of.
+        .stdin(smol::process::Stdio::piped())
+        .stdout(smol::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| format!("spawn: {e}"))?;
+    let stdin = child.stdin.take().ok_or("no stdin")?;
+    let stdout = child.stdout.take().ok_or("no stdout")?;
+    Ok((child, stdin, stdout))
+}
+
 /// `command` under `tokio::process`, for the LinesCodec baselines; killed
 /// if the bench gives up on it.
 pub(crate) fn tokio_spawn(command: std::process::Command) -> Result<tokio::process::Child, String> {
