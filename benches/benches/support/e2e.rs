@@ -504,19 +504,17 @@ pub(crate) fn read_line(reader: &mut impl BufRead, line: &mut Vec<u8>) -> Result
         .map_err(|e| format!("read: {e}"))
 }
 
+/// A child spawned by async-process, with its stdin and stdout taken.
+pub(crate) type AsyncProcessPipes = (
+    smol::process::Child,
+    smol::process::ChildStdin,
+    smol::process::ChildStdout,
+);
+
 /// The child in `mode` under async-process (smol's `smol::process`), for
 /// the references without childwire on smol and async-std; killed if the
 /// bench gives up on it.
-pub(crate) fn async_process_spawn(
-    mode: &str,
-) -> Result<
-    (
-        smol::process::Child,
-        smol::process::ChildStdin,
-        smol::process::ChildStdout,
-    ),
-    String,
-> {
+pub(crate) fn async_process_spawn(mode: &str) -> Result<AsyncProcessPipes, String> {
     let mut child = smol::process::Command::from(std_command(mode, &[]))
         // Said again: async-process cannot see how the std command set
         // them, and makes only the pipes it was told of.
