@@ -5,6 +5,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use childwire_conformance::lines::{numbered_line, parse_numbered};
+use futures_util::{FutureExt, SinkExt};
 
 use super::rt::{self, Closed, EncodeErrorKind, Received, SendErrorKind};
 use super::support::*;
@@ -148,6 +149,48 @@ fn c07_a_child_that_never_reads_makes_send_wait_with_bounded_memory() {
         );
         // no-read ignores stdin, so SIGTERM ends it (Windows: the break, or the job terminated).
         let report = finish(t).await;
+        assert_ended_after_stdin_grace(&report);
+    });
+}
+
+#[test]
+fn c07_the_sink_goes_past_the_bound_by_one_message_at_most_when_another_sender_took_the_room() {
+    run(async {
+        const LEN: usize = 16 * 1024;
+        const TRIES: usize = 16;
+        let mut config = config();
+        config.send_high_water(64 * 1024);
+        config.stdin_grace(Duration::from_millis(100));
+        let mut t = start(&misbehave(&["no-read"]), config);
+        assert_eq!(text(&mut t).await, "{\"ready\":true}");
+        let pid = pid_of(&t);
+        let (tx, rx) = t.split();
+        let mut sink = tx.clone();
+        // Another sender fills the pipe and the queue, the child reading nothing, until its
+        // next send has to wait. The sink did not look at the room since.
+        let payload = numbered_line(0, LEN);
+        let mut accepted = 0;
+        while let Some(sent) = tx.send(payload.clone()).now_or_never() {
+            sent.expect("send");
+            accepted += LEN;
+            assert!(
+                accepted <= backpressure_bound(64 * 1024, LEN),
+                "never refused"
+            );
+        }
+        // Fed now, the sink may queue one message over the bound, as when another sender takes
+        // the room between its `poll_ready` and its `start_send`; then it waits, however often
+        // it is asked.
+        let fed = (0..TRIES)
+            .filter(|_| {
+                sink.feed(Bytes::from(payload.clone()))
+                    .now_or_never()
+                    .is_some()
+            })
+            .count();
+        assert!(fed <= 1, "{fed} messages fed past a full queue");
+        drop(sink);
+        let (_, report) = finish_split(pid, tx, rx).await;
         assert_ended_after_stdin_grace(&report);
     });
 }

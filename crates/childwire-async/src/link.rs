@@ -60,6 +60,13 @@ pub(crate) struct Link<F: Framing> {
     /// Mirrors "bytes wait for the background flush", so a receiver can
     /// look without taking the sending half's lock.
     pub(crate) flush_armed: AtomicBool,
+    /// Mirrors the sending half's `send_ready` as last seen under its lock,
+    /// so the `Sink`'s `poll_ready` answers without the lock while there is
+    /// room. It may be stale when another sender took the room since: the
+    /// `Sink` then queues that one message above the high-water mark, as it
+    /// does when another sender takes the room between `poll_ready` and
+    /// `start_send` (see `Outbound::send_anyway`).
+    pub(crate) send_ready: AtomicBool,
     /// The reading pipe reached EOF and the supervisor was not told yet.
     /// Outside the receiving half's lock, so the background task looks at
     /// it on every round without contending with a receiver that is
@@ -86,6 +93,7 @@ impl<F: Framing> Link<F> {
             control: control.map(Mutex::new),
             bg,
             flush_armed: AtomicBool::new(false),
+            send_ready: AtomicBool::new(true),
             stdout_eof_unreported: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
             abandoned: AtomicBool::new(false),
@@ -112,6 +120,16 @@ impl<F: Framing> Link<F> {
     pub(crate) fn wake_bg(&self) {
         if let Some(waker) = lock(&self.bg).as_ref() {
             waker.wake_by_ref();
+        }
+    }
+
+    /// Records whether the sending half would take a message now (see
+    /// [`Link::send_ready`]); stored only on a change, so the receiver
+    /// reading `flush_armed` next to it is not slowed by a store per
+    /// message.
+    pub(crate) fn note_send_ready(&self, ready: bool) {
+        if self.send_ready.load(Ordering::Relaxed) != ready {
+            self.send_ready.store(ready, Ordering::Release);
         }
     }
 

@@ -714,9 +714,15 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
     type Error = SendError<Bytes>;
 
     fn poll_ready(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        // While there is room, one lock per message (`start_send`'s), as
+        // for `send`.
+        if self.link.send_ready.load(Ordering::Acquire) {
+            return Poll::Ready(Ok(()));
+        }
         let mut out = lock(&self.link.out);
         loop {
             if out.outbound.send_ready() {
+                self.link.note_send_ready(true);
                 return Poll::Ready(Ok(()));
             }
             if write_all!(self.link, out, Some(cx.waker()), self.rt.now()).is_pending()
@@ -732,7 +738,8 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
         out.outbound.send_anyway(item)?;
         // Written once a batch is queued, else left to the background flush
         // (armed): nothing fed waits for a flush that may never be asked.
-        drop(self.link.queued_one(out, || self.rt.now()));
+        let out = self.link.queued_one(out, || self.rt.now());
+        self.link.note_send_ready(out.outbound.send_ready());
         Ok(())
     }
 
