@@ -708,6 +708,10 @@ impl<R: Runtime, F: Framing> fmt::Debug for Sender<R, F> {
 /// peer, `poll_close` flushes and closes the write side (for a child, it
 /// begins the graceful shutdown; use [`Sender::shutdown`] for the report).
 ///
+/// With clones of a sender sending at once, a message fed right after
+/// another one took the last room is still queued, past the high-water
+/// mark by that message; the next `poll_ready` waits for room.
+///
 /// The item type is [`Bytes`] alone, so `SinkExt` methods need no
 /// turbofish; [`Sender::send`] takes any byte slice.
 impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
