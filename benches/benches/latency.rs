@@ -31,7 +31,7 @@ use std::time::{Duration, Instant};
 
 use childwire_async::{Config, Received, Runtime};
 use e2e::harness::{Args, Json, Table};
-use e2e::{Adapter, Bound, Contender, Goal, Lineup, Placement};
+use e2e::{Bound, Contender, Goal, Lineup, Placement};
 use futures_util::{SinkExt, StreamExt};
 use smol::io::{AsyncBufReadExt, AsyncWriteExt};
 
@@ -53,12 +53,7 @@ fn bench(args: Args) -> Result<ExitCode, String> {
 
     // smol and async-std without childwire, for what their own wake-ups
     // cost (see `async_process_lines`).
-    let references = [Adapter::Smol, Adapter::AsyncStd]
-        .into_iter()
-        .flat_map(|adapter| {
-            Placement::ALL.map(|placement| Contender::AsyncProcess(adapter, placement))
-        })
-        .collect();
+    let references = Contender::async_process_references();
     let lineup = Lineup::<Placement>::with_references(references)?;
     let timings = lineup.run(blocks, |contender, _, timings| {
         timings.extend(round_trips(contender, trips / blocks)?);

@@ -164,12 +164,7 @@ fn bench(args: Args) -> Result<ExitCode, String> {
     };
     // smol and async-std without childwire: what their own pipes and
     // wake-ups give (see `async_process_lines`).
-    let references = [Adapter::Smol, Adapter::AsyncStd]
-        .into_iter()
-        .flat_map(|adapter| {
-            Placement::ALL.map(|placement| Contender::AsyncProcess(adapter, placement))
-        })
-        .collect();
+    let references = Contender::async_process_references();
     let lineup = Lineup::<Caller>::with_references(references)?;
     let only_size = match e2e::flag_value("--size") {
         Some(size) => Some(

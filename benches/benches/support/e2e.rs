@@ -178,6 +178,17 @@ impl<S: Setup> Contender<S> {
         all
     }
 
+    /// The unjudged references for smol and async-std, in both placements:
+    /// their own pipes with no childwire (see [`Lineup::with_references`]).
+    pub(crate) fn async_process_references() -> Vec<Self> {
+        [Adapter::Smol, Adapter::AsyncStd]
+            .into_iter()
+            .flat_map(|adapter| {
+                Placement::ALL.map(|placement| Contender::AsyncProcess(adapter, placement))
+            })
+            .collect()
+    }
+
     pub(crate) fn name(self) -> String {
         match self {
             Contender::Blocking => "blocking std::process".into(),
