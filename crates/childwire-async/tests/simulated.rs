@@ -11,15 +11,17 @@
 mod support;
 
 use std::future::{Future, poll_fn};
-use std::pin::pin;
+use std::pin::{Pin, pin};
 use std::sync::{Arc, Mutex};
 use std::task::Poll;
 use std::time::Duration;
 
+use bytes::Bytes;
 use childwire_async::{
     ChannelConfig, Closed, Command, Config, EndedBy, Exit, ExitReport, Received, SendErrorKind,
     Transport,
 };
+use futures_sink::Sink;
 use support::{ChildSpec, FakeRuntime, SignalSink, killed_by, pipe, yield_now};
 
 type Fake = Transport<FakeRuntime>;
@@ -572,6 +574,69 @@ fn c08_a_send_dropped_at_any_point_queued_the_whole_message_or_nothing() {
             "seed {seed}: exactly the sends that completed, whole"
         );
     }
+}
+
+/// C07 with clones: a sink that has not looked at the room since another
+/// sender took the last of it may queue one message past the high-water
+/// mark (as when the room goes between its `poll_ready` and `start_send`),
+/// and then waits, however often it is asked. The child reads nothing, so
+/// no room opens meanwhile: on real pipes Windows gives no such moment, as
+/// its pipe writer thread keeps moving bytes after a send was refused.
+#[test]
+fn c07_the_sink_goes_past_the_bound_by_one_message_at_most_when_another_sender_took_the_room() {
+    const TRIES: usize = 16;
+    let rt = FakeRuntime::new();
+    let child = rt.script_child(ChildSpec {
+        stdin_capacity: 1000,
+        ..ChildSpec::default()
+    });
+    let (fed, queued_by_sender) = rt.block_on(async {
+        let mut config = Config::default();
+        config.send_high_water(4096);
+        let (sender, _receiver) = spawn(config).split();
+        let mut sink = sender.clone();
+        let line = "x".repeat(999);
+        let mut sent = 0;
+        while once(sender.send(line.as_str())).await.is_some() {
+            sent += 1;
+            assert!(sent <= 8, "a child reading nothing never made send wait");
+        }
+        let fed = poll_fn(|cx| {
+            let fed = (0..TRIES)
+                .filter(|_| {
+                    let ready = Pin::new(&mut sink).poll_ready(cx).is_ready();
+                    if ready {
+                        Pin::new(&mut sink)
+                            .start_send(Bytes::from(line.clone()))
+                            .expect("a valid line is queued");
+                    }
+                    ready
+                })
+                .count();
+            Poll::Ready(fed)
+        })
+        .await;
+        (fed, sent)
+    });
+    assert_eq!(child.stdin.unread(), 1000, "the pipe is full");
+    assert!(
+        queued_by_sender >= 4,
+        "only {queued_by_sender} sends got in"
+    );
+    assert!(fed <= 1, "{fed} messages fed past a full queue");
+}
+
+/// `fut` polled once: its value if it was ready, else `None` (and `fut`
+/// dropped, as `now_or_never` drops it).
+async fn once<T>(fut: impl Future<Output = T>) -> Option<T> {
+    let mut fut = pin!(fut);
+    poll_fn(|cx| {
+        Poll::Ready(match fut.as_mut().poll(cx) {
+            Poll::Ready(value) => Some(value),
+            Poll::Pending => None,
+        })
+    })
+    .await
 }
 
 /// A message sent after a pause is written by its sender at once, not left
