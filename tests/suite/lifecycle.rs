@@ -259,6 +259,8 @@ fn c14_drop_kills_a_tree_of_three_processes() {
                 .all(|&process| !process_alive(process))
         })
         .await;
+        // Dead is not yet reaped: after a drop the reaping is the background's, and follows.
+        eventually(STEP, "the dropped child is reaped", || !pid_exists(pid)).await;
         assert_reaped(pid).await;
     });
 }
