@@ -20,7 +20,8 @@ fn c12_shutdown_of_a_child_that_exits_on_eof_is_immediate() {
         let started = Instant::now();
         let report = finish(t).await;
         let took = started.elapsed();
-        assert!(took < Duration::from_millis(200), "shutdown took {took:?}");
+        // Half a grace: sleeping through one cannot pass, a loaded machine can.
+        assert!(took < Duration::from_secs(1), "shutdown took {took:?}");
         assert_eq!(report.ended_by, EndedBy::StdinClose);
         assert_eq!(report.exit, Exit::Code(0));
         assert!(report.shutdown_requested && !report.unexpected() && report.success());

