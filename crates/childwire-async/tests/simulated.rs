@@ -626,6 +626,110 @@ fn c07_the_sink_goes_past_the_bound_by_one_message_at_most_when_another_sender_t
     assert!(fed <= 1, "{fed} messages fed past a full queue");
 }
 
+/// The lines the tests below send: 500 bytes with the `\n`, to a child
+/// whose stdin holds 1000, through a queue of 2000 (`room_config`).
+const ROOM_LINE: usize = 499;
+
+fn room_config() -> Config {
+    let mut config = Config::default();
+    config.send_high_water(2000);
+    config
+}
+
+/// Sends lines until one has to wait for room, and lets the background
+/// task run until it waits too; then returns how many got in, and a send
+/// polled once, waiting for room (registered for the pipe's wake-up).
+async fn send_until_one_waits<'a>(
+    rt: &FakeRuntime,
+    transport: &'a Fake,
+    line: &'a str,
+) -> (
+    usize,
+    Pin<Box<impl Future<Output = Result<(), childwire_async::SendError<&'a str>>> + 'a>>,
+) {
+    let mut sent = 0;
+    while once(transport.send(line)).await.is_some() {
+        sent += 1;
+        assert!(sent <= 16, "a child reading nothing never made send wait");
+    }
+    // Every task runs before virtual time moves: the background task tries
+    // the full pipe and waits, so no wake-up of it is left pending.
+    rt.sleep(MS).await;
+    let mut waiting = Box::pin(transport.send(line));
+    assert!(once(waiting.as_mut()).await.is_none(), "the queue is full");
+    (sent, waiting)
+}
+
+/// Reads the child's stdin as it comes until `total` bytes arrived;
+/// `false` if a second of virtual time passed first.
+async fn child_reads(
+    rt: &FakeRuntime,
+    child: &mut support::FakeChild,
+    mut read: usize,
+    total: usize,
+) -> bool {
+    within(rt, Duration::from_secs(1), async {
+        while read < total {
+            read += child.stdin.take_available().len();
+            rt.sleep(MS).await;
+        }
+    })
+    .await
+    .is_some()
+}
+
+/// A send that waited for room writes while it waits; once it got in, what
+/// is still queued is the background flush's, and reaches the child with
+/// no other send or recv.
+#[test]
+fn c07_what_a_send_that_waited_for_room_left_queued_reaches_the_child_with_no_further_call() {
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec {
+        stdin_capacity: 1000,
+        ..ChildSpec::default()
+    });
+    rt.block_on(async {
+        let transport = spawn(room_config());
+        let line = "x".repeat(ROOM_LINE);
+        let (sent, waiting) = send_until_one_waits(&rt, &transport, &line).await;
+        // Room: the waiting send writes, and gets in.
+        let read = child.stdin.take_available().len();
+        waiting.await.expect("sent once there was room");
+        let total = (sent + 1) * (ROOM_LINE + 1);
+        assert!(total > read + 1000, "bytes are left queued");
+        assert!(
+            child_reads(&rt, &mut child, read, total).await,
+            "what the waiting send left queued never reached the child"
+        );
+    });
+}
+
+/// Cancelled after the pipe's wake-up came for it but before it was polled
+/// again, a send waiting for room leaves nothing stuck: what other sends
+/// queued reaches the child, written by the background flush.
+#[test]
+fn c08_a_send_cancelled_while_waiting_for_room_leaves_the_queue_to_the_background_flush() {
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec {
+        stdin_capacity: 1000,
+        ..ChildSpec::default()
+    });
+    rt.block_on(async {
+        let transport = spawn(room_config());
+        let line = "x".repeat(ROOM_LINE);
+        let (sent, waiting) = send_until_one_waits(&rt, &transport, &line).await;
+        // The wake-up goes to this task, which drops the send unpolled.
+        let read = child.stdin.take_available().len();
+        drop(waiting);
+        let total = sent * (ROOM_LINE + 1);
+        assert!(total > read, "bytes are left queued");
+        assert!(
+            child_reads(&rt, &mut child, read, total).await,
+            "what was queued before the cancelled send never reached the child"
+        );
+    });
+}
+
 /// `fut` polled once: its value if it was ready, else `None` (and `fut`
 /// dropped, as `now_or_never` drops it).
 async fn once<T>(fut: impl Future<Output = T>) -> Option<T> {
