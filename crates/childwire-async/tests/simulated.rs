@@ -678,11 +678,20 @@ async fn child_reads(
     .is_some()
 }
 
-/// A send that waited for room writes while it waits; once it got in, what
-/// is still queued is the background flush's, and reaches the child with
-/// no other send or recv.
-#[test]
-fn c07_what_a_send_that_waited_for_room_left_queued_reaches_the_child_with_no_further_call() {
+/// How a send waiting for room stops waiting.
+#[derive(Debug, Clone, Copy)]
+enum RoomWaitEnds {
+    /// Room comes: it writes (filling the pipe again) and gets in.
+    GetsIn,
+    /// The pipe's wake-up comes for it, but it is dropped before it is
+    /// polled again.
+    Cancelled,
+}
+
+/// Either way a send waiting for room stops waiting, what is still queued
+/// is the background flush's, and reaches the child with no other send or
+/// recv.
+fn a_send_waiting_for_room_leaves_nothing_stuck(ends: RoomWaitEnds) {
     let rt = FakeRuntime::new();
     let mut child = rt.script_child(ChildSpec {
         stdin_capacity: 1000,
@@ -691,43 +700,37 @@ fn c07_what_a_send_that_waited_for_room_left_queued_reaches_the_child_with_no_fu
     rt.block_on(async {
         let transport = spawn(room_config());
         let line = "x".repeat(ROOM_LINE);
-        let (sent, waiting) = send_until_one_waits(&rt, &transport, &line).await;
-        // Room: the waiting send writes, and gets in.
+        let (mut sent, waiting) = send_until_one_waits(&rt, &transport, &line).await;
+        // Room: the pipe's wake-up goes to this task.
         let read = child.stdin.take_available().len();
-        waiting.await.expect("sent once there was room");
-        let total = (sent + 1) * (ROOM_LINE + 1);
-        assert!(total > read + 1000, "bytes are left queued");
+        let in_pipe = match ends {
+            RoomWaitEnds::GetsIn => {
+                waiting.await.expect("sent once there was room");
+                sent += 1;
+                read + 1000
+            }
+            RoomWaitEnds::Cancelled => {
+                drop(waiting);
+                read
+            }
+        };
+        let total = sent * (ROOM_LINE + 1);
+        assert!(total > in_pipe, "{ends:?}: bytes are left queued");
         assert!(
             child_reads(&rt, &mut child, read, total).await,
-            "what the waiting send left queued never reached the child"
+            "{ends:?}: what was left queued never reached the child"
         );
     });
 }
 
-/// Cancelled after the pipe's wake-up came for it but before it was polled
-/// again, a send waiting for room leaves nothing stuck: what other sends
-/// queued reaches the child, written by the background flush.
+#[test]
+fn c07_what_a_send_that_waited_for_room_left_queued_reaches_the_child_with_no_further_call() {
+    a_send_waiting_for_room_leaves_nothing_stuck(RoomWaitEnds::GetsIn);
+}
+
 #[test]
 fn c08_a_send_cancelled_while_waiting_for_room_leaves_the_queue_to_the_background_flush() {
-    let rt = FakeRuntime::new();
-    let mut child = rt.script_child(ChildSpec {
-        stdin_capacity: 1000,
-        ..ChildSpec::default()
-    });
-    rt.block_on(async {
-        let transport = spawn(room_config());
-        let line = "x".repeat(ROOM_LINE);
-        let (sent, waiting) = send_until_one_waits(&rt, &transport, &line).await;
-        // The wake-up goes to this task, which drops the send unpolled.
-        let read = child.stdin.take_available().len();
-        drop(waiting);
-        let total = sent * (ROOM_LINE + 1);
-        assert!(total > read, "bytes are left queued");
-        assert!(
-            child_reads(&rt, &mut child, read, total).await,
-            "what was queued before the cancelled send never reached the child"
-        );
-    });
+    a_send_waiting_for_room_leaves_nothing_stuck(RoomWaitEnds::Cancelled);
 }
 
 /// `fut` polled once: its value if it was ready, else `None` (and `fut`
