@@ -40,7 +40,22 @@ impl<R: Runtime, F: Framing> Future for Flusher<R, F> {
             let deadline = {
                 let mut out = lock(&this.link.out);
                 out.outbound.handle_timeout(now);
-                let (out, written) = this.link.flush_for_senders(out, cx.waker(), now);
+                // Only when there is work: bytes senders left to it (armed),
+                // bytes a sender is writing, or sending ended (a stall's
+                // close is made by the writer). Registered for the pipe's
+                // wake-ups otherwise, this task would be woken by every write
+                // a sender makes itself: a wake-up of another thread per
+                // request.
+                let has_work = out.flush_armed
+                    || !out.outbound.is_drained()
+                    || out.outbound.closed().is_some();
+                let written = if has_work {
+                    let written;
+                    (out, written) = this.link.flush_for_senders(out, cx.waker(), now);
+                    written
+                } else {
+                    Poll::Ready(())
+                };
                 if !out.is_pipe_open() || (this.link.is_abandoned() && written.is_ready()) {
                     // Closed, or nobody is left and everything was written.
                     return Poll::Ready(());

@@ -859,6 +859,48 @@ fn c23_from_pipes_ends_with_none_at_eof_and_close_flushes_then_closes_the_write_
     assert_eq!(String::from_utf8(input).unwrap(), want);
 }
 
+/// Requests sent one at a time, each after a pause, are written by their
+/// sender: the background task of a channel (its flush) has nothing to do
+/// and must not be woken for each of them (on a real runtime, a wake-up of
+/// another thread per message). Counted against the same loop with no
+/// sends, so only the polls the sends cause are compared.
+#[test]
+fn c07_lone_requests_written_by_their_sender_do_not_wake_the_channel_background_task() {
+    const REQUESTS: u64 = 50;
+    let rt = FakeRuntime::new();
+    let (to_peer, mut peer_in) = pipe(64 * 1024);
+    let (_peer_out, from_peer) = pipe(16);
+    rt.block_on(async {
+        let channel =
+            Transport::<FakeRuntime>::from_pipes(from_peer, to_peer, &ChannelConfig::default())
+                .expect("inside the fake runtime");
+        // Settle the background task's first polls before counting.
+        rt.sleep(MS).await;
+        let before = rt.polls();
+        for _ in 0..REQUESTS {
+            rt.sleep(MS).await;
+        }
+        let idle = rt.polls() - before;
+        let before = rt.polls();
+        for i in 0..REQUESTS {
+            rt.sleep(MS).await;
+            channel.send(format!("request {i}")).await.unwrap();
+        }
+        let sending = rt.polls() - before;
+        assert!(
+            sending <= idle + 2,
+            "{REQUESTS} lone requests took {sending} task polls against {idle} for the same \
+             loop without them: the background task was woken for writes it did not make"
+        );
+        channel.close().await.expect("the write side closes");
+        let want: String = (0..REQUESTS).map(|i| format!("request {i}\n")).collect();
+        assert_eq!(
+            String::from_utf8(peer_in.read_to_end().await).unwrap(),
+            want
+        );
+    });
+}
+
 /// A writer that holds what it takes and passes it to `pipe` only when
 /// flushed or shut down (`BufWriter`, or stdout behind smol's `Unblock`);
 /// dropped unflushed, it loses it. With `one_in_flight`, a write first
