@@ -3,6 +3,7 @@
 //! a message never waits behind a write of a pipe's worth.
 
 use std::io;
+use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -345,8 +346,10 @@ impl<F: Framing> Link<F> {
             }
         };
         if outcome.is_ready() && out.flush_armed && out.outbound.is_drained() {
-            // Nothing left for the background flush.
+            // Nothing left for the background flush; and nothing for a
+            // receiver about to wait, which reads the mirror.
             out.flush_armed = false;
+            self.flush_armed.store(false, Ordering::Release);
         }
         if progress {
             if out.outbound.is_drained() {
@@ -503,6 +506,23 @@ mod tests {
                 b"meanwhile\n".to_vec(),
                 b"meanwhile\n".to_vec()
             ]
+        );
+    }
+
+    #[test]
+    fn a_sender_that_writes_out_an_armed_queue_disarms_the_receivers_mirror_too() {
+        let (link, _writes) = link_with_a_busy_sender(0);
+        let mut out = lock(&link.out);
+        link.arm_flush(&mut out);
+        assert!(link.flush_armed.load(Ordering::Acquire));
+
+        let (out, written) = link.poll_write_all(out, None, Instant::now());
+
+        assert!(written.is_ready() && out.outbound.is_drained());
+        assert!(!out.flush_armed, "nothing is left for the background flush");
+        assert!(
+            !link.flush_armed.load(Ordering::Acquire),
+            "a receiver about to wait must not try to flush an empty queue"
         );
     }
 
