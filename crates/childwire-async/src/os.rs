@@ -388,6 +388,7 @@ mod linux {
     /// recycled between the scan and the kill is never hit).
     pub(super) fn sweep(target: &Target<'_>, cgroup: Option<&Cgroup>) -> Swept {
         let me = std::process::id();
+        let host = Host::me();
         let mut ended = BTreeSet::new();
         let mut held_pipes = false;
         for _ in 0..ROUNDS {
@@ -397,7 +398,7 @@ mod linux {
                 if pid == me || Some(pid) == target.child || ended.contains(&pid) {
                     continue;
                 }
-                let Some(found) = qualifies(pid, target, &in_cgroup) else {
+                let Some(found) = qualifies(pid, target, &in_cgroup, &host) else {
                     continue;
                 };
                 let Some(fd) = self::pid(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
@@ -406,7 +407,7 @@ mod linux {
                 };
                 // The pidfd pins the process that had this PID when it was
                 // opened; if it still qualifies, the kill hits it and only it.
-                if qualifies(pid, target, &in_cgroup) != Some(found) {
+                if qualifies(pid, target, &in_cgroup, &host) != Some(found) {
                     continue;
                 }
                 if pidfd_send_signal(&fd, Signal::KILL).is_ok() {
@@ -433,10 +434,18 @@ mod linux {
             .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
     }
 
-    fn qualifies(pid: u32, target: &Target<'_>, in_cgroup: &BTreeSet<u32>) -> Option<Found> {
+    fn qualifies(
+        pid: u32,
+        target: &Target<'_>,
+        in_cgroup: &BTreeSet<u32>,
+        host: &Host,
+    ) -> Option<Found> {
         let stat = stat(pid)?;
         if matches!(stat.state, 'Z' | 'X') {
             // Dead already: a zombie holds no pipe and needs no signal.
+            return None;
+        }
+        if host.forked_without_exec(pid, &stat) {
             return None;
         }
         if target.group == Some(stat.pgrp) {
@@ -448,9 +457,48 @@ mod linux {
         (stat.started >= target.started && holds_pipe(pid, target.pipes)).then_some(Found::Pipe)
     }
 
+    /// This process, to tell its own spawns in progress from leftovers.
+    struct Host {
+        pid: u32,
+        /// The device and inode of its executable.
+        exe: Option<(u64, u64)>,
+    }
+
+    impl Host {
+        fn me() -> Self {
+            let pid = std::process::id();
+            Self {
+                pid,
+                exe: exe_id(pid),
+            }
+        }
+
+        /// Whether `pid` is a fork of this process that has not exec'd yet:
+        /// one of its own spawns in progress (another transport's, or any
+        /// other). Until its exec such a fork holds a copy of every
+        /// descriptor of this process, the child's ends of the pipes of a
+        /// spawn under way in another thread among them, so it can look
+        /// like a holder of this child's pipes. Killed, its spawn reports
+        /// success for a program that could not run, or a new child dies
+        /// at birth. A leftover reparented to this process (a subreaper, or
+        /// PID 1 in a container) is spared only if it runs this very
+        /// executable.
+        fn forked_without_exec(&self, pid: u32, stat: &Stat) -> bool {
+            stat.ppid == self.pid && self.exe.is_some() && exe_id(pid) == self.exe
+        }
+    }
+
+    /// The device and inode of the executable `pid` runs.
+    fn exe_id(pid: u32) -> Option<(u64, u64)> {
+        use std::os::unix::fs::MetadataExt;
+        let exe = fs::metadata(format!("/proc/{pid}/exe")).ok()?;
+        Some((exe.dev(), exe.ino()))
+    }
+
     /// The fields of `/proc/PID/stat` the sweep reads.
     struct Stat {
         state: char,
+        ppid: u32,
         pgrp: u32,
         /// Clock ticks since boot.
         started: u64,
@@ -466,6 +514,7 @@ mod linux {
             .collect();
         Some(Stat {
             state: fields.first()?.chars().next()?,
+            ppid: fields.get(1)?.parse().ok()?,
             pgrp: fields.get(2)?.parse().ok()?,
             started: fields.get(19)?.parse().ok()?,
         })
@@ -544,5 +593,75 @@ mod linux {
             return Some(Exit::Signal(signal));
         }
         status.exit_status().map(Exit::Code)
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use std::io::{Read, Write, pipe};
+        use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
+        use std::os::unix::process::CommandExt;
+
+        use rustix::io::{read, write};
+
+        use super::*;
+
+        /// A spawn in progress in another thread, forked but held before
+        /// its exec, holds the child's end of a pipe the sweep looks for
+        /// (as it would hold the pipes of a spawn under way when it
+        /// forked). The sweep must leave it be: killed there, its spawn
+        /// would report success for a program that never ran.
+        #[test]
+        fn the_sweep_spares_a_fork_of_this_host_that_has_not_exec_d_yet() {
+            // A child's stdin: the host writes, the child's end reads.
+            let (child_end, host_end) = pipe().expect("pipe");
+            let pipes = PipeIds::of(host_end.as_fd(), []);
+            let (mut ready_r, ready_w) = pipe().expect("pipe");
+            let (go_r, mut go_w) = pipe().expect("pipe");
+            let (ready_w_raw, go_r_raw) = (ready_w.as_raw_fd(), go_r.as_raw_fd());
+            let mut fork = std::process::Command::new("true");
+            #[allow(unsafe_code)]
+            // SAFETY: the closure only makes two system calls on descriptors
+            // that stay open until the spawn returns.
+            unsafe {
+                fork.pre_exec(move || {
+                    let (ready, go) = (
+                        BorrowedFd::borrow_raw(ready_w_raw),
+                        BorrowedFd::borrow_raw(go_r_raw),
+                    );
+                    write(ready, b"r")?;
+                    read(go, &mut [0u8; 1])?;
+                    Ok(())
+                });
+            }
+            let spawning = std::thread::spawn(move || fork.spawn().and_then(|mut c| c.wait()));
+            ready_r
+                .read_exact(&mut [0u8; 1])
+                .expect("the fork is before its exec");
+
+            let swept = sweep(
+                &Target {
+                    child: None,
+                    group: None,
+                    pipes: &pipes,
+                    started: 0,
+                },
+                None,
+            );
+            go_w.write_all(b"g").expect("let the fork go on");
+            let status = spawning
+                .join()
+                .expect("the spawning thread")
+                .expect("spawned");
+            drop((child_end, ready_w, go_r));
+
+            assert_eq!(
+                swept.ended, 0,
+                "the host's own fork was taken for a leftover"
+            );
+            assert!(
+                status.success(),
+                "the fork went on to run its program: {status}"
+            );
+        }
     }
 }
