@@ -597,11 +597,11 @@ mod linux {
 
     #[cfg(test)]
     mod tests {
-        use std::io::{Read, Write, pipe};
         use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
         use std::os::unix::process::CommandExt;
 
         use rustix::io::{read, write};
+        use rustix::pipe::{PipeFlags, pipe_with};
 
         use super::*;
 
@@ -613,10 +613,11 @@ mod linux {
         #[test]
         fn the_sweep_spares_a_fork_of_this_host_that_has_not_exec_d_yet() {
             // A child's stdin: the host writes, the child's end reads.
-            let (child_end, host_end) = pipe().expect("pipe");
+            let pipe = || pipe_with(PipeFlags::CLOEXEC).expect("pipe");
+            let (child_end, host_end) = pipe();
             let pipes = PipeIds::of(host_end.as_fd(), []);
-            let (mut ready_r, ready_w) = pipe().expect("pipe");
-            let (go_r, mut go_w) = pipe().expect("pipe");
+            let (ready_r, ready_w) = pipe();
+            let (go_r, go_w) = pipe();
             let (ready_w_raw, go_r_raw) = (ready_w.as_raw_fd(), go_r.as_raw_fd());
             let mut fork = std::process::Command::new("true");
             #[allow(unsafe_code)]
@@ -634,9 +635,7 @@ mod linux {
                 });
             }
             let spawning = std::thread::spawn(move || fork.spawn().and_then(|mut c| c.wait()));
-            ready_r
-                .read_exact(&mut [0u8; 1])
-                .expect("the fork is before its exec");
+            read(&ready_r, &mut [0u8; 1]).expect("the fork is before its exec");
 
             let swept = sweep(
                 &Target {
@@ -647,7 +646,7 @@ mod linux {
                 },
                 None,
             );
-            go_w.write_all(b"g").expect("let the fork go on");
+            write(&go_w, b"g").expect("let the fork go on");
             let status = spawning
                 .join()
                 .expect("the spawning thread")
