@@ -109,7 +109,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         let (stalled, write_failed, out_deadline) = {
             let mut out = lock(&link.out);
             if out.flush_armed {
-                out = link.flush_for_senders(out, cx.waker(), now).0;
+                out = link.poll_write_queued(out, Some(cx.waker()), now).0;
             }
             out.outbound.handle_timeout(now);
             let stalled = !self.stall_reported

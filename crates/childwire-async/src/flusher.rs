@@ -51,7 +51,7 @@ impl<R: Runtime, F: Framing> Future for Flusher<R, F> {
                     || out.outbound.closed().is_some();
                 let written = if has_work {
                     let written;
-                    (out, written) = this.link.flush_for_senders(out, cx.waker(), now);
+                    (out, written) = this.link.poll_write_queued(out, Some(cx.waker()), now);
                     written
                 } else {
                     Poll::Ready(())

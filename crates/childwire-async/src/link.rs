@@ -58,7 +58,8 @@ pub(crate) struct Link<F: Framing> {
     /// the write timeout, whose timer that task runs.
     bg: BgWaker,
     /// Mirrors "bytes wait for the background flush", so a receiver can
-    /// look without taking the sending half's lock.
+    /// look without taking the sending half's lock. Set and cleared with
+    /// `OutSide::flush_armed`, under that lock (`arm_flush`, `poll_write`).
     pub(crate) flush_armed: AtomicBool,
     /// Mirrors the sending half's `send_ready` as last seen under its lock,
     /// so the `Sink`'s `poll_ready` answers without the lock while there is
@@ -196,20 +197,6 @@ impl<F: Framing> Link<F> {
             out.drained_at = Some(clock());
         }
         out
-    }
-
-    /// The background task's flush: writes what senders left queued (up
-    /// to what is queued now, see `poll_write_queued`), the task woken
-    /// when there is more, and mirrors the armed flag for receivers.
-    pub(crate) fn flush_for_senders<'a>(
-        &'a self,
-        out: OutGuard<'a, F>,
-        task: &Waker,
-        now: Instant,
-    ) -> (OutGuard<'a, F>, Poll<()>) {
-        let (out, written) = self.poll_write_queued(out, Some(task), now);
-        self.flush_armed.store(out.flush_armed, Ordering::Release);
-        (out, written)
     }
 
     /// Writes what is queued if the background flush was armed: a caller

@@ -387,7 +387,6 @@ mod linux {
     /// through that pidfd's process, that it still qualifies (so a PID
     /// recycled between the scan and the kill is never hit).
     pub(super) fn sweep(target: &Target<'_>, cgroup: Option<&Cgroup>) -> Swept {
-        let me = std::process::id();
         let host = Host::me();
         let mut ended = BTreeSet::new();
         let mut held_pipes = false;
@@ -395,7 +394,7 @@ mod linux {
             let in_cgroup: BTreeSet<u32> = cgroup.map(Cgroup::members).unwrap_or_default();
             let mut killed_now = false;
             for pid in processes() {
-                if pid == me || Some(pid) == target.child || ended.contains(&pid) {
+                if pid == host.pid || Some(pid) == target.child || ended.contains(&pid) {
                     continue;
                 }
                 let Some(found) = qualifies(pid, target, &in_cgroup, &host) else {
