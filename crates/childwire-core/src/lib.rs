@@ -17,6 +17,7 @@
 //! | [`channel`] | both halves over one byte stream, no process in it |
 //! | [`lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known |
 //! | [`stderr_tail`] | the bounded tail of stderr and its lines |
+//! | [`stderr_level`], [`pollution`] | a stderr line's level; a stdout line that is not a JSON message, named |
 //! | [`report`] | how a child's end is reported |
 //! | [`supervisor`] | a child's lifecycle, stderr tail and report, with no channel |
 //! | [`session`] | a child transport: a channel plus a supervisor |
@@ -89,3 +90,11 @@ pub use report::{Counters, ExitReport};
 pub use session::{Received, Session};
 pub use stderr_tail::{StderrTail, StderrTailConfig};
 pub use supervisor::Supervisor;
+
+// The wire explains itself (C39): stdout pollution and framing mismatch
+// named, stderr lines with levels.
+mod json_shape;
+pub mod pollution;
+pub mod stderr_level;
+pub use pollution::{PollutionDetector, PollutionKind, PollutionNotice, PollutionPolicy};
+pub use stderr_level::StderrLine;

@@ -127,40 +127,14 @@ impl ExitReport {
         !self.shutdown_requested
     }
 
-    /// The stderr line that best says why the child ended: the last line
-    /// that looks like an error among the last few, else the last non-blank
-    /// line; `None` if stderr was empty.
+    /// The stderr line that best says why the child ended: an error line
+    /// that names the cause over one that points to a log, else the last
+    /// non-blank line; `None` if stderr was empty. See
+    /// [`summary_line`](crate::stderr_tail::summary_line) for the rules.
     #[must_use]
     pub fn stderr_summary(&self) -> Option<&str> {
-        // Runtimes print the error and then a trailer (node: the stack and
-        // its version; rust: a backtrace hint), so the last line alone is
-        // often not the useful one.
-        const LOOKBACK: usize = 20;
-        let recent = || {
-            self.stderr_tail
-                .lines()
-                .map(str::trim)
-                .filter(|line| !line.is_empty())
-                .rev()
-                .take(LOOKBACK)
-        };
-        recent()
-            .find(|line| looks_like_error(line))
-            .or_else(|| recent().next())
+        crate::stderr_tail::summary_line(&self.stderr_tail)
     }
-}
-
-fn looks_like_error(line: &str) -> bool {
-    const MARKERS: [&str; 6] = [
-        "error",
-        "panicked",
-        "fatal",
-        "exception",
-        "denied",
-        "not found",
-    ];
-    let lower = line.to_ascii_lowercase();
-    MARKERS.iter().any(|marker| lower.contains(marker))
 }
 
 /// Longest stderr excerpt shown by `Display`, in characters.

@@ -12,10 +12,21 @@
 //! U+FFFD), the rest up to its `\n` is counted in
 //! [`bytes_seen`](StderrTail::bytes_seen) and dropped. Blank lines are kept:
 //! they are part of what the child wrote.
+//!
+//! # Levels and the summary line
+//!
+//! [`poll_leveled_line`](StderrTail::poll_leveled_line) hands out each line
+//! with its [`Level`] (see
+//! [`stderr_level`](crate::stderr_level) for the shapes recognized):
+//! stderr is where servers log, and most of it is not an error.
+//! [`summary_line`] picks the line of a tail that best says why a child
+//! ended, for the exit report.
 
 use std::collections::VecDeque;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
+
+use crate::stderr_level::{Level, StderrLine, level_of};
 
 /// Bounds of a [`StderrTail`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -123,6 +134,26 @@ impl StderrTail {
         let line = self.pending.split_to(end).freeze();
         self.pending.advance(1);
         Some(line)
+    }
+
+    /// The next complete line with its level, each once, oldest first: the
+    /// same queue as [`poll_line`](Self::poll_line), so drain one or the
+    /// other.
+    ///
+    /// ```
+    /// use childwire_core::stderr_level::Level;
+    /// use childwire_core::StderrTail;
+    ///
+    /// let mut tail = StderrTail::default();
+    /// tail.handle_data(b"INFO: listening\n{\"level\":50,\"msg\":\"bind failed\"}\nplain\n");
+    /// let levels: Vec<_> = std::iter::from_fn(|| tail.poll_leveled_line())
+    ///     .map(|line| line.level())
+    ///     .collect();
+    /// assert_eq!(levels, [Some(Level::Info), Some(Level::Error), None]);
+    /// ```
+    #[must_use]
+    pub fn poll_leveled_line(&mut self) -> Option<StderrLine> {
+        self.poll_line().map(StderrLine::new)
     }
 
     /// The last lines, oldest first, joined with `\n`, including the held
@@ -251,4 +282,127 @@ fn line_content(raw: &[u8], cut: bool) -> &[u8] {
         [head @ .., b'\r'] if !cut => head,
         _ => raw,
     }
+}
+
+/// How many of a tail's last non-blank lines [`summary_line`] looks at.
+/// Runtimes print the error and then a trailer (node: the stack and its
+/// version; Rust: a backtrace hint; npm: where its log is), so the last
+/// line alone is often not the useful one.
+pub const SUMMARY_LOOKBACK: usize = 20;
+
+/// The line of `tail` (stderr lines joined with `\n`, as
+/// [`StderrTail::tail`] gives them) that best says why the child ended,
+/// trimmed; `None` if every line is blank.
+///
+/// Among the last [`SUMMARY_LOOKBACK`] non-blank lines it picks, the most
+/// recent first within each rank:
+///
+/// 1. a line that says what failed: an exception (`ValueError: …`), a
+///    panic, or words such as "not found", "cannot", "denied", "failed",
+///    "no such";
+/// 2. any other error-level line (see [`stderr_level`](crate::stderr_level))
+///    or line with "error" in it;
+/// 3. a line that only points elsewhere, even at error level: "A complete
+///    log of this run can be found in …", "see the log", "run with
+///    `RUST_BACKTRACE=1`", "for more information";
+/// 4. else the last non-blank line.
+///
+/// A line whose level is below warn (`INFO: file not found, using
+/// defaults`) is never picked for its words.
+///
+/// ```
+/// use childwire_core::stderr_tail::summary_line;
+///
+/// let npx = "npm error code E404
+/// npm error 404 Not Found - GET https://registry.npmjs.org/nope - Not found
+/// npm error 404
+/// npm error 404  'nope@*' is not in this registry.
+/// npm error A complete log of this run can be found in: /root/.npm/_logs/debug-0.log";
+/// assert_eq!(
+///     summary_line(npx),
+///     Some("npm error 404 Not Found - GET https://registry.npmjs.org/nope - Not found")
+/// );
+/// ```
+#[must_use]
+pub fn summary_line(tail: &str) -> Option<&str> {
+    let mut best: Option<(Rank, &str)> = None;
+    for line in tail
+        .lines()
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .rev()
+        .take(SUMMARY_LOOKBACK)
+    {
+        let rank = rank(line);
+        // Newest first: a later line wins a tie.
+        if best.is_none_or(|(top, _)| rank > top) {
+            best = Some((rank, line));
+        }
+    }
+    best.map(|(_, line)| line)
+}
+
+/// How telling a stderr line is, least first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+enum Rank {
+    Other,
+    Pointer,
+    Error,
+    Cause,
+}
+
+fn rank(line: &str) -> Rank {
+    let level = level_of(line.as_bytes());
+    if level.is_some_and(|level| level < Level::Warn) {
+        return Rank::Other;
+    }
+    let lower = line.to_ascii_lowercase();
+    let has = |words: &[&str]| words.iter().any(|word| lower.contains(word));
+    if has(&[
+        "complete log of this run",
+        "see the log",
+        "see log",
+        "log can be found",
+        "for more information",
+        "for more details",
+        "rust_backtrace",
+        "--verbose",
+    ]) {
+        return Rank::Pointer;
+    }
+    let exception = level.is_some() && looks_like_exception(line);
+    if exception
+        || has(&[
+            "not found",
+            "panicked",
+            "exception",
+            "cannot",
+            "can't",
+            "could not",
+            "couldn't",
+            "unable to",
+            "denied",
+            "failed",
+            "no such",
+            "refused",
+            "fatal",
+        ])
+    {
+        return Rank::Cause;
+    }
+    if level.is_some_and(|level| level >= Level::Error) || lower.contains("error") {
+        return Rank::Error;
+    }
+    Rank::Other
+}
+
+/// `SomethingError: …` at the start of a line.
+fn looks_like_exception(line: &str) -> bool {
+    line.split_once(':').is_some_and(|(name, _)| {
+        name.len() > "Error".len()
+            && name.ends_with("Error")
+            && name
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'.' || b == b'_')
+    })
 }

@@ -1,0 +1,455 @@
+//! Stdout pollution and framing mismatch, named: a line on an NDJSON
+//! channel that is not a JSON message, or bytes where a `Content-Length`
+//! header belongs that are not one.
+//!
+//! These are the classic stdio failures: a server prints a banner
+//! ("Starting server on stdio…") or its logs to stdout, or speaks the other
+//! framing (an LSP server spoken to as NDJSON, or the reverse). A decoder
+//! alone delivers such a line as a message, or a stream of malformed-frame
+//! notices, and leaves the diagnosis to the caller. [`classify`] names the
+//! cause from the bytes; a [`PollutionDetector`] (one per channel) reports
+//! each kind once, with the bytes, counts the rest, and can drop the lines
+//! ([`PollutionPolicy::Drop`]).
+//!
+//! # Cost
+//!
+//! A JSON line is read once, by a checker that follows the grammar without
+//! building a value or allocating. Only a line that is not JSON is looked
+//! at further, and only its first [`NOTICE_HEAD_LEN`] bytes.
+//!
+//! # Example
+//!
+//! ```
+//! use childwire_core::pollution::{PollutionDetector, PollutionKind};
+//!
+//! let mut detector = PollutionDetector::default();
+//! let banner = detector.observe(b"Starting server on stdio...");
+//! assert!(banner.deliver, "by default the line is still delivered");
+//! let notice = banner.notice.expect("the first banner is reported");
+//! assert_eq!(notice.kind, PollutionKind::Text);
+//! assert_eq!(notice.to_string(),
+//!     "stdout line 1 is not a JSON message: text, like a banner or a log line printed \
+//!      to stdout; it began: \"Starting server on stdio...\"");
+//!
+//! assert!(detector.observe(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#).notice.is_none());
+//! // A second line of the same kind is counted, not reported again.
+//! assert!(detector.observe(b"Ready.").notice.is_none());
+//! assert_eq!(detector.counts().polluted, 2);
+//! ```
+
+use std::fmt;
+
+use bytes::Bytes;
+
+use crate::frame::{Malformed, MalformedReason};
+use crate::json_shape;
+use crate::stderr_level::prefix_level;
+
+/// Most bytes of a line a [`PollutionNotice`] keeps, and looks at to name
+/// what a line that is not JSON is.
+pub const NOTICE_HEAD_LEN: usize = 256;
+
+/// What a line that is not a JSON message looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PollutionKind {
+    /// Text that is not JSON: a banner, a progress message, a `print`.
+    Text,
+    /// A log line (`INFO: …`, `[warn] …`, `WARNING:root:…`) on stdout:
+    /// logs belong on stderr.
+    LogLine,
+    /// A `Content-Length:` (or `Content-Type:`) header on an NDJSON
+    /// channel: the child speaks LSP-style framing.
+    ContentLengthHeader,
+    /// A line that starts like JSON but is not one complete value: JSON
+    /// pretty-printed over several lines, or a line cut short.
+    BrokenJson,
+    /// A JSON value that is not an object or an array (`42`, `"ready"`,
+    /// `true`): never a JSON-RPC message.
+    JsonScalar,
+    /// Bytes that are not text: invalid UTF-8 or control characters.
+    Binary,
+    /// A JSON line where a `Content-Length` header belongs: the child
+    /// speaks newline-delimited JSON, not LSP-style framing.
+    JsonOnContentLength,
+}
+
+impl PollutionKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [PollutionKind; 7] = [
+        PollutionKind::Text,
+        PollutionKind::LogLine,
+        PollutionKind::ContentLengthHeader,
+        PollutionKind::BrokenJson,
+        PollutionKind::JsonScalar,
+        PollutionKind::Binary,
+        PollutionKind::JsonOnContentLength,
+    ];
+
+    fn index(self) -> usize {
+        self as usize
+    }
+
+    /// What the kind says about the child, in a few words.
+    #[must_use]
+    pub fn describe(self) -> &'static str {
+        match self {
+            PollutionKind::Text => "text, like a banner or a log line printed to stdout",
+            PollutionKind::LogLine => "a log line on stdout (logs belong on stderr)",
+            PollutionKind::ContentLengthHeader => {
+                "a `Content-Length:` header: the server speaks LSP-style framing"
+            }
+            PollutionKind::BrokenJson => {
+                "JSON that is not one complete value on its line (pretty-printed, or cut short)"
+            }
+            PollutionKind::JsonScalar => "a JSON value that is not an object or array",
+            PollutionKind::Binary => "bytes that are not text",
+            PollutionKind::JsonOnContentLength => {
+                "JSON where a `Content-Length` header belongs: the server speaks newline-delimited JSON"
+            }
+        }
+    }
+}
+
+impl fmt::Display for PollutionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// Whether `line` is one JSON value, as [`check_json`] found it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct JsonCheck {
+    /// The line is one JSON value (RFC 8259), whitespace around it allowed.
+    pub is_json: bool,
+    /// A strict reader (serde_json) gives the same verdict. `false` only
+    /// for valid JSON that such readers refuse: nesting deeper than 127,
+    /// a number with an exponent or more than 300 integer digits (it may
+    /// be out of `f64` range), or a `\u` escape of an unpaired surrogate.
+    pub exact: bool,
+}
+
+/// Whether `line` is one JSON value, in one scan without building it.
+///
+/// It follows RFC 8259 exactly: strings are valid UTF-8 with valid escapes
+/// and no raw control characters, numbers follow the grammar, literals are
+/// `true`, `false` and `null`, and only whitespace (space, tab, `\r`, `\n`)
+/// may surround the value. See [`JsonCheck::exact`] for where a strict
+/// reader may still refuse it.
+///
+/// ```
+/// use childwire_core::pollution::check_json;
+///
+/// assert!(check_json(br#" {"a":[1,-2.5,"x\u00e9",null]} "#).is_json);
+/// assert!(!check_json(br#"{"a":1,}"#).is_json);
+/// assert!(!check_json(b"Starting server").is_json);
+/// ```
+#[must_use]
+pub fn check_json(line: &[u8]) -> JsonCheck {
+    let checked = json_shape::check(line);
+    JsonCheck {
+        is_json: checked.is_json,
+        exact: checked.exact,
+    }
+}
+
+/// What a line on an NDJSON channel is: `None` for a JSON object or array
+/// (a message), else what it looks like.
+///
+/// ```
+/// use childwire_core::pollution::{PollutionKind, classify};
+///
+/// assert_eq!(classify(br#"{"jsonrpc":"2.0","method":"ping"}"#), None);
+/// assert_eq!(classify(b"Starting server on stdio"), Some(PollutionKind::Text));
+/// assert_eq!(classify(b"Content-Length: 52"), Some(PollutionKind::ContentLengthHeader));
+/// assert_eq!(classify(b"[INFO] listening"), Some(PollutionKind::LogLine));
+/// assert_eq!(classify(b"{"), Some(PollutionKind::BrokenJson));
+/// ```
+#[must_use]
+pub fn classify(line: &[u8]) -> Option<PollutionKind> {
+    let checked = json_shape::check(line);
+    let head = &line[..line.len().min(NOTICE_HEAD_LEN)];
+    let start = head.trim_ascii_start();
+    if checked.is_json {
+        return match start.first() {
+            Some(b'{' | b'[') => None,
+            _ => Some(PollutionKind::JsonScalar),
+        };
+    }
+    Some(name_text(start, head.len() < line.len()))
+}
+
+/// What `start` (a line's head, leading whitespace removed, known not to be
+/// JSON) looks like. `cut`: the head is shorter than the line.
+fn name_text(start: &[u8], cut: bool) -> PollutionKind {
+    if is_binary(start, cut) {
+        return PollutionKind::Binary;
+    }
+    if starts_with_header(start) {
+        return PollutionKind::ContentLengthHeader;
+    }
+    if prefix_level(start).is_some() {
+        return PollutionKind::LogLine;
+    }
+    match start {
+        // A line of pretty-printed JSON: `{`, `"key": value,`, `},`.
+        [b'{' | b'"' | b'}' | b']', ..] => PollutionKind::BrokenJson,
+        // `[server] ready` is text; `[1,` or `[{` is JSON begun.
+        [b'[', next, ..] if !next.is_ascii_alphabetic() => PollutionKind::BrokenJson,
+        [b'['] => PollutionKind::BrokenJson,
+        _ => PollutionKind::Text,
+    }
+}
+
+/// `Content-Length:` or `Content-Type:`, ignoring case and spaces before
+/// the colon.
+fn starts_with_header(bytes: &[u8]) -> bool {
+    [&b"content-length"[..], b"content-type"]
+        .iter()
+        .any(|name| {
+            bytes.len() > name.len()
+                && bytes[..name.len()].eq_ignore_ascii_case(name)
+                && bytes[name.len()..].trim_ascii_start().first() == Some(&b':')
+        })
+}
+
+/// Control characters other than tab, `\r` and ESC (colour codes are
+/// text), or bytes that are not UTF-8 (a character cut at the end of a
+/// `cut` head excepted).
+fn is_binary(head: &[u8], cut: bool) -> bool {
+    if head
+        .iter()
+        .any(|&b| b < 0x20 && !matches!(b, b'\t' | b'\r' | b'\n' | 0x1B) || b == 0x7F)
+    {
+        return true;
+    }
+    match std::str::from_utf8(head) {
+        Ok(_) => false,
+        // `error_len() == None`: the bytes end inside a character.
+        Err(err) => !(cut && err.error_len().is_none()),
+    }
+}
+
+/// What the bytes where a `Content-Length` header block should start are,
+/// when they cannot start one: `None` when they may (a header line, or too
+/// little to tell).
+///
+/// For a decoder: call it with the first line at a header position (or
+/// its first [`NOTICE_HEAD_LEN`] bytes) to name a mismatch as soon as that
+/// line is complete, instead of waiting for a `\r\n\r\n` that an NDJSON
+/// peer never sends.
+///
+/// ```
+/// use childwire_core::pollution::{PollutionKind, header_mismatch};
+///
+/// assert_eq!(header_mismatch(b"Content-Length: 17\r\n"), None);
+/// assert_eq!(header_mismatch(br#"{"jsonrpc":"2.0","id":0,"result":{}}"#),
+///     Some(PollutionKind::JsonOnContentLength));
+/// assert_eq!(header_mismatch(b"Starting server\n"), Some(PollutionKind::Text));
+/// ```
+#[must_use]
+pub fn header_mismatch(bytes: &[u8]) -> Option<PollutionKind> {
+    let head = &bytes[..bytes.len().min(NOTICE_HEAD_LEN)];
+    let start = head.trim_ascii_start();
+    let line_end = memchr::memchr(b'\n', start).unwrap_or(start.len());
+    let line = &start[..line_end];
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    if line.is_empty() {
+        return None;
+    }
+    if matches!(line[0], b'{' | b'[')
+        && !(line[0] == b'[' && line.get(1).is_some_and(u8::is_ascii_alphabetic))
+    {
+        return Some(PollutionKind::JsonOnContentLength);
+    }
+    // A header line is `Name: value`, the name a token.
+    if let Some(colon) = memchr::memchr(b':', line) {
+        let name = &line[..colon];
+        if !name.is_empty()
+            && name
+                .iter()
+                .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'_' | b' ' | b'\t'))
+            && prefix_level(line).is_none()
+        {
+            return None;
+        }
+    }
+    let cut = line_end == start.len() && head.len() < bytes.len();
+    Some(name_text(line, cut))
+}
+
+/// Whether lines that are not JSON messages reach the caller.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PollutionPolicy {
+    /// Deliver them as messages, as a channel does without a detector.
+    #[default]
+    Deliver,
+    /// Drop them (still reported once per kind and counted).
+    Drop,
+}
+
+/// Notice that a line on stdout is not a JSON message (or, on a
+/// `Content-Length` channel, that a header block was not one), naming what
+/// it looks like. Each kind is reported once per channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PollutionNotice {
+    /// What the line looks like.
+    pub kind: PollutionKind,
+    /// Which line of the stream it was, from 1, counting the lines given
+    /// to [`PollutionDetector::observe`] (on a `Content-Length` channel:
+    /// the frames and dropped header blocks).
+    pub line: u64,
+    /// Its length in bytes.
+    pub len: usize,
+    /// Its first [`NOTICE_HEAD_LEN`] bytes.
+    pub head: Bytes,
+    /// It was dropped ([`PollutionPolicy::Drop`], or a header block a
+    /// `Content-Length` decoder already dropped); else delivered.
+    pub dropped: bool,
+}
+
+impl fmt::Display for PollutionNotice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.kind {
+            PollutionKind::JsonOnContentLength => "where a header belongs",
+            _ => "is not a JSON message",
+        };
+        write!(
+            f,
+            "stdout line {} {what}: {}; it began: ",
+            self.line, self.kind
+        )?;
+        let shown = &self.head[..self.head.len().min(80)];
+        write!(f, "{:?}", String::from_utf8_lossy(shown))?;
+        if self.dropped {
+            f.write_str(" (dropped)")?;
+        }
+        Ok(())
+    }
+}
+
+/// Counters of a [`PollutionDetector`].
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PollutionCounts {
+    /// Lines (or frames) observed.
+    pub lines: u64,
+    /// Of them, lines that were not JSON messages, plus header blocks named
+    /// by [`PollutionDetector::observe_malformed`].
+    pub polluted: u64,
+    /// Of them, lines dropped by [`PollutionPolicy::Drop`].
+    pub dropped: u64,
+    by_kind: [u64; PollutionKind::ALL.len()],
+}
+
+impl PollutionCounts {
+    /// How many lines of `kind` were seen.
+    #[must_use]
+    pub fn of(&self, kind: PollutionKind) -> u64 {
+        self.by_kind[kind.index()]
+    }
+}
+
+/// What to do with a line, from [`PollutionDetector::observe`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[must_use = "a line must be dropped when `deliver` is false"]
+pub struct Observed {
+    /// Deliver the line as a message (always, for a JSON message).
+    pub deliver: bool,
+    /// The first line of its kind on this channel: tell the user.
+    pub notice: Option<PollutionNotice>,
+}
+
+/// One channel's pollution reporter: reports each [`PollutionKind`] once,
+/// with its bytes, and counts every line.
+///
+/// Call [`observe`](Self::observe) with each message the decoder delivers,
+/// before handing it on, and [`observe_malformed`](Self::observe_malformed)
+/// with each [`Malformed`] notice of a `Content-Length` decoder.
+#[derive(Debug, Clone, Default)]
+pub struct PollutionDetector {
+    policy: PollutionPolicy,
+    reported: [bool; PollutionKind::ALL.len()],
+    counts: PollutionCounts,
+}
+
+impl PollutionDetector {
+    /// A detector that applies `policy` to lines that are not JSON messages.
+    #[must_use]
+    pub fn new(policy: PollutionPolicy) -> Self {
+        Self {
+            policy,
+            ..Self::default()
+        }
+    }
+
+    /// Its policy.
+    #[must_use]
+    pub fn policy(&self) -> PollutionPolicy {
+        self.policy
+    }
+
+    /// Takes a message as delivered by the decoder (a line without its
+    /// `\n`, or a `Content-Length` body): whether to deliver it, and a
+    /// notice if it is the first of its kind.
+    pub fn observe(&mut self, line: &[u8]) -> Observed {
+        self.counts.lines += 1;
+        let Some(kind) = classify(line) else {
+            return Observed {
+                deliver: true,
+                notice: None,
+            };
+        };
+        let dropped = self.policy == PollutionPolicy::Drop;
+        if dropped {
+            self.counts.dropped += 1;
+        }
+        Observed {
+            deliver: !dropped,
+            notice: self.count(kind, line, dropped),
+        }
+    }
+
+    /// Takes a [`Malformed`] notice of a `Content-Length` decoder (already
+    /// dropped): a notice naming the mismatch if its header block was
+    /// JSON, text or a log line rather than a bad header, and the first of
+    /// its kind. Truncated bodies are not looked at: their head is a body.
+    pub fn observe_malformed(&mut self, malformed: &Malformed) -> Option<PollutionNotice> {
+        if matches!(malformed.reason, MalformedReason::Truncated { expected, .. } if expected > 0) {
+            return None;
+        }
+        self.counts.lines += 1;
+        let kind = header_mismatch(&malformed.head)?;
+        self.count(kind, &malformed.head, true)
+    }
+
+    /// The counters so far.
+    #[must_use]
+    pub fn counts(&self) -> &PollutionCounts {
+        &self.counts
+    }
+
+    fn count(
+        &mut self,
+        kind: PollutionKind,
+        line: &[u8],
+        dropped: bool,
+    ) -> Option<PollutionNotice> {
+        self.counts.polluted += 1;
+        self.counts.by_kind[kind.index()] += 1;
+        let reported = &mut self.reported[kind.index()];
+        if *reported {
+            return None;
+        }
+        *reported = true;
+        Some(PollutionNotice {
+            kind,
+            line: self.counts.lines,
+            len: line.len(),
+            head: Bytes::copy_from_slice(&line[..line.len().min(NOTICE_HEAD_LEN)]),
+            dropped,
+        })
+    }
+}
