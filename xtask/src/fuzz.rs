@@ -14,7 +14,8 @@ const SECONDS_ENV: &str = "CHILDWIRE_FUZZ_SECONDS";
 /// objects and ids up to past its 256-byte cap, which take a few KiB of input.
 /// So do `session` and `channel`: each operation costs a few bytes of input,
 /// and their limits are small, so 8 KiB is a long run of reads, writes and
-/// sends past every bound.
+/// sends past every bound. `pollution` reads one line: 4 KiB holds
+/// structured documents nested far past the check's exact depth.
 const MAX_LEN: &[(&str, usize)] = &[
     ("framer", 4096),
     ("encoder", 4096),
@@ -23,6 +24,7 @@ const MAX_LEN: &[(&str, usize)] = &[
     ("jsonrpc_id", 8192),
     ("session", 8192),
     ("channel", 8192),
+    ("pollution", 4096),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 
