@@ -177,6 +177,15 @@ impl Scan<'_> {
         // A `\u` high surrogate that the next escape must pair.
         let mut high_surrogate = false;
         loop {
+            let (plain, high) = plain_run(&self.bytes[self.at..]);
+            if plain > 0 {
+                self.at += plain;
+                ascii &= !high;
+                if high_surrogate {
+                    self.exact = false;
+                    high_surrogate = false;
+                }
+            }
             let Some(byte) = self.peek() else {
                 return false;
             };
@@ -230,14 +239,9 @@ impl Scan<'_> {
                         _ => return false,
                     }
                 }
-                0x00..=0x1F => return false,
-                _ => {
-                    if high_surrogate {
-                        self.exact = false;
-                        high_surrogate = false;
-                    }
-                    ascii &= byte < 0x80;
-                }
+                // `plain_run` stops only at a quote, a backslash, a
+                // control character or the end.
+                _ => return false,
             }
         }
     }
@@ -328,6 +332,40 @@ impl Scan<'_> {
         self.skip_ws();
         depth == 0 && self.at == self.bytes.len()
     }
+}
+
+/// How many bytes at the start of `bytes` a string may hold as they are
+/// (anything but `"`, `\` and control characters), and whether any of
+/// them is non-ASCII. Eight bytes at a time: string contents are most of
+/// a message's bytes.
+fn plain_run(bytes: &[u8]) -> (usize, bool) {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    // The high bit of each byte of `word` that is zero (exact for the
+    // lowest one: a borrow only reaches bytes above a zero byte).
+    let zero = |word: u64| word.wrapping_sub(ONES) & !word & HIGH;
+    let mut high = 0;
+    let mut at = 0;
+    while let Some(chunk) = bytes.get(at..at + 8) {
+        let word = u64::from_le_bytes(chunk.try_into().unwrap_or([0; 8]));
+        let special = zero(word ^ (ONES * u64::from(b'"')))
+            | zero(word ^ (ONES * u64::from(b'\\')))
+            // Bytes under 0x20 (high bytes excluded by `!word`).
+            | (word.wrapping_sub(ONES * 0x20) & !word & HIGH);
+        if special != 0 {
+            let len = (special.trailing_zeros() / 8) as usize;
+            high |= word & HIGH & ((1u64 << (len * 8)) - 1);
+            return (at + len, high != 0);
+        }
+        high |= word & HIGH;
+        at += 8;
+    }
+    let len = bytes[at..]
+        .iter()
+        .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+        .unwrap_or(bytes.len() - at);
+    let tail_high = bytes[at..at + len].iter().any(|&b| b >= 0x80);
+    (at + len, high != 0 || tail_high)
 }
 
 /// Where the value that starts at `at` ends (exclusive), checking only
