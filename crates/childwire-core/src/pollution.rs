@@ -312,15 +312,12 @@ pub struct PollutionNotice {
 
 impl fmt::Display for PollutionNotice {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let what = match self.kind {
-            PollutionKind::JsonOnContentLength => "where a header belongs",
-            _ => "is not a JSON message",
-        };
-        write!(
-            f,
-            "stdout line {} {what}: {}; it began: ",
-            self.line, self.kind
-        )?;
+        match self.kind {
+            // The kind says it all: the line was not meant as a message.
+            PollutionKind::JsonOnContentLength => write!(f, "stdout line {}: ", self.line)?,
+            _ => write!(f, "stdout line {} is not a JSON message: ", self.line)?,
+        }
+        write!(f, "{}; it began: ", self.kind)?;
         let shown = &self.head[..self.head.len().min(80)];
         write!(f, "{:?}", String::from_utf8_lossy(shown))?;
         if self.dropped {

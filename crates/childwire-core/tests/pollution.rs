@@ -132,12 +132,11 @@ fn c39_an_ndjson_server_on_a_content_length_channel_is_named() {
     assert_eq!(notices[0].kind, PollutionKind::JsonOnContentLength);
     assert!(notices[0].dropped);
     assert!(notices[0].head.starts_with(b"{\"jsonrpc\""));
-    assert!(
-        notices[0]
-            .to_string()
-            .contains("the server speaks newline-delimited JSON"),
-        "{}",
-        notices[0]
+    assert_eq!(
+        notices[0].to_string(),
+        "stdout line 1: JSON where a `Content-Length` header belongs: the server speaks \
+         newline-delimited JSON; it began: \"{\\\"jsonrpc\\\":\\\"2.0\\\",\\\"id\\\":0,\\\"result\\\":{}}\\n\
+         {\\\"jsonrpc\\\":\\\"2.0\\\",\\\"method\\\":\\\"x\\\"}\\n\" (dropped)"
     );
 }
 
