@@ -167,16 +167,17 @@ pub fn check_json(line: &[u8]) -> JsonCheck {
 /// ```
 #[must_use]
 pub fn classify(line: &[u8]) -> Option<PollutionKind> {
-    let checked = json_shape::check(line);
-    let head = &line[..line.len().min(NOTICE_HEAD_LEN)];
-    let start = head.trim_ascii_start();
-    if checked.is_json {
-        return match start.first() {
+    if json_shape::check(line).is_json {
+        let first = line
+            .iter()
+            .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
+        return match first {
             Some(b'{' | b'[') => None,
             _ => Some(PollutionKind::JsonScalar),
         };
     }
-    Some(name_text(start, head.len() < line.len()))
+    let head = &line[..line.len().min(NOTICE_HEAD_LEN)];
+    Some(name_text(head.trim_ascii_start(), head.len() < line.len()))
 }
 
 /// What `start` (a line's head, leading whitespace removed, known not to be

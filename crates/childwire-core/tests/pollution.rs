@@ -202,6 +202,9 @@ fn c39_each_kind_is_named() {
     for (line, kind) in cases {
         assert_eq!(classify(line), *kind, "{:?}", String::from_utf8_lossy(line));
     }
+    // Leading whitespace past the head does not hide a message.
+    let padded = [vec![b' '; 2 * NOTICE_HEAD_LEN], br#"{"id":1}"#.to_vec()].concat();
+    assert_eq!(classify(&padded), None);
 }
 
 #[test]
