@@ -23,6 +23,8 @@ const MAX_LEN: &[(&str, usize)] = &[
     ("jsonrpc_id", 8192),
     ("session", 8192),
     ("channel", 8192),
+    // A few bytes per operation: 4 KiB is hundreds of starts and exits.
+    ("restart", 4096),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 
