@@ -22,6 +22,19 @@ use std::time::{Duration, Instant};
 pub const MAX_HISTORY: usize = 1024;
 
 /// The limits of a [`RestartPolicy`].
+///
+/// ```
+/// use std::time::Duration;
+/// use childwire_core::restart::{RestartConfig, backoff};
+///
+/// // Three quick tries, at most 5 s apart, then the verdict; a server up
+/// // for a minute has earned three more.
+/// let mut config = RestartConfig::default();
+/// config.budget = 3;
+/// config.max_backoff = Duration::from_secs(5);
+/// config.stable_after = Duration::from_secs(60);
+/// assert_eq!(backoff(&config, 3), Duration::from_secs(1));
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct RestartConfig {
@@ -92,7 +105,19 @@ impl Generation {
     }
 }
 
-/// Why a [`RestartPolicy`] stopped restarting.
+/// Why a [`RestartPolicy`] stopped restarting, said in words by its
+/// `Display`.
+///
+/// ```
+/// use std::time::Duration;
+/// use childwire_core::restart::GiveUpReason;
+///
+/// let reason = GiveUpReason::BudgetSpent { restarts: 5, stable_after: Duration::from_secs(30) };
+/// assert_eq!(
+///     reason.to_string(),
+///     "it ended again after 5 restarts in a row, none of which stayed up 30.0 s"
+/// );
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum GiveUpReason {
     /// This many restarts in a row were spent and the child still ended

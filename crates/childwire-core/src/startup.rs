@@ -26,6 +26,18 @@ pub enum ReadyOn {
 }
 
 /// The deadlines of a [`Startup`].
+///
+/// ```
+/// use std::time::Duration;
+/// use childwire_core::startup::{ReadyOn, StartupConfig};
+///
+/// // Ready once the caller saw the answer to `initialize`; 20 s of silence
+/// // is too much, and so are 5 minutes in all.
+/// let mut config = StartupConfig::default();
+/// config.ready_on = ReadyOn::Caller;
+/// config.silence = Some(Duration::from_secs(20));
+/// config.limit = Some(Duration::from_secs(300));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct StartupConfig {
@@ -53,7 +65,25 @@ impl Default for StartupConfig {
     }
 }
 
-/// How a child's start-up ended, from [`Startup::poll_verdict`].
+/// How a child's start-up ended, from [`Startup::poll_verdict`], said in
+/// words by its `Display`.
+///
+/// ```
+/// use std::time::Duration;
+/// use childwire_core::Exit;
+/// use childwire_core::startup::StartupVerdict;
+///
+/// let verdict = StartupVerdict::ExitedBeforeFirstMessage {
+///     exit: Exit::Code(1),
+///     stderr_tail: "starting\nError: Cannot find module 'left-pad'\n".to_owned(),
+///     after: Duration::from_millis(80),
+/// };
+/// assert_eq!(
+///     verdict.to_string(),
+///     "exited with code 1 before its first message (0.1 s after it was started); \
+///      its stderr ends with: Error: Cannot find module 'left-pad'"
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum StartupVerdict {
     /// It is ready.
