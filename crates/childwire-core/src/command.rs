@@ -19,16 +19,20 @@ pub const MINIMAL_ENV_VARS: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TER
 
 /// The variables the official MCP SDKs pass to a server under their default,
 /// minimal environment (on Windows), plus `PATHEXT`, which finds `npx.cmd`
-/// for `npx`. Without `SYSTEMROOT` many programs cannot even start.
+/// for `npx`: `APPDATA`, `COMSPEC`, `HOMEDRIVE`, `HOMEPATH`, `LOCALAPPDATA`,
+/// `PATH`, `PATHEXT`, `PROCESSOR_ARCHITECTURE`, `PROGRAMDATA`,
+/// `PROGRAMFILES`, `PROGRAMFILES(X86)`, `PROGRAMW6432`, `SYSTEMDRIVE`,
+/// `SYSTEMROOT`, `TEMP`, `USERNAME`, `USERPROFILE`, `WINDIR`. Without
+/// `SYSTEMROOT` many programs cannot even start; npm runs its scripts
+/// through `COMSPEC`.
 #[cfg(windows)]
 pub const MINIMAL_ENV_VARS: &[&str] = WINDOWS_MINIMAL_ENV_VARS;
 
-/// The Windows allow-list; compiled for tests everywhere, so that it is
-/// checked on every platform. Besides the profile and temp directories: `COMSPEC` (npm runs
-/// its scripts through it), `WINDIR`, `PROGRAMDATA`, and the two program
-/// directories a 64-bit system has besides `PROGRAMFILES`
-/// (`PROGRAMFILES(X86)`, `PROGRAMW6432`), as the TypeScript MCP SDK passes
-/// them since 2.4.
+/// The Windows allow-list, compiled for tests on every platform so that
+/// Linux CI checks it too. `COMSPEC`, `WINDIR`, `PROGRAMDATA` and the two
+/// program directories of a 64-bit system besides `PROGRAMFILES`
+/// (`PROGRAMFILES(X86)`, `PROGRAMW6432`) are passed by the TypeScript MCP
+/// SDK since 2.4.
 #[cfg(any(windows, test))]
 const WINDOWS_MINIMAL_ENV_VARS: &[&str] = &[
     "APPDATA",
