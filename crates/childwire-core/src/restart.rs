@@ -222,6 +222,10 @@ enum State {
 ///    stable while running. Call [`handle_timeout`](Self::handle_timeout)
 ///    when it comes; calling it early, late or twice is harmless.
 ///
+/// When the caller ends the supervision (a shutdown, perhaps while a
+/// restart is awaited), [`handle_stop`](Self::handle_stop) cancels any
+/// restart: every exit reported after it gives `Stop`.
+///
 /// `now` should be monotonic; an earlier `now` than before never panics (a
 /// generation's uptime is then zero). No input order can make it panic.
 ///
@@ -401,6 +405,17 @@ impl RestartPolicy {
     pub fn handle_spawn_failed(&mut self, now: Instant) -> RestartVerdict {
         self.handle_started(now);
         self.handle_exit(now, true)
+    }
+
+    /// The caller ends the supervision: no restart from now on. A restart
+    /// being awaited is cancelled; the running generation's exit, when it
+    /// is reported, gives [`RestartVerdict::Stop`] (it is not recorded). A
+    /// later [`handle_started`](Self::handle_started) starts over.
+    pub fn handle_stop(&mut self) {
+        if self.state != State::Over {
+            self.state = State::Over;
+            self.last = Some(RestartVerdict::Stop);
+        }
     }
 
     /// A deadline from [`poll_timeout`](Self::poll_timeout) may have

@@ -250,6 +250,25 @@ fn c36_the_jitter_stays_within_its_bounds_and_spreads_the_waits() {
 }
 
 #[test]
+fn c36_a_stop_cancels_the_awaited_restart_and_every_later_exit_stops() {
+    let mut policy = RestartPolicy::new(no_jitter(), 1);
+    let now = Instant::now();
+    policy.handle_started(now);
+    let RestartVerdict::Restart { .. } = policy.handle_exit(now + ms(5), true) else {
+        panic!("should restart")
+    };
+    assert!(policy.is_waiting());
+    policy.handle_stop();
+    assert!(!policy.is_waiting());
+    assert_eq!(policy.poll_timeout(), None, "no restart to wait for");
+    assert_eq!(policy.handle_exit(now + ms(6), true), RestartVerdict::Stop);
+    // Stopped while running: the crash that follows is not restarted.
+    policy.handle_started(now + ms(10));
+    policy.handle_stop();
+    assert_eq!(policy.handle_exit(now + ms(20), true), RestartVerdict::Stop);
+}
+
+#[test]
 fn c36_a_failed_spawn_spends_the_budget_like_a_crash() {
     let mut config = no_jitter();
     config.budget = 2;
@@ -287,6 +306,7 @@ mod model {
             3 => Just(Op::Start),
             3 => any::<bool>().prop_map(|unexpected| Op::Exit { unexpected }),
             1 => Just(Op::SpawnFailed),
+            1 => Just(Op::Stop),
             1 => Just(Op::Timeout),
             3 => (0..40_000u64).prop_map(|n| Op::Advance(ms(n))),
             2 => Just(Op::AdvanceToDeadline),

@@ -31,6 +31,8 @@ pub enum Op {
     },
     /// [`RestartPolicy::handle_spawn_failed`].
     SpawnFailed,
+    /// [`RestartPolicy::handle_stop`].
+    Stop,
     /// [`RestartPolicy::handle_timeout`] with the current time.
     Timeout,
     /// Moves the clock this far forward, then `handle_timeout`.
@@ -44,14 +46,15 @@ pub enum Op {
 #[cfg(feature = "arbitrary")]
 impl<'a> arbitrary::Arbitrary<'a> for Op {
     fn arbitrary(u: &mut arbitrary::Unstructured<'a>) -> arbitrary::Result<Self> {
-        Ok(match u.int_in_range(0..=5u8)? {
+        Ok(match u.int_in_range(0..=6u8)? {
             0 => Op::Start,
             1 => Op::Exit {
                 unexpected: u.arbitrary()?,
             },
             2 => Op::SpawnFailed,
             3 => Op::Timeout,
-            4 => Op::Advance(Duration::from_millis(u64::from(u.arbitrary::<u16>()?))),
+            4 => Op::Stop,
+            5 => Op::Advance(Duration::from_millis(u64::from(u.arbitrary::<u16>()?))),
             _ => Op::AdvanceToDeadline,
         })
     }
@@ -90,6 +93,8 @@ pub struct Checker {
     streak: u32,
     /// Generations started (the policy numbers them so).
     starts: u32,
+    /// The caller stopped the supervision: every exit now gives `Stop`.
+    stopped: bool,
     /// (number, started, ended, unexpected) of every generation that ended.
     generations: Vec<(u32, Instant, Instant, bool)>,
 }
@@ -106,6 +111,7 @@ impl Checker {
             restarts: Vec::new(),
             streak: 0,
             starts: 0,
+            stopped: false,
             generations: Vec::new(),
         }
     }
@@ -122,6 +128,13 @@ impl Checker {
             }
             Op::Exit { unexpected } => self.exit(unexpected, false)?,
             Op::SpawnFailed => self.exit(true, true)?,
+            Op::Stop => {
+                if self.state != Expect::Over {
+                    self.state = Expect::Over;
+                    self.stopped = true;
+                }
+                self.policy.handle_stop();
+            }
             Op::Timeout => self.timeout(),
             Op::Advance(step) => {
                 self.now += step;
@@ -149,6 +162,7 @@ impl Checker {
     }
 
     fn start(&mut self) {
+        self.stopped = false;
         if self.state == Expect::Over {
             self.restarts.clear();
             self.streak = 0;
@@ -180,7 +194,10 @@ impl Checker {
                 (Expect::Waiting(at), RestartVerdict::Restart { at: again, .. }) => {
                     check!(*again == at, "a repeated exit moved the restart");
                 }
-                (Expect::Over, RestartVerdict::Stop | RestartVerdict::GiveUp { .. }) => {}
+                (Expect::Over, RestartVerdict::Stop) => {}
+                (Expect::Over, RestartVerdict::GiveUp { .. }) => {
+                    check!(!self.stopped, "gave up after the caller stopped");
+                }
                 (state, verdict) => {
                     return Err(format!("repeated exit in {state:?} gave {verdict:?}"));
                 }
