@@ -318,3 +318,184 @@ fn usage_errors_exit_with_code_2() {
     assert_eq!(out.status.code(), Some(2), "{out:?}");
     assert!(out.stderr.contains("--args needs --call"), "{}", out.stderr);
 }
+
+// ---- the 2026-07-28 discovery rule against legacy servers ----
+
+/// A legacy (pre-2026-07-28) MCP server as a POSIX shell script: it knows
+/// `initialize` and `tools/list`, and meets `server/discover` with
+/// `on_discover` (shell code; `$id` holds the request's id). Every server
+/// process it is started as logs its pid and what it read to stderr.
+#[cfg(unix)]
+fn legacy_server(on_discover: &str) -> String {
+    format!(
+        r#"
+        echo "legacy server $$ started" >&2
+        while read -r line; do
+            id=$(printf '%s\n' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+            case "$line" in
+                *'"server/discover"'*) {on_discover} ;;
+                *'"initialize"'*) echo "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{{\"tools\":{{}}}},\"serverInfo\":{{\"name\":\"legacy\",\"version\":\"1\"}}}}}}" ;;
+                *'"tools/list"'*) echo "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"tools\":[{{\"name\":\"old_tool\",\"inputSchema\":{{\"type\":\"object\"}}}}]}}}}" ;;
+            esac
+        done
+        "#
+    )
+}
+
+/// Runs `mcp_client --protocol 2026-07-28 [extra...]` against
+/// `legacy_server(on_discover)` and checks that it fell back to the
+/// handshake and completed the session; returns the output for more checks.
+#[cfg(unix)]
+fn assert_falls_back(on_discover: &str, extra: &[&str], reason: &str) -> Output {
+    let script = legacy_server(on_discover);
+    let mut args = vec!["--protocol", "2026-07-28", "--show-stderr"];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["sh", "-c", &script]);
+    let out = mcp_client(&args);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{reason}: {out:?}");
+    for expected in [
+        "-> server/discover (protocol 2026-07-28, in _meta)",
+        reason,
+        "falling back to initialize",
+        "-> initialize (protocol 2025-11-25)",
+        "<- initialize: protocol 2025-11-25",
+        "server: legacy 1",
+        "-> notifications/initialized",
+        "<- 1 tool",
+        "old_tool",
+        "exited with code 0 after stdin was closed",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "{reason}: missing {expected:?} in:\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("no handshake"), "{stdout}");
+    out
+}
+
+#[cfg(unix)]
+const ANSWER_METHOD_NOT_FOUND: &str = r#"echo "{\"jsonrpc\":\"2.0\",\"id\":$id,\"error\":{\"code\":-32601,\"message\":\"Method not found\"}}""#;
+
+#[cfg(unix)]
+#[test]
+fn c36_discovery_falls_back_on_method_not_found() {
+    assert_falls_back(
+        ANSWER_METHOD_NOT_FOUND,
+        &[],
+        "<- server/discover: error -32601 (method not found)",
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_discovery_falls_back_on_invalid_params() {
+    assert_falls_back(
+        r#"echo "{\"jsonrpc\":\"2.0\",\"id\":$id,\"error\":{\"code\":-32602,\"message\":\"Invalid params\"}}""#,
+        &[],
+        "<- server/discover: error -32602 (invalid params)",
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_discovery_falls_back_on_any_other_error_or_a_result_that_is_not_modern() {
+    assert_falls_back(
+        r#"echo "{\"jsonrpc\":\"2.0\",\"id\":$id,\"error\":{\"code\":-32000,\"message\":\"Server not initialized\"}}""#,
+        &[],
+        "<- server/discover: error -32000 (a server error)",
+    );
+    assert_falls_back(
+        r#"echo "{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{}}""#,
+        &[],
+        "<- server/discover: a result without supportedVersions",
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_discovery_falls_back_when_no_answer_comes_in_time() {
+    let out = assert_falls_back(
+        ":",
+        &["--discover-timeout", "0.5"],
+        "<- server/discover: no answer within 0.5 s",
+    );
+    // One process did it all.
+    assert_eq!(
+        out.stderr.matches("legacy server").count(),
+        1,
+        "{}",
+        out.stderr
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_discovery_falls_back_on_a_new_process_when_the_server_exits_on_it() {
+    let out = assert_falls_back(
+        r#"echo "unknown method server/discover, bye" >&2; exit 1"#,
+        &[],
+        "the server exited with code 1 instead of answering",
+    );
+    let stdout = out.stdout_text();
+    assert!(
+        stdout.contains("on a new server process") && stdout.contains(" again (pid "),
+        "{stdout}"
+    );
+    assert_eq!(
+        out.stderr.matches("legacy server").count(),
+        2,
+        "{}",
+        out.stderr
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_discover_sibling_probes_a_disposable_process_and_keeps_the_session_on_its_own() {
+    let out = assert_falls_back(
+        r#"echo "unknown method server/discover, bye" >&2; exit 1"#,
+        &["--discover-sibling"],
+        "the server exited with code 1 instead of answering",
+    );
+    let stdout = out.stdout_text();
+    for expected in [
+        " as a disposable sibling (pid ",
+        "-> server/discover (protocol 2026-07-28, in _meta) on the sibling",
+        "sibling exited with code 1",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    // The session's process saw no probe, so it was never started again.
+    assert!(!stdout.contains(" again (pid "), "{stdout}");
+    assert_eq!(
+        out.stderr.matches("legacy server").count(),
+        2,
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn c36_discover_sibling_with_a_modern_server_goes_stateless_on_the_session_process() {
+    let out = mcp_client(&["--protocol", "2026-07-28", "--discover-sibling"]);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    for expected in [
+        " as a disposable sibling (pid ",
+        "<- server/discover: protocol 2026-07-28",
+        "sibling exited with code 0 after stdin was closed",
+        "no handshake: every request carries protocol 2026-07-28 in _meta",
+        "<- result: 42",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    assert!(!stdout.contains("initialize"), "{stdout}");
+}

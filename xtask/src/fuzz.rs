@@ -25,6 +25,8 @@ const MAX_LEN: &[(&str, usize)] = &[
     ("session", 8192),
     ("channel", 8192),
     ("pollution", 4096),
+    // A few bytes per operation: 4 KiB is hundreds of starts and exits.
+    ("restart", 4096),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 

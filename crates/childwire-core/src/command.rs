@@ -19,22 +19,40 @@ pub const MINIMAL_ENV_VARS: &[&str] = &["HOME", "LOGNAME", "PATH", "SHELL", "TER
 
 /// The variables the official MCP SDKs pass to a server under their default,
 /// minimal environment (on Windows), plus `PATHEXT`, which finds `npx.cmd`
-/// for `npx`. Without `SYSTEMROOT` many programs cannot even start.
+/// for `npx`: `APPDATA`, `COMSPEC`, `HOMEDRIVE`, `HOMEPATH`, `LOCALAPPDATA`,
+/// `PATH`, `PATHEXT`, `PROCESSOR_ARCHITECTURE`, `PROGRAMDATA`,
+/// `PROGRAMFILES`, `PROGRAMFILES(X86)`, `PROGRAMW6432`, `SYSTEMDRIVE`,
+/// `SYSTEMROOT`, `TEMP`, `USERNAME`, `USERPROFILE`, `WINDIR`. Without
+/// `SYSTEMROOT` many programs cannot even start; npm runs its scripts
+/// through `COMSPEC`.
 #[cfg(windows)]
-pub const MINIMAL_ENV_VARS: &[&str] = &[
+pub const MINIMAL_ENV_VARS: &[&str] = WINDOWS_MINIMAL_ENV_VARS;
+
+/// The Windows allow-list, compiled for tests on every platform so that
+/// Linux CI checks it too. `COMSPEC`, `WINDIR`, `PROGRAMDATA` and the two
+/// program directories of a 64-bit system besides `PROGRAMFILES`
+/// (`PROGRAMFILES(X86)`, `PROGRAMW6432`) are passed by the TypeScript MCP
+/// SDK since 2.4.
+#[cfg(any(windows, test))]
+const WINDOWS_MINIMAL_ENV_VARS: &[&str] = &[
     "APPDATA",
+    "COMSPEC",
     "HOMEDRIVE",
     "HOMEPATH",
     "LOCALAPPDATA",
     "PATH",
     "PATHEXT",
     "PROCESSOR_ARCHITECTURE",
+    "PROGRAMDATA",
     "PROGRAMFILES",
+    "PROGRAMFILES(X86)",
+    "PROGRAMW6432",
     "SYSTEMDRIVE",
     "SYSTEMROOT",
     "TEMP",
     "USERNAME",
     "USERPROFILE",
+    "WINDIR",
 ];
 
 /// Which of the parent's environment variables the child sees.
@@ -631,6 +649,51 @@ mod tests {
             kept,
             os(&[("PATH", "/usr/bin"), ("HOME", "/home/u"), ("TERM", "xterm")])
         );
+    }
+
+    #[test]
+    fn c16_the_windows_minimal_env_has_what_npm_and_program_lookups_need() {
+        // As Windows spells them in a real environment block: the match
+        // ignores case there, so compare the way it does.
+        let parent = os(&[
+            ("ComSpec", r"C:\Windows\system32\cmd.exe"),
+            ("windir", r"C:\Windows"),
+            ("ProgramData", r"C:\ProgramData"),
+            ("ProgramFiles(x86)", r"C:\Program Files (x86)"),
+            ("ProgramW6432", r"C:\Program Files"),
+            ("GITHUB_TOKEN", "s3cr3t"),
+        ]);
+        let kept: Vec<_> = parent
+            .iter()
+            .filter(|(key, _)| {
+                WINDOWS_MINIMAL_ENV_VARS
+                    .iter()
+                    .any(|name| key.eq_ignore_ascii_case(name))
+            })
+            .map(|(key, _)| key.to_string_lossy().into_owned())
+            .collect();
+        assert_eq!(
+            kept,
+            [
+                "ComSpec",
+                "windir",
+                "ProgramData",
+                "ProgramFiles(x86)",
+                "ProgramW6432"
+            ]
+        );
+        assert!(
+            WINDOWS_MINIMAL_ENV_VARS.is_sorted(),
+            "kept sorted, so a missing name is easy to see"
+        );
+        // On Windows the list in force is this one, and `minimal_env`
+        // applies it without regard to case.
+        #[cfg(windows)]
+        {
+            assert_eq!(MINIMAL_ENV_VARS, WINDOWS_MINIMAL_ENV_VARS);
+            let kept: Vec<_> = minimal_env(parent.into_iter()).collect();
+            assert_eq!(kept.len(), 5, "{kept:?}");
+        }
     }
 
     #[test]

@@ -54,6 +54,10 @@ const MAX_DEPTH: u8 = 127;
 /// be `id`.
 const NO_MATCH: u8 = u8::MAX;
 
+/// `key_cands` bits: the top-level keys the scanner recognises.
+const KEY_ID: u8 = 1;
+const KEY_METHOD: u8 = 2;
+
 /// `true`, `false`, `null`, indexed by `lit`.
 const LITERALS: [&[u8]; 3] = [b"true", b"false", b"null"];
 
@@ -141,9 +145,17 @@ pub struct IdScanner {
     arrays: u128,
     /// The current string is a key (it is followed by `:`).
     in_key: bool,
-    /// Characters of `id` the current top-level key has matched so far, or
-    /// [`NO_MATCH`].
+    /// Characters the current top-level key has matched so far of `id` or
+    /// `method`, or [`NO_MATCH`].
     key_pos: u8,
+    /// Which of `id` (`KEY_ID`) and `method` (`KEY_METHOD`) the current
+    /// top-level key still matches.
+    key_cands: u8,
+    /// A top-level `method` member was read: the message is a request or a
+    /// notification, not a response.
+    method: bool,
+    /// A top-level `id` member was read, whether its value is usable or not.
+    id_member: bool,
     /// The top-level key just read is `id`: the next value is the id.
     id_key: bool,
     /// Hex digits still expected in a `\u` escape, and their value so far.
@@ -289,6 +301,9 @@ impl IdScanner {
             arrays: 0,
             in_key: false,
             key_pos: NO_MATCH,
+            key_cands: 0,
+            method: false,
+            id_member: false,
             id_key: false,
             hex_left: 0,
             hex: 0,
@@ -384,6 +399,34 @@ impl IdScanner {
             return None;
         }
         Some(Bytes::copy_from_slice(raw))
+    }
+
+    /// Whether the bytes fed so far form one complete JSON object with a
+    /// top-level `method` member (whatever its value): a JSON-RPC request
+    /// or notification, not a response. Keys are compared as for `id`.
+    ///
+    /// ```
+    /// use childwire_core::jsonrpc::IdScanner;
+    ///
+    /// let mut request = IdScanner::new();
+    /// request.feed(br#"{"id":1,"params":{},"\u006dethod":"tools/list","jsonrpc":"2.0"}"#);
+    /// assert!(request.has_method());
+    ///
+    /// // A response whose result holds a `method` of its own.
+    /// let mut response = IdScanner::new();
+    /// response.feed(br#"{"id":1,"result":{"method":"x"},"jsonrpc":"2.0"}"#);
+    /// assert!(!response.has_method());
+    /// ```
+    pub fn has_method(&self) -> bool {
+        self.state == State::Done && self.method
+    }
+
+    /// Whether the bytes fed so far form one complete JSON object with a
+    /// top-level `id` member, whether or not [`id`](Self::id) can return
+    /// it (it may be too long, or an object). With [`has_method`](Self::has_method)
+    /// it tells a request whose id cannot be kept from a notification.
+    pub fn has_id_member(&self) -> bool {
+        self.state == State::Done && self.id_member
     }
 
     /// Whether the bytes fed so far are known not to be one JSON object, so
@@ -532,9 +575,20 @@ impl IdScanner {
     #[inline]
     fn match_key(&mut self, c: u32) {
         if self.key_pos != NO_MATCH {
-            match b"id".get(usize::from(self.key_pos)) {
-                Some(&expected) if u32::from(expected) == c => self.key_pos += 1,
-                _ => self.key_pos = NO_MATCH,
+            let pos = usize::from(self.key_pos);
+            let matches = |key: &[u8]| key.get(pos).is_some_and(|&b| u32::from(b) == c);
+            let mut alive = 0;
+            if self.key_cands & KEY_ID != 0 && matches(b"id") {
+                alive |= KEY_ID;
+            }
+            if self.key_cands & KEY_METHOD != 0 && matches(b"method") {
+                alive |= KEY_METHOD;
+            }
+            if alive == 0 {
+                self.key_pos = NO_MATCH;
+            } else {
+                self.key_cands = alive;
+                self.key_pos += 1;
             }
         }
     }
@@ -542,6 +596,7 @@ impl IdScanner {
     fn begin_key(&mut self) {
         self.in_key = true;
         self.key_pos = if self.depth == 1 { 0 } else { NO_MATCH };
+        self.key_cands = KEY_ID | KEY_METHOD;
         self.state = State::Str;
     }
 
@@ -549,7 +604,10 @@ impl IdScanner {
         if self.in_key {
             self.in_key = false;
             if self.depth == 1 {
-                self.id_key = self.key_pos == 2;
+                self.id_key = self.key_cands & KEY_ID != 0 && self.key_pos == 2;
+                if self.key_cands & KEY_METHOD != 0 && self.key_pos == 6 {
+                    self.method = true;
+                }
             }
             self.key_pos = NO_MATCH;
             self.state = State::Colon;
@@ -563,6 +621,7 @@ impl IdScanner {
         if self.id_key {
             // A top-level `id`: it replaces any earlier one.
             self.id_key = false;
+            self.id_member = true;
             self.id_len = 0;
             self.id = match b {
                 b'"' | b'-' | b'0'..=b'9' | b'n' => Id::Reading,

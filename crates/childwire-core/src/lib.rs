@@ -21,6 +21,7 @@
 //! | [`report`] | how a child's end is reported |
 //! | [`supervisor`] | a child's lifecycle, stderr tail and report, with no channel |
 //! | [`session`] | a child transport: a channel plus a supervisor |
+//! | [`restart`], [`pending`], [`startup`] | supervision: when to restart a child and when to give up, the JSON-RPC requests it has not answered, whether it started |
 //! | [`command`], [`config`] | what to spawn, and the limits, checked before spawning |
 //! | `codec` | `tokio_util::codec` bindings for the framings (feature `tokio-util`) |
 //!
@@ -61,6 +62,10 @@ pub mod lifecycle;
 pub mod outbound;
 pub mod report;
 pub mod session;
+// Supervision (restart, unanswered requests, start-up verdict).
+pub mod pending;
+pub mod restart;
+pub mod startup;
 pub mod stderr_tail;
 pub mod supervisor;
 
@@ -90,6 +95,10 @@ pub use report::{Counters, ExitReport};
 pub use session::{Received, Session};
 pub use stderr_tail::{StderrTail, StderrTailConfig};
 pub use supervisor::Supervisor;
+// Supervision (restart, unanswered requests, start-up verdict).
+pub use pending::{EndCause, PendingRequests, Unanswered};
+pub use restart::{Generation, GiveUpReason, RestartConfig, RestartPolicy, RestartVerdict};
+pub use startup::{ReadyOn, Startup, StartupConfig, StartupVerdict};
 
 // The wire explains itself (C39): stdout pollution and framing mismatch
 // named, stderr lines with levels.

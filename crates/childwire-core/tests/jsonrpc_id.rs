@@ -468,6 +468,8 @@ mod generated {
             1 => Just("\"id\"".to_string()),
             1 => Just("jsonrpc".to_string()),
             1 => Just("result".to_string()),
+            1 => Just("method".to_string()),
+            1 => Just("metho".to_string()),
             1 => "[a-z\"\\\\/\u{0}-\u{1f}é😀]{0,6}",
         ]
     }
@@ -525,6 +527,12 @@ mod generated {
             let found = scan_chunked(&doc, &chunks);
             prop_assert_eq!(&found, &expected, "doc: {}", String::from_utf8_lossy(&doc));
             prop_assert_eq!(scan(&doc), expected);
+            // Which top-level members there are, as the request tracker
+            // asks (C37): `method` and `id`, whatever the id's value.
+            let mut whole = IdScanner::new();
+            whole.feed(&doc);
+            prop_assert_eq!(whole.has_method(), parsed.get("method").is_some());
+            prop_assert_eq!(whole.has_id_member(), parsed.get("id").is_some());
             // serde_json's own view: the id it reads is the one found, whenever
             // that one is usable.
             let serde_id = parsed.get("id");

@@ -7,13 +7,19 @@ use serde_json::Value;
 
 use crate::cli::{self, ArgWalker, ChildCommand, UsageError, parse_env, parse_seconds};
 use crate::protocol::{
-    LATEST_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS, supported_protocol_version,
+    LATEST_PROTOCOL_VERSION, LATEST_STATELESS_PROTOCOL_VERSION, SUPPORTED_PROTOCOL_VERSIONS,
+    is_stateless, supported_protocol_version,
 };
 use crate::rt::RuntimeChoice;
 
 /// How long to wait for each answer by default: long enough for `npx -y` or
 /// `uvx` to download a server on its first run.
 pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
+
+/// How long to wait for the answer to `server/discover` by default before
+/// taking the server for one from before 2026-07-28 (some never answer an
+/// unknown request). Never longer than `--timeout`.
+pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// The help text.
 pub const USAGE: &str = "\
@@ -38,7 +44,14 @@ Options:
                      open with `initialize`; 2026-07-28 is stateless: it
                      opens with `server/discover`, puts the revision in
                      every request's _meta, and falls back to `initialize`
-                     when the server answers -32601 (method not found)
+                     when the server gives any other answer (an error such
+                     as -32601 or -32602, no answer in time, or an exit)
+  --discover-timeout SECS
+                     how long to wait for the answer to server/discover
+                     before falling back (default 10, at most --timeout)
+  --discover-sibling send server/discover to a disposable second server
+                     process, so that a server that exits on an unknown
+                     request does not take the session with it
   --timeout SECS     how long to wait for each answer (default 60)
   --runtime NAME     tokio (default), smol or async-std
   --show-stderr      print the server's stderr lines as they come
@@ -48,6 +61,7 @@ Examples:
   mcp_client
   mcp_client -- npx -y @modelcontextprotocol/server-everything
   mcp_client --protocol 2026-07-28
+  mcp_client --protocol 2026-07-28 --discover-sibling -- npx -y some-mcp-server
   mcp_client --call get_current_time --args '{\"timezone\":\"UTC\"}' uvx mcp-server-time
 ";
 
@@ -79,6 +93,10 @@ pub struct ClientOptions {
     pub show_stderr: bool,
     /// The protocol revision to ask for.
     pub protocol: &'static str,
+    /// How long to wait for the answer to `server/discover`.
+    pub discover_timeout: Duration,
+    /// Probe with `server/discover` on a disposable second process.
+    pub discover_sibling: bool,
 }
 
 /// The outcome of parsing the command line; `Help` prints [`USAGE`].
@@ -98,6 +116,8 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
         runtime: RuntimeChoice::default(),
         show_stderr: false,
         protocol: LATEST_PROTOCOL_VERSION,
+        discover_timeout: DEFAULT_DISCOVER_TIMEOUT,
+        discover_sibling: false,
     };
     while let Some(option) = args.next_option()? {
         match option.as_str() {
@@ -110,6 +130,10 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
             "--runtime" => options.runtime = args.value(&option)?.parse().map_err(UsageError)?,
             "--show-stderr" => options.show_stderr = true,
             "--protocol" => options.protocol = parse_protocol(&args.value(&option)?)?,
+            "--discover-timeout" => {
+                options.discover_timeout = parse_seconds(&option, &args.value(&option)?)?;
+            }
+            "--discover-sibling" => options.discover_sibling = true,
             other => return Err(UsageError(format!("unknown option `{other}`"))),
         }
     }
@@ -121,6 +145,12 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
         (None, Some(_)) => return Err(UsageError("--args needs --call NAME".to_owned())),
         (None, None) => None,
     };
+    if options.discover_sibling && !is_stateless(options.protocol) {
+        return Err(UsageError(format!(
+            "--discover-sibling needs --protocol {LATEST_STATELESS_PROTOCOL_VERSION}: only it \
+             opens with server/discover"
+        )));
+    }
     options.server = args.into_command();
     Ok(Parsed::Run(options))
 }
@@ -171,6 +201,17 @@ mod tests {
         assert!(!options.inherit_env);
         assert_eq!(options.protocol, "2025-11-25");
         assert_eq!(run(&["--protocol", "2026-07-28"]).protocol, "2026-07-28");
+        assert_eq!(options.discover_timeout, DEFAULT_DISCOVER_TIMEOUT);
+        assert!(!options.discover_sibling);
+        let sibling = run(&[
+            "--protocol",
+            "2026-07-28",
+            "--discover-sibling",
+            "--discover-timeout",
+            "0.5",
+        ]);
+        assert!(sibling.discover_sibling);
+        assert_eq!(sibling.discover_timeout, Duration::from_millis(500));
     }
 
     #[test]
@@ -202,7 +243,8 @@ mod tests {
 
     #[test]
     fn bad_input_is_a_usage_error_that_says_what_is_wrong() {
-        let cases: [(&[&str], &str); 6] = [
+        let cases: [(&[&str], &str); 7] = [
+            (&["--discover-sibling"], "needs --protocol 2026-07-28"),
             (&["--args", "{}"], "--call"),
             (&["--call", "x", "--args", "[1]"], "JSON object"),
             (&["--call", "x", "--args", "{"], "not valid JSON"),

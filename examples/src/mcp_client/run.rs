@@ -1,6 +1,8 @@
 //! The client's steps: spawn, handshake, list tools, call one, shut down,
 //! report; and the explanation when a step fails.
 
+use std::time::Duration;
+
 use childwire::{
     Command, Config, EnvPolicy, ExitReport, Runtime, SpawnError, StderrMode, Transport,
 };
@@ -10,10 +12,12 @@ use super::options::{ClientOptions, ToolCall};
 use super::session::{Failure, Session};
 use super::{describe, locate};
 use crate::protocol::{
-    HANDSHAKE_PROTOCOL_VERSIONS, LATEST_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES,
-    META_CLIENT_INFO, META_PROTOCOL_VERSION, METHOD_NOT_FOUND, SUPPORTED_PROTOCOL_VERSIONS,
-    UNSUPPORTED_PROTOCOL_VERSION, is_stateless, supported_protocol_version,
+    HANDSHAKE_PROTOCOL_VERSIONS, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
+    LATEST_PROTOCOL_VERSION, META_CLIENT_CAPABILITIES, META_CLIENT_INFO, META_PROTOCOL_VERSION,
+    METHOD_NOT_FOUND, PARSE_ERROR, SUPPORTED_PROTOCOL_VERSIONS, UNSUPPORTED_PROTOCOL_VERSION,
+    is_stateless, supported_protocol_version,
 };
+use crate::rt::RuntimeChoice;
 
 /// The name this client gives in `clientInfo`.
 const CLIENT_NAME: &str = "childwire-mcp-client";
@@ -67,30 +71,31 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     }
 
     let shown = shown_command(&program, &args);
-    let transport = match Transport::<R>::spawn(&command, config) {
+    let server = Server {
+        command: &command,
+        config: &config,
+        shown: &shown,
+        runtime: options.runtime,
+        inherit_env: options.inherit_env,
+    };
+    let transport = match server.spawn::<R>("") {
         Ok(transport) => transport,
         Err(err) => {
             note!("{}", explain_spawn(&err));
             return 1;
         }
     };
-    say!(
-        "spawned {shown} (pid {}) on {}, {} environment",
-        transport
-            .id()
-            .map_or_else(|| "?".to_owned(), |pid| pid.to_string()),
-        options.runtime,
-        if options.inherit_env {
-            "inherited"
-        } else {
-            "minimal"
-        },
-    );
 
     let mut session = Session::new(transport, options.timeout);
+    let discovery = Discovery {
+        timeout: options.discover_timeout.min(options.timeout),
+        sibling: options.discover_sibling,
+        server: &server,
+    };
     let outcome = match converse(
         &mut session,
         options.protocol,
+        &discovery,
         options.call.as_ref(),
         bundled,
     )
@@ -145,17 +150,81 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     }
 }
 
+/// How to start the server: for the session, again after it exited on
+/// `server/discover`, or as a disposable sibling.
+struct Server<'a> {
+    command: &'a Command,
+    config: &'a Config,
+    shown: &'a str,
+    runtime: RuntimeChoice,
+    inherit_env: bool,
+}
+
+impl Server<'_> {
+    /// Spawns it and says so; `what` names a process other than the first
+    /// (" again", " as a disposable sibling").
+    fn spawn<R: Runtime>(&self, what: &str) -> Result<Transport<R>, SpawnError> {
+        let transport = Transport::<R>::spawn(self.command, self.config.clone())?;
+        say!(
+            "spawned {}{what} (pid {}) on {}, {} environment",
+            self.shown,
+            transport
+                .id()
+                .map_or_else(|| "?".to_owned(), |pid| pid.to_string()),
+            self.runtime,
+            if self.inherit_env {
+                "inherited"
+            } else {
+                "minimal"
+            },
+        );
+        Ok(transport)
+    }
+}
+
+/// How `server/discover` is sent.
+struct Discovery<'a> {
+    /// How long to wait for its answer.
+    timeout: Duration,
+    /// On a disposable sibling process rather than the session's.
+    sibling: bool,
+    /// To start the sibling, or the server again.
+    server: &'a Server<'a>,
+}
+
 /// The conversation: handshake (or discovery), tools, one call.
 async fn converse<R: Runtime>(
     session: &mut Session<R>,
     protocol: &'static str,
+    discovery: &Discovery<'_>,
     call: Option<&ToolCall>,
     bundled: bool,
 ) -> Result<Outcome, StepFailed> {
     let init = if is_stateless(protocol) {
-        match discover(session, protocol).await? {
-            Discovered::Stateless(result) => result,
+        let discovered = if discovery.sibling {
+            discover_on_sibling::<R>(discovery, protocol).await?
+        } else {
+            discover(session, protocol, discovery.timeout, "").await?
+        };
+        match discovered {
+            Discovered::Stateless(result, chosen) => {
+                say!("   no handshake: every request carries protocol {chosen} in _meta");
+                session.set_meta(meta(chosen));
+                result
+            }
             Discovered::Handshake(version) => initialize(session, version).await?,
+            Discovered::ServerGone(version) => {
+                let transport =
+                    discovery
+                        .server
+                        .spawn::<R>(" again")
+                        .map_err(|err| StepFailed {
+                            step: "initialize".to_owned(),
+                            failure: Failure::Spawn(err.to_string()),
+                        })?;
+                session.replace_transport(transport);
+                initialize(session, version).await?
+            }
         }
     } else {
         initialize(session, protocol).await?
@@ -209,28 +278,53 @@ async fn converse<R: Runtime>(
 
 /// What `server/discover` led to.
 enum Discovered {
-    /// The stateless revision is in use; the discovery result describes
-    /// the server as an `initialize` result would.
-    Stateless(Value),
+    /// The stateless revision (the second field) is in use; the discovery
+    /// result describes the server as an `initialize` result would.
+    Stateless(Value, &'static str),
     /// The server needs the `initialize` handshake, with this revision.
     Handshake(&'static str),
+    /// The server exited instead of answering: it needs the handshake, with
+    /// this revision, on a new process.
+    ServerGone(&'static str),
 }
 
 /// Opens a stateless session (MCP 2026-07-28): `server/discover` with the
-/// revision in `_meta`, then the same `_meta` on every request. A server
-/// from before that revision answers -32601 (method not found): it gets the
-/// `initialize` handshake instead, as the spec's stdio fallback says.
+/// revision in `_meta`, then the same `_meta` on every request.
+///
+/// The spec's backward-compatibility rule: anything but a modern answer
+/// (a result listing `supportedVersions`, or an
+/// unsupported-protocol-version error listing the revisions the server
+/// does speak) means a server from before that revision, which gets the
+/// `initialize` handshake instead. Legacy servers answer an unknown
+/// request with -32601 or -32602, another error, an empty result, nothing
+/// at all, or by exiting, so the fallback is not keyed to one code, and
+/// waits at most `timeout`.
 async fn discover<R: Runtime>(
     session: &mut Session<R>,
     protocol: &'static str,
+    timeout: Duration,
+    place: &str,
 ) -> Result<Discovered, StepFailed> {
-    say!("-> server/discover (protocol {protocol}, in _meta)");
+    say!("-> server/discover (protocol {protocol}, in _meta){place}");
     let answer = session
-        .request("server/discover", json!({ "_meta": meta(protocol) }))
+        .request_within(
+            "server/discover",
+            json!({ "_meta": meta(protocol) }),
+            timeout,
+        )
         .await;
+    let fallback = |why: String| {
+        say!(
+            "<- server/discover: {why}: the server predates {protocol}; falling back to initialize"
+        );
+        Discovered::Handshake(LATEST_PROTOCOL_VERSION)
+    };
     let offered = match answer {
         Ok(result) => {
-            let offered = versions(result.get("supportedVersions"));
+            let Some(offered) = result.get("supportedVersions").and_then(Value::as_array) else {
+                return Ok(fallback("a result without supportedVersions".to_owned()));
+            };
+            let offered = versions(Some(&Value::Array(offered.clone())));
             let chosen = choose(protocol, &offered).ok_or_else(|| StepFailed {
                 step: "server/discover".to_owned(),
                 failure: Failure::NoCommonVersion(offered.clone()),
@@ -243,29 +337,42 @@ async fn discover<R: Runtime>(
                 for line in describe::server(&result) {
                     say!("   {line}");
                 }
-                say!("   no handshake: every request carries protocol {chosen} in _meta");
-                session.set_meta(meta(chosen));
-                return Ok(Discovered::Stateless(result));
+                return Ok(Discovered::Stateless(result, chosen));
             }
             return Ok(Discovered::Handshake(chosen));
-        }
-        Err(Failure::Error {
-            code: METHOD_NOT_FOUND,
-            ..
-        }) => {
-            say!(
-                "<- server/discover: error {METHOD_NOT_FOUND} (method not found): the server \
-                 predates {protocol}; falling back to initialize"
-            );
-            return Ok(Discovered::Handshake(LATEST_PROTOCOL_VERSION));
         }
         // The server is of the stateless era but not of this revision: its
         // list says which to use instead.
         Err(Failure::Error {
             code: UNSUPPORTED_PROTOCOL_VERSION,
-            data,
+            data: Some(data),
             ..
-        }) => versions(data.as_ref().and_then(|data| data.get("supported"))),
+        }) if data.get("supported").is_some_and(Value::is_array) => versions(data.get("supported")),
+        Err(Failure::Error { code, .. }) => {
+            return Ok(fallback(format!("error {code} ({})", error_name(code))));
+        }
+        Err(Failure::Timeout(after)) => {
+            return Ok(fallback(format!(
+                "no answer within {}",
+                describe::seconds(after)
+            )));
+        }
+        Err(Failure::Oversized(len)) => {
+            return Ok(fallback(format!(
+                "a {len}-byte answer, dropped for its size"
+            )));
+        }
+        Err(Failure::Exited(report)) => {
+            say!(
+                "<- server/discover: the server {} instead of answering: it predates \
+                 {protocol}; falling back to initialize on a new server process",
+                report.exit
+            );
+            if place.is_empty() {
+                say!("   server {report}");
+            }
+            return Ok(Discovered::ServerGone(LATEST_PROTOCOL_VERSION));
+        }
         Err(failure) => {
             return Err(StepFailed {
                 step: "server/discover".to_owned(),
@@ -286,6 +393,48 @@ async fn discover<R: Runtime>(
             step: "server/discover".to_owned(),
             failure: Failure::NoCommonVersion(offered),
         }),
+    }
+}
+
+/// `server/discover` on a disposable second process of the same server,
+/// as the TypeScript SDK 2.4 does: a legacy server that exits on an unknown
+/// request then takes only the sibling with it, and the session's process
+/// never sees the probe. The sibling is shut down before the session goes
+/// on.
+async fn discover_on_sibling<R: Runtime>(
+    discovery: &Discovery<'_>,
+    protocol: &'static str,
+) -> Result<Discovered, StepFailed> {
+    let transport = match discovery.server.spawn::<R>(" as a disposable sibling") {
+        Ok(transport) => transport,
+        Err(err) => {
+            say!("   the sibling could not be started ({err}); falling back to initialize");
+            return Ok(Discovered::Handshake(LATEST_PROTOCOL_VERSION));
+        }
+    };
+    let mut sibling = Session::new(transport, discovery.timeout);
+    let discovered = discover(&mut sibling, protocol, discovery.timeout, " on the sibling").await;
+    match sibling.shutdown().await {
+        Ok(report) => say!("   sibling {report}"),
+        Err(stopped) => say!("   sibling: {stopped}"),
+    }
+    Ok(match discovered? {
+        // The session's own process is untouched: it gets the handshake.
+        Discovered::ServerGone(version) => Discovered::Handshake(version),
+        other => other,
+    })
+}
+
+/// The name JSON-RPC gives an error code, or a description of its range.
+fn error_name(code: i64) -> &'static str {
+    match code {
+        PARSE_ERROR => "parse error",
+        INVALID_REQUEST => "invalid request",
+        METHOD_NOT_FOUND => "method not found",
+        INVALID_PARAMS => "invalid params",
+        INTERNAL_ERROR => "internal error",
+        -32099..=-32000 => "a server error",
+        _ => "an application error",
     }
 }
 

@@ -40,6 +40,8 @@ pub enum Failure {
     Oversized(u64),
     /// The task driving the server stopped (its runtime is shutting down).
     Gone,
+    /// The server could not be started again (why, in words).
+    Spawn(String),
 }
 
 impl Failure {
@@ -70,6 +72,7 @@ impl fmt::Display for Failure {
                 "the answer was {len} bytes, over the message size limit, and was dropped"
             ),
             Failure::Gone => f.write_str("the connection to the server is gone"),
+            Failure::Spawn(why) => write!(f, "the server could not be started again: {why}"),
         }
     }
 }
@@ -110,9 +113,28 @@ impl<R: Runtime> Session<R> {
         &self.transport
     }
 
+    /// Moves the session to a new server process (the old one ended): the
+    /// old one's exit report, if it was received, is handed back. Request
+    /// ids go on counting, so a late answer from the old process cannot be
+    /// taken for a new one's.
+    pub fn replace_transport(&mut self, transport: Transport<R>) -> Option<ExitReport> {
+        self.transport = transport;
+        self.exited.take()
+    }
+
     /// Sends a request and waits for its result, handling whatever else the
     /// server sends meanwhile.
-    pub async fn request(&mut self, method: &str, mut params: Value) -> Result<Value, Failure> {
+    pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, Failure> {
+        self.request_within(method, params, self.timeout).await
+    }
+
+    /// [`request`](Self::request), waiting at most `timeout` for the answer.
+    pub async fn request_within(
+        &mut self,
+        method: &str,
+        mut params: Value,
+        timeout: Duration,
+    ) -> Result<Value, Failure> {
         if let (Some(meta), Value::Object(params)) = (&self.meta, &mut params) {
             let entry = params
                 .entry("_meta")
@@ -133,11 +155,11 @@ impl<R: Runtime> Session<R> {
             Err(failure) if failure.is_exit() => {}
             Err(failure) => return Err(failure),
         }
-        let deadline = Instant::now() + self.timeout;
+        let deadline = Instant::now() + timeout;
         loop {
             let item = match timeout_at::<R, _>(deadline, self.transport.recv()).await {
                 Some(item) => item,
-                None => return Err(Failure::Timeout(self.timeout)),
+                None => return Err(Failure::Timeout(timeout)),
             };
             match item {
                 Some(Received::Message(message)) => {

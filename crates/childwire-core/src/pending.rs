@@ -1,0 +1,434 @@
+//! The JSON-RPC requests sent to a child that it has not answered yet, and
+//! the error responses that answer them when it ends.
+//!
+//! When a server dies, the requests it was working on are never answered:
+//! without bookkeeping they wait for their own timeouts, or fail with a bare
+//! "connection closed". [`PendingRequests`] records each outgoing request's
+//! id from the message's bytes, forgets it when the response arrives, and
+//! when the child ends (or is about to be restarted) makes one JSON-RPC
+//! error response per request still waiting, saying why, plus the list of
+//! ids that were never answered for the exit report.
+//!
+//! It reads message bodies, not framing, so it works the same for NDJSON
+//! lines and `Content-Length` frames. It finds the top-level `id` and
+//! `method` with the [`IdScanner`] (no JSON parser): cheap, bounded, and
+//! blind to `id` members nested in `params` or `result`.
+
+use std::collections::HashMap;
+use std::io::Write as _;
+
+use bytes::Bytes;
+
+use crate::jsonrpc::IdScanner;
+use crate::lifecycle::Exit;
+
+/// The error code of the responses [`PendingRequests::fail_all`] makes:
+/// -32000, which the MCP SDKs use for "connection closed" (and
+/// childwire-async for a server that exited before it answered).
+pub const UNANSWERED_ERROR_CODE: i32 = -32000;
+
+/// How many requests a [`PendingRequests`] tracks by default.
+pub const DEFAULT_MAX_TRACKED: usize = 1024;
+
+/// What [`PendingRequests::handle_outgoing`] made of a message.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Outgoing {
+    /// A request: its id is tracked until its response arrives.
+    Tracked,
+    /// A notification (`method`, no `id`): nothing will answer it.
+    Notification,
+    /// A response to the child's own request (`id`, no `method`).
+    Response,
+    /// A request that is not tracked, and counted in
+    /// [`PendingRequests::untracked`]: the tracker was full.
+    Full,
+    /// Not tracked, and counted in [`PendingRequests::untracked`]: not one
+    /// JSON object (a batch, broken JSON), or a request whose id cannot be
+    /// matched (`null`, an object, or longer than
+    /// [`MAX_ID_LEN`](crate::jsonrpc::MAX_ID_LEN) bytes).
+    Unreadable,
+}
+
+/// Why the requests still pending will not be answered, for
+/// [`PendingRequests::fail_all`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct EndCause<'a> {
+    /// How the child ended, if known (its stdout may have closed first).
+    pub exit: Option<Exit>,
+    /// A line of its stderr that says why (the report's summary line,
+    /// say), if any.
+    pub stderr: Option<&'a str>,
+    /// The child is about to be restarted: the request may be sent again.
+    pub restarting: bool,
+}
+
+/// A request that was never answered, from [`PendingRequests::fail_all`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UnansweredRequest {
+    /// Its id, as raw JSON text, as it was sent.
+    pub id: Bytes,
+    /// A JSON-RPC error response to it (compact JSON, no newline), ready to
+    /// hand to whatever waits for the answer.
+    pub response: Bytes,
+}
+
+/// Every request still pending when the child ended, from
+/// [`PendingRequests::fail_all`].
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Unanswered {
+    /// In the order they were sent.
+    pub requests: Vec<UnansweredRequest>,
+    /// Messages that were not tracked ([`PendingRequests::untracked`]):
+    /// requests among them may be waiting too.
+    pub untracked: u64,
+}
+
+impl Unanswered {
+    /// The ids never answered, as raw JSON text, in the order sent.
+    pub fn ids(&self) -> impl Iterator<Item = &Bytes> {
+        self.requests.iter().map(|request| &request.id)
+    }
+}
+
+/// One id's requests: usually one; more when a caller reused an id.
+#[derive(Debug)]
+struct Entry {
+    /// (order sent, the id as it was written), oldest first.
+    sends: Vec<(u64, Bytes)>,
+}
+
+/// The requests sent to a child that it has not answered yet.
+///
+/// # How to drive it
+///
+/// - [`handle_outgoing`](Self::handle_outgoing) with each message body sent
+///   to the child (once it is accepted for sending);
+/// - [`handle_incoming`](Self::handle_incoming) with each message body
+///   received from it, and [`handle_answered`](Self::handle_answered) with
+///   the id of a response that was dropped for its size (the
+///   [`Oversized`](crate::Oversized) notice names it);
+/// - [`fail_all`](Self::fail_all) when the child ended or is being
+///   restarted: the error responses to deliver, and the ids for the report.
+///
+/// Ids are matched as JSON values: `"a"` and `"\u0061"` are the same id;
+/// numbers are matched as written (`1` is not `1.0`). A request that reuses
+/// a pending id is tracked again: each response answers the oldest, and
+/// each unanswered one gets its own error response.
+///
+/// Memory is bounded: at most `max_tracked` requests are tracked; the
+/// requests beyond, and the messages it cannot read, are only counted
+/// ([`untracked`](Self::untracked)).
+///
+/// # Example
+///
+/// ```
+/// use childwire_core::Exit;
+/// use childwire_core::pending::{EndCause, PendingRequests};
+///
+/// let mut pending = PendingRequests::default();
+/// pending.handle_outgoing(br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#);
+/// pending.handle_outgoing(br#"{"jsonrpc":"2.0","id":"call-2","method":"tools/call","params":{"id":9}}"#);
+/// pending.handle_outgoing(br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#);
+/// assert_eq!(pending.len(), 2);
+///
+/// // The answer to 1 arrives (key order is the server's business).
+/// let answered = pending.handle_incoming(br#"{"result":{"tools":[]},"id":1,"jsonrpc":"2.0"}"#);
+/// assert_eq!(answered.as_deref(), Some(&b"1"[..]));
+///
+/// // The server dies: "call-2" gets an error response.
+/// let unanswered = pending.fail_all(&EndCause {
+///     exit: Some(Exit::Code(3)),
+///     stderr: Some("Error: Cannot find module 'left-pad'"),
+///     restarting: false,
+/// });
+/// assert_eq!(unanswered.ids().collect::<Vec<_>>(), [&br#""call-2""#[..]]);
+/// let response = std::str::from_utf8(&unanswered.requests[0].response).unwrap();
+/// assert!(response.starts_with(r#"{"jsonrpc":"2.0","id":"call-2","error":{"code":-32000,"#));
+/// assert!(response.contains("exited with code 3 before it answered"));
+/// assert!(response.contains(r#"Cannot find module 'left-pad'"#));
+/// assert!(pending.is_empty());
+/// ```
+#[derive(Debug)]
+pub struct PendingRequests {
+    by_id: HashMap<Vec<u8>, Entry>,
+    len: usize,
+    max_tracked: usize,
+    untracked: u64,
+    sent: u64,
+}
+
+impl Default for PendingRequests {
+    fn default() -> Self {
+        Self::new(DEFAULT_MAX_TRACKED)
+    }
+}
+
+impl PendingRequests {
+    /// A tracker of at most `max_tracked` requests at a time.
+    #[must_use]
+    pub fn new(max_tracked: usize) -> Self {
+        Self {
+            by_id: HashMap::new(),
+            len: 0,
+            max_tracked,
+            untracked: 0,
+            sent: 0,
+        }
+    }
+
+    /// Requests waiting for their answer.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether no request is waiting.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Outgoing messages not tracked: requests over the cap, and messages
+    /// that could not be read (see [`Outgoing`]).
+    #[must_use]
+    pub fn untracked(&self) -> u64 {
+        self.untracked
+    }
+
+    /// A message `body` was sent to the child: a request is tracked.
+    pub fn handle_outgoing(&mut self, body: &[u8]) -> Outgoing {
+        let scanner = scan(body);
+        let raw = match (scanner.has_method(), scanner.has_id_member()) {
+            (true, false) => return Outgoing::Notification,
+            (false, true) if scanner.id().is_some() => return Outgoing::Response,
+            (true, true) => scanner.id(),
+            // Not one object, or an object that is no JSON-RPC message.
+            _ => None,
+        };
+        // `null` and unusable ids have no key.
+        let Some((key, raw)) = raw.and_then(|raw| Some((key(&raw)?, raw))) else {
+            self.untracked = self.untracked.saturating_add(1);
+            return Outgoing::Unreadable;
+        };
+        if self.len >= self.max_tracked {
+            self.untracked = self.untracked.saturating_add(1);
+            return Outgoing::Full;
+        }
+        let order = self.sent;
+        self.sent += 1;
+        self.len += 1;
+        self.by_id
+            .entry(key)
+            .or_insert_with(|| Entry { sends: Vec::new() })
+            .sends
+            .push((order, raw));
+        Outgoing::Tracked
+    }
+
+    /// A message `body` came from the child. If it is the response to a
+    /// pending request, that request is answered: returns its id as it was
+    /// sent. Requests and notifications from the child answer nothing.
+    pub fn handle_incoming(&mut self, body: &[u8]) -> Option<Bytes> {
+        let scanner = scan(body);
+        if scanner.has_method() {
+            return None;
+        }
+        self.handle_answered(&scanner.id()?)
+    }
+
+    /// The response to the request with this id (raw JSON text, as an
+    /// [`Oversized`](crate::Oversized) notice names it) arrived, or was
+    /// dropped: it is no longer pending. Returns its id as it was sent, if
+    /// it was pending.
+    pub fn handle_answered(&mut self, raw_id: &[u8]) -> Option<Bytes> {
+        let key = key(raw_id)?;
+        let entry = self.by_id.get_mut(&key)?;
+        let (_, raw) = entry.sends.remove(0);
+        if entry.sends.is_empty() {
+            self.by_id.remove(&key);
+        }
+        self.len -= 1;
+        Some(raw)
+    }
+
+    /// The child ended (or is being restarted) for `cause`: every pending
+    /// request gets an error response, in the order sent, and nothing is
+    /// pending any more. The untracked count is reported and starts over.
+    pub fn fail_all(&mut self, cause: &EndCause<'_>) -> Unanswered {
+        let mut sends: Vec<(u64, Bytes)> = self
+            .by_id
+            .drain()
+            .flat_map(|(_, entry)| entry.sends)
+            .collect();
+        sends.sort_unstable_by_key(|&(order, _)| order);
+        self.len = 0;
+        let requests = sends
+            .into_iter()
+            .map(|(_, id)| UnansweredRequest {
+                response: unanswered_error(&id, cause),
+                id,
+            })
+            .collect();
+        Unanswered {
+            requests,
+            untracked: std::mem::take(&mut self.untracked),
+        }
+    }
+}
+
+fn scan(body: &[u8]) -> IdScanner {
+    let mut scanner = IdScanner::new();
+    scanner.feed(body);
+    scanner
+}
+
+/// A JSON-RPC error response to request `id` (raw JSON text) that will not
+/// be answered because of `cause`: compact JSON, no newline. Its code is
+/// [`UNANSWERED_ERROR_CODE`]; its message says why in words; its data
+/// holds the same as fields: `exit` (words), `code` or `signal`, `stderr`,
+/// `restarting`.
+///
+/// ```
+/// use childwire_core::Exit;
+/// use childwire_core::pending::{EndCause, unanswered_error};
+///
+/// let cause = EndCause { exit: Some(Exit::Signal(9)), stderr: None, restarting: true };
+/// assert_eq!(
+///     unanswered_error(b"7", &cause),
+///     &br#"{"jsonrpc":"2.0","id":7,"error":{"code":-32000,"message":"the child process was killed by SIGKILL before it answered; it is being restarted, and the request may be sent again","data":{"exit":"killed by SIGKILL","signal":9,"restarting":true}}}"#[..]
+/// );
+/// ```
+#[must_use]
+pub fn unanswered_error(id: &[u8], cause: &EndCause<'_>) -> Bytes {
+    let id = if id.is_empty() { &b"null"[..] } else { id };
+    let ended = match cause.exit {
+        Some(exit) => exit.to_string(),
+        None => "ended".to_owned(),
+    };
+    let verb = if matches!(cause.exit, Some(Exit::Signal(_))) {
+        "was "
+    } else {
+        ""
+    };
+    let mut message = format!("the child process {verb}{ended} before it answered");
+    if let Some(line) = cause.stderr {
+        message.push_str("; its stderr says: ");
+        message.push_str(line);
+    }
+    if cause.restarting {
+        message.push_str("; it is being restarted, and the request may be sent again");
+    }
+    let mut out = Vec::with_capacity(200 + id.len() + message.len());
+    out.extend_from_slice(br#"{"jsonrpc":"2.0","id":"#);
+    out.extend_from_slice(id);
+    // Writing to a Vec cannot fail.
+    let _ = write!(
+        out,
+        r#","error":{{"code":{UNANSWERED_ERROR_CODE},"message":"#
+    );
+    json_string(&mut out, &message);
+    out.extend_from_slice(br#","data":{"exit":"#);
+    json_string(&mut out, &ended);
+    let _ = match cause.exit {
+        Some(Exit::Code(code)) => write!(out, r#","code":{code}"#),
+        Some(Exit::Signal(signal)) => write!(out, r#","signal":{signal}"#),
+        None => Ok(()),
+    };
+    if let Some(line) = cause.stderr {
+        out.extend_from_slice(br#","stderr":"#);
+        json_string(&mut out, line);
+    }
+    let _ = write!(out, r#","restarting":{}}}}}}}"#, cause.restarting);
+    Bytes::from(out)
+}
+
+/// `text` as a JSON string, quotes included.
+fn json_string(out: &mut Vec<u8>, text: &str) {
+    out.push(b'"');
+    for c in text.chars() {
+        match c {
+            '"' => out.extend_from_slice(br#"\""#),
+            '\\' => out.extend_from_slice(br"\\"),
+            '\n' => out.extend_from_slice(br"\n"),
+            '\r' => out.extend_from_slice(br"\r"),
+            '\t' => out.extend_from_slice(br"\t"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => {
+                let mut buf = [0; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+    out.push(b'"');
+}
+
+/// The key an id (raw JSON text, as the scanner returns it) is matched by:
+/// a string's decoded characters, or a number's text as written. `None`
+/// for what cannot be an id here.
+fn key(raw: &[u8]) -> Option<Vec<u8>> {
+    match raw.first()? {
+        b'"' => {
+            let mut key = vec![b's'];
+            key.extend_from_slice(decode_string(raw)?.as_bytes());
+            Some(key)
+        }
+        b'-' | b'0'..=b'9' => {
+            let mut key = vec![b'n'];
+            key.extend_from_slice(raw);
+            Some(key)
+        }
+        _ => None,
+    }
+}
+
+/// The characters of a JSON string (quotes included in `raw`), escapes
+/// decoded; `None` if it is not a valid one.
+fn decode_string(raw: &[u8]) -> Option<String> {
+    let inner = std::str::from_utf8(raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?).ok()?;
+    let mut out = String::with_capacity(inner.len());
+    let mut chars = inner.chars();
+    while let Some(c) = chars.next() {
+        if c != '\\' {
+            out.push(c);
+            continue;
+        }
+        out.push(match chars.next()? {
+            '"' => '"',
+            '\\' => '\\',
+            '/' => '/',
+            'b' => '\u{8}',
+            'f' => '\u{c}',
+            'n' => '\n',
+            'r' => '\r',
+            't' => '\t',
+            'u' => {
+                let high = hex4(&mut chars)?;
+                if (0xD800..0xDC00).contains(&high) {
+                    if chars.next()? != '\\' || chars.next()? != 'u' {
+                        return None;
+                    }
+                    let low = hex4(&mut chars)?;
+                    if !(0xDC00..0xE000).contains(&low) {
+                        return None;
+                    }
+                    char::from_u32(0x10000 + ((high - 0xD800) << 10) + (low - 0xDC00))?
+                } else {
+                    char::from_u32(high)?
+                }
+            }
+            _ => return None,
+        });
+    }
+    Some(out)
+}
+
+fn hex4(chars: &mut std::str::Chars<'_>) -> Option<u32> {
+    let mut value = 0;
+    for _ in 0..4 {
+        value = value << 4 | chars.next()?.to_digit(16)?;
+    }
+    Some(value)
+}
