@@ -5,28 +5,22 @@
 //!
 //! - [`mcp_server`]: the bundled example MCP server (`cargo run --example
 //!   example_server`), a line-in/line-out state machine plus a stdio loop.
-//! - [`sdk_client`]: the command line and the session of `rmcp_client` and
-//!   `turbomcp_client`, written once over each MCP SDK with childwire as its
-//!   transport.
 //!
 //! The MCP client (`cargo run --example mcp_client`) and the relay (`cargo
 //! run --example relay`) are the `childwire` command's own programs, from the
 //! `childwire-cli` crate; its modules are re-exported here under their old
-//! names.
+//! names. The rmcp and TurboMCP examples are in `examples/sdk`, a package
+//! of their own (`childwire-sdk-examples`), so that these build no MCP SDK
+//! and need no newer Rust than the libraries.
 
 pub use childwire_cli::{cli, mcp_client, protocol, relay, rt};
 
 pub mod mcp_server;
-pub mod sdk_client;
 
-/// The README's Rust snippets, compiled by `cargo test --doc` so they keep
-/// up with the API.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeSnippets;
-
-/// The published crates' READMEs (their crates.io pages), compiled the same
-/// way.
+/// The published crates' READMEs (their crates.io pages), compiled by `cargo
+/// test --doc` so they keep up with the API. The root README is compiled by
+/// `cargo xtask ci` in a crate of its own (`xtask/src/readme.rs`), with only
+/// the dependencies it lists; the SDK adapters' in `examples/sdk`.
 #[cfg(doctest)]
 mod crate_readmes {
     #[doc = include_str!("../../crates/childwire/README.md")]
@@ -41,8 +35,4 @@ mod crate_readmes {
     struct Smol;
     #[doc = include_str!("../../crates/childwire-async-std/README.md")]
     struct AsyncStd;
-    #[doc = include_str!("../../crates/childwire-rmcp/README.md")]
-    struct Rmcp;
-    #[doc = include_str!("../../crates/childwire-turbomcp/README.md")]
-    struct Turbomcp;
 }
