@@ -1,4 +1,4 @@
-//! Project automation: `cargo xtask ci | fuzz | bench | msrv | wine |
+//! Project automation: `cargo xtask ci | fuzz | bench | msrv | wine | readme |
 //! sdk-versions`.
 //!
 //! Std only, so `cargo xtask` starts in seconds on a fresh clone. Every cargo
@@ -9,6 +9,7 @@ mod ci;
 mod cmd;
 mod fuzz;
 mod msrv;
+mod readme;
 mod sdk_versions;
 mod wine;
 
@@ -18,7 +19,7 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  ci      fmt, clippy, test, doc, facade feature matrix, publish --dry-run,
+  ci      fmt, clippy, test, doc, readme, facade feature matrix, publish --dry-run,
           sdk versions, msrv (build and test on the rust-version toolchain),
           windows under wine, fuzz smoke, quick bench
             --skip-wine            leave out the Windows tests under Wine
@@ -34,6 +35,8 @@ commands:
   wine    cross-compile the conformance suite and the examples to
           x86_64-pc-windows-gnu and run their tests under Wine (the target,
           mingw-w64 and wine64 are installed when missing)
+  readme  build every Rust snippet of README.md in a scratch crate whose
+          manifest is the README's own [dependencies] block
   sdk-versions
           test the rmcp and TurboMCP adapters at the lowest and the newest
           SDK release their version ranges allow
@@ -55,6 +58,8 @@ fn main() -> ExitCode {
         "bench" => bench::Options::parse(&rest).and_then(bench::run),
         "msrv" if rest.is_empty() => msrv::check(|_| {}),
         "msrv" => Err(format!("`cargo xtask msrv` takes no options\n\n{USAGE}")),
+        "readme" if rest.is_empty() => readme::check(),
+        "readme" => Err(format!("`cargo xtask readme` takes no options\n\n{USAGE}")),
         "sdk-versions" if rest.is_empty() => sdk_versions::check(|_| {}),
         "sdk-versions" => Err(format!(
             "`cargo xtask sdk-versions` takes no options\n\n{USAGE}"
