@@ -3,53 +3,24 @@
 //! The examples themselves are thin `main` functions; the logic they share
 //! lives here so it can be unit-tested without spawning processes:
 //!
-//! - [`protocol`]: MCP protocol revisions and JSON-RPC error codes, shared by
-//!   the bundled server and the client example.
 //! - [`mcp_server`]: the bundled example MCP server (`cargo run --example
 //!   example_server`), a line-in/line-out state machine plus a stdio loop.
-//! - [`mcp_client`]: the MCP client (`cargo run --example mcp_client`).
-//! - [`relay`]: the stdio proxy (`cargo run --example relay -- CMD`).
-//! - [`sdk_client`]: the command line and the session of `rmcp_client` and
-//!   `turbomcp_client`, written once over each MCP SDK with childwire as its
-//!   transport.
-//! - [`rt`]: running a program on the runtime picked with `--runtime`.
-//! - [`cli`]: options first, then the child's command, unchanged; and the
-//!   `main` the examples share.
+//!
+//! The MCP client (`cargo run --example mcp_client`) and the relay (`cargo
+//! run --example relay`) are the `childwire` command's own programs, from the
+//! `childwire-cli` crate; its modules are re-exported here under their old
+//! names. The rmcp and TurboMCP examples are in `examples/sdk`, a package
+//! of their own (`childwire-sdk-examples`), so that these build no MCP SDK
+//! and need no newer Rust than the libraries.
 
-// Defined before the modules so every one of them can use them.
-/// Prints one line to stdout. A closed stdout (`mcp_client | head`) is not
-/// a panic: the session still ends properly.
-macro_rules! say {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
-    }};
-}
+pub use childwire_cli::{cli, mcp_client, protocol, relay, rt};
 
-/// Prints one line to stderr, ignoring a closed stderr.
-macro_rules! note {
-    ($($arg:tt)*) => {{
-        use std::io::Write as _;
-        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
-    }};
-}
-
-pub mod cli;
-pub mod mcp_client;
 pub mod mcp_server;
-pub mod protocol;
-pub mod relay;
-pub mod rt;
-pub mod sdk_client;
 
-/// The README's Rust snippets, compiled by `cargo test --doc` so they keep
-/// up with the API.
-#[cfg(doctest)]
-#[doc = include_str!("../../README.md")]
-struct ReadmeSnippets;
-
-/// The published crates' READMEs (their crates.io pages), compiled the same
-/// way.
+/// The published crates' READMEs (their crates.io pages), compiled by `cargo
+/// test --doc` so they keep up with the API. The root README is compiled by
+/// `cargo xtask ci` in a crate of its own (`xtask/src/readme.rs`), with only
+/// the dependencies it lists; the SDK adapters' in `examples/sdk`.
 #[cfg(doctest)]
 mod crate_readmes {
     #[doc = include_str!("../../crates/childwire/README.md")]
@@ -64,8 +35,4 @@ mod crate_readmes {
     struct Smol;
     #[doc = include_str!("../../crates/childwire-async-std/README.md")]
     struct AsyncStd;
-    #[doc = include_str!("../../crates/childwire-rmcp/README.md")]
-    struct Rmcp;
-    #[doc = include_str!("../../crates/childwire-turbomcp/README.md")]
-    struct Turbomcp;
 }

@@ -5,7 +5,7 @@ use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::{bench, cmd, fuzz, msrv, wine};
+use crate::{bench, cmd, fuzz, msrv, readme, sdk_versions, wine};
 
 /// The facade crate whose runtime features must build alone and together.
 const FACADE: &str = "childwire";
@@ -106,8 +106,15 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
             doc.env("RUSTDOCFLAGS", "-D warnings");
             cmd::run(&mut doc).map(|()| Outcome::Passed)
         }),
+        step("readme", || readme::check().map(|()| Outcome::Passed)),
         step("facade feature matrix", facade_matrix),
         step("publish --dry-run", publish_dry_run),
+        step("sdk versions", {
+            let tally = Rc::clone(&tally);
+            move || {
+                sdk_versions::check(|line| tally.borrow_mut().add(line)).map(|()| Outcome::Passed)
+            }
+        }),
         step("msrv", {
             let tally = Rc::clone(&tally);
             move || msrv::check(|line| tally.borrow_mut().add(line)).map(|()| Outcome::Passed)

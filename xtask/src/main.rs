@@ -1,4 +1,5 @@
-//! Project automation: `cargo xtask ci | fuzz | bench | msrv | wine`.
+//! Project automation: `cargo xtask ci | fuzz | bench | msrv | wine | readme |
+//! sdk-versions`.
 //!
 //! Std only, so `cargo xtask` starts in seconds on a fresh clone. Every cargo
 //! invocation goes through `$CARGO`, the cargo that started us.
@@ -8,6 +9,8 @@ mod ci;
 mod cmd;
 mod fuzz;
 mod msrv;
+mod readme;
+mod sdk_versions;
 mod wine;
 
 use std::process::ExitCode;
@@ -16,9 +19,9 @@ const USAGE: &str = "\
 usage: cargo xtask <command> [options]
 
 commands:
-  ci      fmt, clippy, test, doc, facade feature matrix, publish --dry-run,
-          msrv (build and test on the rust-version toolchain), windows under wine,
-          fuzz smoke, quick bench
+  ci      fmt, clippy, test, doc, readme, facade feature matrix, publish --dry-run,
+          sdk versions, msrv (build and test on the rust-version toolchain),
+          windows under wine, fuzz smoke, quick bench
             --skip-wine            leave out the Windows tests under Wine
             --skip-fuzz            leave out the fuzz smoke run
             --skip-bench           leave out the quick bench run
@@ -32,6 +35,11 @@ commands:
   wine    cross-compile the conformance suite and the examples to
           x86_64-pc-windows-gnu and run their tests under Wine (the target,
           mingw-w64 and wine64 are installed when missing)
+  readme  build every Rust snippet of README.md in a scratch crate whose
+          manifest is the README's own [dependencies] block
+  sdk-versions
+          test the rmcp and TurboMCP adapters at the lowest and the newest
+          SDK release their version ranges allow
   bench   run the benchmarks and print their tables
             --quick                small inputs, few repetitions (proves the benches work)
             --check                exit non-zero when a performance target is missed
@@ -50,6 +58,12 @@ fn main() -> ExitCode {
         "bench" => bench::Options::parse(&rest).and_then(bench::run),
         "msrv" if rest.is_empty() => msrv::check(|_| {}),
         "msrv" => Err(format!("`cargo xtask msrv` takes no options\n\n{USAGE}")),
+        "readme" if rest.is_empty() => readme::check(),
+        "readme" => Err(format!("`cargo xtask readme` takes no options\n\n{USAGE}")),
+        "sdk-versions" if rest.is_empty() => sdk_versions::check(|_| {}),
+        "sdk-versions" => Err(format!(
+            "`cargo xtask sdk-versions` takes no options\n\n{USAGE}"
+        )),
         "wine" if rest.is_empty() => wine::run(|_| {}),
         "wine" => Err(format!("`cargo xtask wine` takes no options\n\n{USAGE}")),
         "help" | "-h" | "--help" => {

@@ -14,8 +14,14 @@ const TARGET_DIR: &str = "msrv";
 
 /// Members that declare a newer `rust-version` of their own because what
 /// they depend on needs it (rmcp 3.11: 1.88, TurboMCP 3.6: 1.89), and the
-/// examples, which use them. The msrv step checks everything else.
-const NEWER_MSRV: &[&str] = &["childwire-rmcp", "childwire-turbomcp", "childwire-examples"];
+/// SDK examples, which use them. The msrv step checks everything else, the
+/// `childwire` command and the light examples (`cargo run --example
+/// mcp_client`) included.
+const NEWER_MSRV: &[&str] = &[
+    "childwire-rmcp",
+    "childwire-turbomcp",
+    "childwire-sdk-examples",
+];
 
 pub(crate) fn check(each_test_line: impl FnMut(&str)) -> Result<(), String> {
     let version = workspace_rust_version()?;
@@ -23,7 +29,7 @@ pub(crate) fn check(each_test_line: impl FnMut(&str)) -> Result<(), String> {
     eprintln!("rust-version {version}: checking with toolchain {toolchain}");
     ensure_toolchain(&toolchain)?;
     // One rust-version is declared for every workspace member but the SDK
-    // adapters and the examples (`NEWER_MSRV`), so the rest must build on it:
+    // adapters and their examples (`NEWER_MSRV`), so the rest must build on it:
     // first every target (benches too, as tests in the dev
     // profile), then the same selection of packages and features as the
     // `test` step runs its tests, reusing those artifacts.

@@ -96,6 +96,24 @@
 //!     Ok(())
 //! }
 //! ```
+//!
+//! # MCP SDKs
+//!
+//! Two crates put childwire under an MCP SDK, in place of the SDK's own
+//! child-process transport; the rest of the client is unchanged:
+//!
+//! - [`childwire-rmcp`](https://github.com/childwire/childwire/tree/main/crates/childwire-rmcp):
+//!   `childwire_rmcp::ChildwireTransport` for [rmcp](https://docs.rs/rmcp)
+//!   3.x from 3.11, in place of `TokioChildProcess` (and `stdio()` for the
+//!   server role).
+//! - [`childwire-turbomcp`](https://github.com/childwire/childwire/tree/main/crates/childwire-turbomcp):
+//!   `childwire_turbomcp::ChildwireTransport` for
+//!   [TurboMCP](https://docs.rs/turbomcp) 3.x from 3.6, in place of
+//!   `ChildProcessTransport`, built from the same `ChildProcessConfig`.
+//!
+//! The `childwire` command (crate `childwire-cli`) runs an MCP server to see
+//! what it does (`childwire probe -- CMD`) or relays a host to it with a log
+//! of every message (`childwire relay --log FILE -- CMD`).
 
 pub use childwire_async::{
     ChannelConfig, Closed, Command, Config, Containment, Counters, EncodeErrorKind, EndedBy,

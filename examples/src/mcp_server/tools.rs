@@ -130,8 +130,10 @@ fn number<'a>(arguments: &'a Map<String, Value>, name: &str) -> Result<&'a Numbe
 /// Integers add exactly while the sum fits in an `i64`; anything else is
 /// added as `f64`, the precision JSON numbers promise.
 fn add(a: &Number, b: &Number) -> Result<Number, String> {
-    if let (Some(a), Some(b)) = (a.as_i64(), b.as_i64())
-        && let Some(sum) = a.checked_add(b)
+    if let Some(sum) = a
+        .as_i64()
+        .zip(b.as_i64())
+        .and_then(|(a, b)| a.checked_add(b))
     {
         return Ok(sum.into());
     }

@@ -17,7 +17,9 @@ use std::collections::HashMap;
 use std::process::ExitCode;
 
 use childwire::{Command, Config, ExitHandle};
-use childwire_examples::sdk_client::{SdkClient, SdkError, ServerInfo, Tool, ToolResult, sdk_main};
+use childwire_sdk_examples::sdk_client::{
+    SdkClient, SdkError, ServerInfo, Tool, ToolResult, sdk_main,
+};
 use childwire_turbomcp::ChildwireTransport;
 use serde_json::{Map, Value};
 use turbomcp_client::Client;

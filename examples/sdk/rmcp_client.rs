@@ -18,8 +18,10 @@
 use std::process::ExitCode;
 
 use childwire::{Command, Config, ExitHandle};
-use childwire_examples::sdk_client::{SdkClient, SdkError, ServerInfo, Tool, ToolResult, sdk_main};
 use childwire_rmcp::ChildwireTransport;
+use childwire_sdk_examples::sdk_client::{
+    SdkClient, SdkError, ServerInfo, Tool, ToolResult, sdk_main,
+};
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::{RoleClient, ServiceExt};

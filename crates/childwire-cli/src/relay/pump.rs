@@ -258,8 +258,10 @@ async fn child_to_host<'a, R: ExampleRuntime>(
                 if let Some(log) = ends.log {
                     log.flush();
                 }
-                if !host_gone && let Err(err) = ends.to_host.flush().await {
-                    note!("relay: writing stdout failed: {err}");
+                if !host_gone {
+                    if let Err(err) = ends.to_host.flush().await {
+                        note!("relay: writing stdout failed: {err}");
+                    }
                 }
                 return Some(*report);
             }
@@ -315,8 +317,10 @@ struct Stop<'a> {
 
 impl<'a> Stop<'a> {
     fn poll_signal(&mut self, cx: &mut Context<'_>) -> Poll<Signal> {
-        if let Some(shutdown) = &mut self.shutdown
-            && shutdown.as_mut().poll(cx).is_ready()
+        if self
+            .shutdown
+            .as_mut()
+            .is_some_and(|shutdown| shutdown.as_mut().poll(cx).is_ready())
         {
             self.shutdown = None;
         }
@@ -383,9 +387,10 @@ fn kill_group(pid: Option<u32>) {
     let group = pid
         .and_then(|pid| i32::try_from(pid).ok())
         .and_then(Pid::from_raw);
-    if let Some(group) = group
-        && let Err(err) = kill_process_group(group, rustix::process::Signal::KILL)
-    {
+    let Some(group) = group else {
+        return;
+    };
+    if let Err(err) = kill_process_group(group, rustix::process::Signal::KILL) {
         // ESRCH: the whole group is gone already; the report follows.
         if err != rustix::io::Errno::SRCH {
             note!("relay: killing the child's group failed: {err}");

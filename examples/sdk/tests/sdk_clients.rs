@@ -5,6 +5,8 @@
 // Unix only: its failing server is a POSIX shell script.
 #![cfg(unix)]
 
+// The examples package's helpers: they build and run this package's examples.
+#[path = "../../tests/support/mod.rs"]
 mod support;
 
 use std::time::Duration;

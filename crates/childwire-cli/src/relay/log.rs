@@ -103,18 +103,20 @@ impl Log {
     /// Writes buffered records to the file.
     pub fn flush(&self) {
         let mut inner = self.lock();
-        if !inner.failed
-            && let Err(err) = inner.out.flush()
-        {
+        if inner.failed {
+            return;
+        }
+        if let Err(err) = inner.out.flush() {
             inner.fail(&err);
         }
     }
 
     fn write(&self, record: &[u8]) {
         let mut inner = self.lock();
-        if !inner.failed
-            && let Err(err) = inner.out.write_all(record)
-        {
+        if inner.failed {
+            return;
+        }
+        if let Err(err) = inner.out.write_all(record) {
             inner.fail(&err);
         }
     }

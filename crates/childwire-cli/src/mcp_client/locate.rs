@@ -62,7 +62,12 @@ fn build(dir: &Path) -> Result<(), LocateError> {
     let mut command = Command::new(&cargo);
     command
         .args(["build", "--example", SERVER_EXAMPLE, "--manifest-path"])
-        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"))
+        // The server is an example of the repository's examples package;
+        // this code lives in `crates/childwire-cli`, which that package runs.
+        .arg(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../examples/Cargo.toml"
+        ))
         .args(profile_args(dir))
         // Cargo's progress goes to our stderr, where the user sees it;
         // stdout stays ours.

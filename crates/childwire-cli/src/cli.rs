@@ -49,7 +49,28 @@ pub fn run_main<T, P>(
 where
     P: Program<Output = u8>,
 {
-    let options = match parse(std::env::args_os().skip(1).collect()) {
+    run_with_args(
+        name,
+        usage,
+        std::env::args_os().skip(1).collect(),
+        parse,
+        program,
+    )
+}
+
+/// [`run_main`] over the given arguments (without the program's name, nor
+/// the subcommand's: `childwire relay` passes what follows `relay`).
+pub fn run_with_args<T, P>(
+    name: &str,
+    usage: &str,
+    args: Vec<OsString>,
+    parse: impl FnOnce(Vec<OsString>) -> Result<Parsed<T>, UsageError>,
+    program: impl FnOnce(T) -> (RuntimeChoice, P),
+) -> ExitCode
+where
+    P: Program<Output = u8>,
+{
+    let options = match parse(args) {
         Ok(Parsed::Run(options)) => options,
         Ok(Parsed::Help) => {
             // A closed stdout (`--help | head`) is not worth a panic.

@@ -1,0 +1,39 @@
+//! The programs behind the `childwire` command, written once over every
+//! runtime: [`mcp_client`] (`childwire probe`) and [`relay`]
+//! (`childwire relay`).
+//!
+//! This library exists so the repository's examples (`cargo run --example
+//! mcp_client`, `cargo run --example relay`) run the very same code as the
+//! installed command. Its API follows the command's needs, not semver
+//! promises to other users.
+//!
+//! - [`protocol`]: MCP protocol revisions and JSON-RPC error codes.
+//! - [`mcp_client`]: the MCP client that says what it sees.
+//! - [`relay`]: the stdio proxy with an optional NDJSON log.
+//! - [`rt`]: running a program on the runtime picked with `--runtime`.
+//! - [`cli`]: options first, then the child's command, unchanged; and the
+//!   `main` the programs share.
+
+// Defined before the modules so every one of them can use them.
+/// Prints one line to stdout. A closed stdout (`mcp_client | head`) is not
+/// a panic: the session still ends properly.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
+/// Prints one line to stderr, ignoring a closed stderr.
+macro_rules! note {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
+pub mod cli;
+pub mod mcp_client;
+pub mod protocol;
+pub mod relay;
+pub mod rt;
