@@ -136,7 +136,7 @@ pub fn spawn_child(command: std::process::Command, stderr: StderrMode) -> io::Re
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(match stderr {
-            StderrMode::Capture => Stdio::piped(),
+            StderrMode::Show | StderrMode::Capture => Stdio::piped(),
             StderrMode::Inherit => Stdio::inherit(),
             StderrMode::Discard => Stdio::null(),
         })

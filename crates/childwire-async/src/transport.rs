@@ -280,7 +280,7 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
                 span,
                 exit: child.exit,
                 stderr: child.stderr,
-                on_stderr_line: config.on_stderr_line.clone(),
+                on_stderr_line: stderr_lines::with_shown(command, config.on_stderr_line.clone()),
             },
         );
         rt.spawn(Box::pin(control));

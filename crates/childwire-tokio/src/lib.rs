@@ -39,7 +39,7 @@
 //! `env_clear`, its `kill_on_drop` flag), so a conversion would silently
 //! run a different child than the one described. [`spawn_command`] runs
 //! the Tokio command itself, everything set on it kept, with childwire's
-//! guarantees added: stdin and stdout piped, stderr captured, the child leading its own process group, killed with it on drop.
+//! guarantees added: stdin and stdout piped, stderr shown and captured, the child leading its own process group, killed with it on drop.
 //!
 //! [childwire]: https://github.com/childwire/childwire
 
@@ -225,7 +225,8 @@ where
 /// [`Transport::spawn_std`] on [`into_std`](tokio::process::Command::into_std),
 /// so what was set on it (program, arguments, environment, working
 /// directory, `pre_exec` hooks, uid and gid) is kept as set. childwire adds
-/// what it needs: stdin and stdout piped, stderr captured, the child leading its own process group, and
+/// what it needs: stdin and stdout piped, stderr shown and captured
+/// ([`StderrMode::Show`]), the child leading its own process group, and
 /// killed with that group if the transport is dropped without a shutdown
 /// (Tokio's own `kill_on_drop` flag cannot be read back, and is not
 /// needed). For another framing, call `Transport::spawn_std` with
