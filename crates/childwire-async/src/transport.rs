@@ -27,6 +27,8 @@ use crate::runtime::{PipeRead, PipeWrite, Runtime};
 use crate::stderr_lines::{self, StderrLines};
 use crate::{os, spawn, spawner};
 
+mod kill;
+
 /// A function that receives each line the child writes to stderr (without
 /// its line terminator), with stderr captured. It runs on the background
 /// task: keep it short. If it panics it is not called again, the transport
