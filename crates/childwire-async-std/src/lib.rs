@@ -75,7 +75,10 @@ pub fn stdio(config: &ChannelConfig) -> Result<Transport, NoRuntime> {
 /// A transport talking NDJSON over one socket (async-std's `TcpStream`,
 /// `UnixStream`, or any futures-io stream that clones to the same stream).
 /// The reading and writing halves are two clones of it, with no lock
-/// between them; the stream ends at the peer's EOF.
+/// between them; the stream ends at the peer's EOF. async-std's sockets do
+/// not shut their write direction down when closed (their `poll_close`
+/// only flushes): the peer reads EOF once the transport is dropped, or
+/// after `socket.shutdown(Shutdown::Write)` on a clone you kept.
 ///
 /// ```
 /// use async_std::net::{TcpListener, TcpStream};

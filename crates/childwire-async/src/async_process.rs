@@ -101,8 +101,12 @@ impl<S: AsyncRead + AsyncWrite + Clone + Send + Unpin + 'static> Socket for S {}
 /// A transport talking `framing` over one bidirectional futures-io stream
 /// (a TCP or Unix socket of smol or async-std). Their sockets are cheap
 /// clones of one socket, so the reading and the writing half are two
-/// clones: no lock between them. Closing the transport's write side shuts
-/// the socket's write direction down; the stream ends at the peer's EOF.
+/// clones: no lock between them. The stream ends at the peer's EOF.
+/// Closing the transport's write side closes the writing clone as its
+/// `poll_close` does: smol's sockets shut their write direction down (the
+/// peer reads EOF), async-std's only flush (the peer reads EOF once the
+/// transport is dropped, or after the caller's own
+/// `shutdown(Shutdown::Write)` on a clone of the socket).
 ///
 /// # Errors
 ///

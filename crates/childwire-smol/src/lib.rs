@@ -77,7 +77,8 @@ pub fn stdio(config: &ChannelConfig) -> Result<Transport, NoRuntime> {
 /// A transport talking NDJSON over one socket (smol's `TcpStream`,
 /// `UnixStream`, or any futures-io stream that clones to the same stream).
 /// The reading and writing halves are two clones of it, with no lock
-/// between them; the stream ends at the peer's EOF.
+/// between them; the stream ends at the peer's EOF. Closing the
+/// transport's write side shuts the socket's write direction down.
 ///
 /// ```
 /// use childwire_smol::{ChannelConfig, Received};

@@ -196,9 +196,9 @@ pub fn stdio(config: &ChannelConfig) -> Result<Transport, NoRuntime> {
 /// ```
 ///
 /// The halves share the stream through `tokio::io::split`'s lock, taken
-/// for each poll. For a `TcpStream` or `UnixStream`, whose `into_split`
-/// halves need none, `Transport::from_pipes(TokioIo(read), TokioIo(write),
-/// config)` is the lock-free form.
+/// for each poll; a `TcpStream` or `UnixStream` can also be given as its
+/// `into_split` halves, which need none:
+/// `Transport::from_pipes(TokioIo(read), TokioIo(write), config)`.
 pub fn from_stream<S>(stream: S, config: &ChannelConfig) -> Result<Transport, NoRuntime>
 where
     S: AsyncRead + AsyncWrite + Send + 'static,
@@ -217,6 +217,10 @@ where
     F: Framing,
     S: AsyncRead + AsyncWrite + Send + 'static,
 {
+    // `split`'s lock costs nothing measurable: 200,000 messages of 100 B one
+    // way over a Unix socket pair (two workers, release, 11 alternating
+    // rounds) took a median 92.5 ns/message through it and 92.3 ns through
+    // `UnixStream::into_split`'s lock-free halves.
     let (read, write) = tokio::io::split(stream);
     Transport::from_pipes_with(framing, TokioIo(read), TokioIo(write), config)
 }
