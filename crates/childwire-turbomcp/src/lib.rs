@@ -160,12 +160,16 @@ impl ChildwireTransport {
     /// `connect`.
     ///
     /// ```no_run
-    /// use childwire_turbomcp::{ChildwireTransport, Command, Config};
+    /// use childwire_turbomcp::{ChildwireTransport, Command, Config, StderrMode};
     ///
     /// let mut config = Config::default();
     /// config.on_stderr_line(|line| eprintln!("server: {}", String::from_utf8_lossy(line)));
     /// let transport = ChildwireTransport::from_command(
-    ///     Command::new("npx").args(["-y", "@modelcontextprotocol/server-everything"]).clone(),
+    ///     Command::new("npx")
+    ///         .args(["-y", "@modelcontextprotocol/server-everything"])
+    ///         // The callback shows the lines: not shown a second time.
+    ///         .stderr(StderrMode::Capture)
+    ///         .clone(),
     ///     config,
     /// );
     /// ```
