@@ -46,14 +46,12 @@ mod stderr_lines;
 mod transport;
 mod wake;
 
-pub use childwire_core::{
-    ChannelConfig, Closed, Command, Containment, Counters, EncodeErrorKind, EndedBy, EnvPolicy,
-    Exit, ExitReport, Framing, Lines, Malformed, Message, Oversized, Received, SendError,
-    SendErrorKind, SpawnError, StderrMode,
-};
 pub use exit_handle::{ExitHandle, ExitSlot};
 #[cfg(feature = "serde")]
 pub use json::{RecvJsonError, SendJsonError};
+// The names the runtime crates and the `childwire` facade re-export, listed
+// once (with the core's types this crate's API uses).
+pub use prelude::*;
 pub use runtime::{
     NoRuntime, PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer, child_pipes,
 };
