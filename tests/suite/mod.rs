@@ -25,6 +25,7 @@ mod api;
 mod containment;
 mod hatches;
 mod inbound;
+mod kill;
 mod lifecycle;
 mod outbound;
 mod spawn;

@@ -169,3 +169,62 @@ fn c09_each_stderr_mode_gives_the_child_the_right_stderr() {
         );
     });
 }
+
+/// `stderr-host` on this runtime, running the instant-exit server of issue 30 in `mode`: what
+/// the host wrote on its stderr, and its stdout (the exit report).
+#[cfg(unix)]
+fn instant_exit_through_a_host(mode: &str) -> (String, String) {
+    let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_stderr-host"));
+    host.args([
+        super::rt::NAME,
+        mode,
+        "sh",
+        "-c",
+        "echo cannot open database >&2; exit 3",
+    ])
+    .stdout(std::process::Stdio::piped())
+    .stderr(std::process::Stdio::piped());
+    if let Some(tag) = tag() {
+        host.env(TAG_VAR, tag);
+    }
+    let host = host.spawn().expect("spawn stderr-host");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(host.wait_with_output());
+    });
+    let output = rx
+        .recv_timeout(STEP)
+        .expect("the host ends")
+        .expect("the host's output");
+    assert!(output.status.success(), "the host failed: {output:?}");
+    (
+        String::from_utf8_lossy(&output.stderr).into_owned(),
+        String::from_utf8_lossy(&output.stdout).into_owned(),
+    )
+}
+
+#[cfg(unix)]
+#[test]
+fn c09_by_default_the_servers_stderr_is_shown_marked_with_its_name_and_kept_for_the_report() {
+    run(async {
+        let (shown, report) = instant_exit_through_a_host("show");
+        assert_eq!(shown, "[sh] cannot open database\n");
+        assert!(
+            report.contains("exited with code 3") && report.contains("cannot open database"),
+            "the report keeps the tail: {report}"
+        );
+    });
+}
+
+#[cfg(unix)]
+#[test]
+fn c09_captured_stderr_stays_off_the_hosts_stderr_and_in_the_report() {
+    run(async {
+        let (shown, report) = instant_exit_through_a_host("capture");
+        assert_eq!(shown, "");
+        assert!(
+            report.contains("exited with code 3") && report.contains("cannot open database"),
+            "the report keeps the tail: {report}"
+        );
+    });
+}

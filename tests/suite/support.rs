@@ -7,7 +7,8 @@ use std::time::{Duration, Instant};
 use childwire_conformance::{live_group_members, live_processes_with_env, pid_exists};
 
 use super::rt::{
-    self, Command, Config, EndedBy, Exit, ExitReport, Received, Receiver, Sender, Transport,
+    self, Command, Config, EndedBy, Exit, ExitReport, Received, Receiver, Sender, StderrMode,
+    Transport,
 };
 
 /// The child program, built by Cargo for this test target.
@@ -90,10 +91,12 @@ pub(super) async fn eventually(limit: Duration, what: &str, mut cond: impl FnMut
     }
 }
 
-/// `misbehave ARGS...` as a childwire command, marked with this test's [`tag`].
+/// `misbehave ARGS...` as a childwire command, marked with this test's [`tag`]. Its stderr is
+/// captured quietly ([`StderrMode::Capture`]): shown (the default), the floods of the stderr
+/// tests would fill the test output. `stderr::c09_by_default_*` checks the default.
 pub(super) fn misbehave(args: &[&str]) -> Command {
     let mut cmd = Command::new(MISBEHAVE);
-    cmd.args(args);
+    cmd.args(args).stderr(StderrMode::Capture);
     if let Some(tag) = tag() {
         cmd.env(TAG_VAR, tag);
     }

@@ -130,7 +130,8 @@ impl fmt::Debug for ExitSlot {
 }
 
 impl ExitHandle {
-    /// The report, if the child's end is known yet.
+    /// The report, if the child's end is known yet; never waits.
+    #[doc(alias = "try_wait")]
     pub fn get(&self) -> Option<ExitReport> {
         self.shared.state().report.clone()
     }

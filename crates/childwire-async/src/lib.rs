@@ -35,6 +35,7 @@ mod os;
 mod out_side;
 #[cfg(target_os = "linux")]
 mod pre_exec;
+pub mod prelude;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 pub mod requests;
@@ -45,14 +46,12 @@ mod stderr_lines;
 mod transport;
 mod wake;
 
-pub use childwire_core::{
-    ChannelConfig, Closed, Command, Containment, Counters, EncodeErrorKind, EndedBy, EnvPolicy,
-    Exit, ExitReport, Framing, Lines, Malformed, Message, Oversized, Received, SendError,
-    SendErrorKind, SpawnError, StderrMode,
-};
 pub use exit_handle::{ExitHandle, ExitSlot};
 #[cfg(feature = "serde")]
 pub use json::{RecvJsonError, SendJsonError};
+// The names the runtime crates and the `childwire` facade re-export, listed
+// once (with the core's types this crate's API uses).
+pub use prelude::*;
 pub use runtime::{
     NoRuntime, PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer, child_pipes,
 };

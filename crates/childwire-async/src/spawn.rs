@@ -178,7 +178,7 @@ pub fn adopt(std: &mut std::process::Command, command: &Command) {
     std.stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(match command.get_stderr() {
-            StderrMode::Capture => Stdio::piped(),
+            StderrMode::Show | StderrMode::Capture => Stdio::piped(),
             StderrMode::Inherit => Stdio::inherit(),
             StderrMode::Discard => Stdio::null(),
         });

@@ -1,15 +1,76 @@
-//! The child's stderr lines as a stream, for callers who want them in their
-//! own task rather than in a callback.
+//! Where the child's stderr lines go besides the tail: as a stream, for
+//! callers who want them in their own task rather than in a callback, and
+//! onto this process's stderr, marked with the program's name
+//! ([`StderrMode::Show`], the default).
 
 use std::collections::VecDeque;
+use std::io::Write;
+use std::path::Path;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
+use childwire_core::{Command, StderrMode};
 use futures_core::Stream;
 
+use crate::StderrCallback;
 use crate::link::lock;
+
+/// The callback a child's transport calls with each stderr line: with
+/// [`StderrMode::Show`], each line is written to this process's stderr
+/// first, then handed to the caller's callback (if any); otherwise the
+/// caller's callback alone.
+///
+/// Shown lines take the SDKs' way (rmcp, the TypeScript and Python SDKs
+/// let the child write to the host's stderr) rather than `tracing`'s: a
+/// host that installed no subscriber, or one at its default level, would
+/// show nothing, which is the silence this default is there to end.
+/// Unlike a shared stderr, the tail is still kept for the exit report and
+/// each line says which server wrote it.
+pub(crate) fn with_shown(
+    command: &Command,
+    callback: Option<StderrCallback>,
+) -> Option<StderrCallback> {
+    shown_into(command, callback, |shown| {
+        // A failed write (a closed stderr) is ignored: the line is still in
+        // the tail.
+        let _ = std::io::stderr().write_all(shown);
+    })
+}
+
+/// [`with_shown`], writing each shown line with `write`.
+fn shown_into(
+    command: &Command,
+    callback: Option<StderrCallback>,
+    write: fn(&[u8]),
+) -> Option<StderrCallback> {
+    if command.get_stderr() != StderrMode::Show {
+        return callback;
+    }
+    let program = command.get_program();
+    let name = Path::new(program)
+        .file_name()
+        .unwrap_or(program)
+        .to_string_lossy();
+    let prefix = format!("[{name}] ").into_bytes();
+    Some(Arc::new(move |line: &[u8]| {
+        write(&marked(&prefix, line));
+        if let Some(callback) = &callback {
+            callback(line);
+        }
+    }))
+}
+
+/// `prefix`, `line` and a newline in one buffer, written in one call so
+/// that lines from several children (or the host's own) never mix.
+fn marked(prefix: &[u8], line: &[u8]) -> Vec<u8> {
+    let mut shown = Vec::with_capacity(prefix.len() + line.len() + 1);
+    shown.extend_from_slice(prefix);
+    shown.extend_from_slice(line);
+    shown.push(b'\n');
+    shown
+}
 
 /// What the stream holds when its reader falls behind: the oldest lines are
 /// dropped first, and counted.
@@ -114,4 +175,45 @@ pub(crate) fn pair() -> (LineSink, StderrLines) {
         },
         StderrLines { shared },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What the test sink was given.
+    static WRITTEN: Mutex<Vec<u8>> = Mutex::new(Vec::new());
+
+    #[test]
+    fn a_shown_line_is_marked_with_the_program_and_ends_its_line() {
+        assert_eq!(
+            marked(b"[npx] ", b"Starting server"),
+            b"[npx] Starting server\n"
+        );
+        assert_eq!(marked(b"[npx] ", b""), b"[npx] \n");
+    }
+
+    #[test]
+    fn only_the_show_mode_adds_the_shown_line_and_the_callback_still_runs() {
+        let calls = Arc::new(Mutex::new(0));
+        let counted = Arc::clone(&calls);
+        let callback: StderrCallback = Arc::new(move |_: &[u8]| *lock(&counted) += 1);
+        let sink = |shown: &[u8]| lock(&WRITTEN).extend_from_slice(shown);
+        let mut command = Command::new("/usr/local/bin/server");
+        for quiet in [
+            StderrMode::Capture,
+            StderrMode::Inherit,
+            StderrMode::Discard,
+        ] {
+            command.stderr(quiet);
+            let same = shown_into(&command, Some(Arc::clone(&callback)), sink).expect("kept");
+            assert!(Arc::ptr_eq(&same, &callback), "{quiet:?}: the caller's own");
+            assert!(shown_into(&command, None, sink).is_none(), "{quiet:?}");
+        }
+        command.stderr(StderrMode::Show);
+        shown_into(&command, Some(callback), sink).expect("a callback")(b"listening");
+        shown_into(&command, None, sink).expect("a callback")(b"ready");
+        assert_eq!(*lock(&calls), 1, "the caller's callback still runs");
+        assert_eq!(*lock(&WRITTEN), b"[server] listening\n[server] ready\n");
+    }
 }

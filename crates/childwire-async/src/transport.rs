@@ -27,6 +27,8 @@ use crate::runtime::{PipeRead, PipeWrite, Runtime};
 use crate::stderr_lines::{self, StderrLines};
 use crate::{os, spawn, spawner};
 
+mod kill;
+
 /// A function that receives each line the child writes to stderr (without
 /// its line terminator), with stderr captured. It runs on the background
 /// task: keep it short. If it panics it is not called again, the transport
@@ -52,7 +54,10 @@ pub struct Config {
 
 impl Config {
     /// Calls `callback` with each line the child writes to stderr, in
-    /// addition to `tracing` (target `childwire::stderr`).
+    /// addition to `tracing` (target `childwire::stderr`) and, with the
+    /// default [`StderrMode::Show`](crate::StderrMode::Show), this process's
+    /// stderr: a callback that shows the lines itself goes with
+    /// [`StderrMode::Capture`](crate::StderrMode::Capture).
     pub fn on_stderr_line(
         &mut self,
         callback: impl Fn(&[u8]) + Send + Sync + 'static,
@@ -65,7 +70,9 @@ impl Config {
 impl Config {
     /// The child's stderr lines as a stream ([`StderrLines`]) instead of a
     /// callback: it replaces any [`on_stderr_line`](Self::on_stderr_line).
-    /// Lines still go to `tracing` and into the exit report's tail.
+    /// Lines still go to `tracing`, into the exit report's tail and, with
+    /// the default [`StderrMode::Show`](crate::StderrMode::Show), to this
+    /// process's stderr.
     ///
     /// ```no_run
     /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
@@ -280,7 +287,7 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
                 span,
                 exit: child.exit,
                 stderr: child.stderr,
-                on_stderr_line: config.on_stderr_line.clone(),
+                on_stderr_line: stderr_lines::with_shown(command, config.on_stderr_line.clone()),
             },
         );
         rt.spawn(Box::pin(control));

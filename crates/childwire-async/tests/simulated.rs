@@ -19,7 +19,7 @@ use std::time::Duration;
 use bytes::Bytes;
 use childwire_async::{
     ChannelConfig, Closed, Command, Config, EndedBy, Exit, ExitReport, Received, SendErrorKind,
-    Transport,
+    StderrMode, Transport,
 };
 use futures_sink::Sink;
 use support::{ChildSpec, FakeRuntime, SignalSink, killed_by, pipe, yield_now};
@@ -29,8 +29,12 @@ type Fake = Transport<FakeRuntime>;
 const MS: Duration = Duration::from_millis(1);
 const NS: Duration = Duration::from_nanos(1);
 
+/// The scripted child, its stderr captured quietly: shown (the default), the scripts' stderr
+/// lines would fill the test output.
 fn spawn(config: Config) -> Fake {
-    Transport::spawn(&Command::new("fake-server"), config).expect("the scripted child spawns")
+    let mut command = Command::new("fake-server");
+    command.stderr(StderrMode::Capture);
+    Transport::spawn(&command, config).expect("the scripted child spawns")
 }
 
 /// `fut`, or `None` if `timeout` of virtual time passes first; the loser is

@@ -75,12 +75,24 @@ pub enum EnvPolicy {
 }
 
 /// What happens to the child's stderr.
+///
+/// By default ([`Show`](Self::Show)) the user sees what the server says
+/// there, as with rmcp's, the TypeScript SDK's and the Python SDK's stdio
+/// transports, which let the child write to the host's stderr; childwire
+/// also keeps the tail for the exit report. [`Capture`](Self::Capture)
+/// keeps it off the terminal, [`Discard`](Self::Discard) drops it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum StderrMode {
-    /// Piped and always drained: the last lines are kept for the exit
-    /// report, and each line goes to `tracing` and the configured callback
-    /// (the default).
+    /// Piped and always drained, like [`Capture`](Self::Capture), and each
+    /// line also written to this process's stderr, marked with the
+    /// program's name (`[npx] Starting server...`), whole lines at a time
+    /// so that several children's lines do not mix (the default).
     #[default]
+    Show,
+    /// Piped and always drained, and quiet: the last lines are kept for the
+    /// exit report, and each line goes to `tracing` (target
+    /// `childwire::stderr`, level `debug`) and the configured callback
+    /// only.
     Capture,
     /// Shared with the parent's stderr.
     Inherit,
@@ -162,7 +174,7 @@ impl Command {
             env_allowed: Vec::new(),
             kill_on_drop: true,
             current_dir: None,
-            stderr: StderrMode::Capture,
+            stderr: StderrMode::Show,
             process_group: true,
             containment: Containment::ProcessGroup,
             kill_on_parent_death: false,
@@ -262,7 +274,8 @@ impl Command {
         self
     }
 
-    /// Chooses what happens to the child's stderr.
+    /// Chooses what happens to the child's stderr: shown and captured by
+    /// default ([`StderrMode::Show`]); [`StderrMode::Capture`] for quiet.
     pub fn stderr(&mut self, mode: StderrMode) -> &mut Self {
         self.stderr = mode;
         self

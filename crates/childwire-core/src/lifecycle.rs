@@ -658,6 +658,24 @@ impl Lifecycle {
         self.advance(now);
     }
 
+    /// The user asked to stop the child now: SIGKILL (to its group, with
+    /// one) at once, without closing stdin or SIGTERM first, unless its exit
+    /// was already observed or it is already gone. It counts as an asked-for
+    /// end: the report says [`shutdown_requested`](ExitReport::shutdown_requested)
+    /// and [`EndedBy::Sigkill`]. Asking again changes nothing. The end is
+    /// reported as usual: after the sweep, once the pipes drained or
+    /// `drain_grace` passed.
+    pub fn handle_kill(&mut self, now: Instant) {
+        if self.exited.is_none() && !self.kill_sent && !self.process_gone {
+            self.shutdown_at.get_or_insert(now);
+            self.pending_close = false;
+            self.pending_term = false;
+            self.pending_kill = true;
+            self.phase = self.phase.max(Phase::Killing);
+        }
+        self.advance(now);
+    }
+
     /// A deadline from [`poll_timeout`](Self::poll_timeout) may have passed.
     /// Early, late and repeated calls are fine: only deadlines `now` has
     /// reached fire.

@@ -166,6 +166,13 @@ impl Supervisor {
         self.advance();
     }
 
+    /// The caller asked to kill the child now (see
+    /// [`Lifecycle::handle_kill`]).
+    pub fn handle_kill(&mut self, now: Instant) {
+        self.lifecycle.handle_kill(now);
+        self.advance();
+    }
+
     /// What the caller has not received yet
     /// ([`Inbound::backlog`](crate::Inbound::backlog)). Recorded in the report once, by the first call
     /// after the end is decided, so the report tells how far behind the

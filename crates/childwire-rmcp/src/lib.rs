@@ -42,9 +42,15 @@
 //!   request gets a JSON-RPC error (childwire's `oversized_error`) right away
 //!   instead of waiting forever. An over-long *request* from the server is
 //!   answered with the same error, so the server is not left waiting either.
-//! - **stderr is drained** and each line goes to `tracing` (target
-//!   `childwire::stderr`, level `debug`) and to
-//!   [`Config::on_stderr_line`]'s callback; its tail is in the exit report.
+//! - **The server's stderr is shown and kept.** As with rmcp's own
+//!   `TokioChildProcess`, which lets the server write to your stderr, you
+//!   see what the server says: each line is written to this process's
+//!   stderr, marked with the program's name (`[sh] cannot open database`).
+//!   Its tail is also kept for the exit report, and each line goes to
+//!   `tracing` (target `childwire::stderr`, level `debug`) and to
+//!   [`Config::on_stderr_line`]'s callback. For quiet,
+//!   `command.stderr(StderrMode::Capture)`; to drop it,
+//!   [`StderrMode::Discard`].
 //!
 //! The server role (feature `server`) runs over this process's own stdin and
 //! stdout: [`ChildwireTransport::stdio`].
@@ -68,7 +74,7 @@ use rmcp::transport::Transport;
 pub use childwire::ExitHandle;
 pub use childwire::requests::SERVER_EXITED_ERROR_CODE;
 pub use childwire::tokio::{
-    ChannelConfig, Command, Config, ExitReport, NoRuntime, SendError, SpawnError,
+    ChannelConfig, Command, Config, ExitReport, NoRuntime, SendError, SpawnError, StderrMode,
 };
 pub use error::Error;
 

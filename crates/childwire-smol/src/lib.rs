@@ -1,6 +1,7 @@
 #![forbid(unsafe_code)]
 //! [childwire] on smol: run a child process and exchange newline-delimited
-//! messages (NDJSON, JSON-RPC, MCP's stdio transport) with it.
+//! messages (NDJSON, JSON-RPC, MCP's stdio transport) with it, or talk to a
+//! peer over a smol socket.
 //!
 //! ```no_run
 //! use childwire_smol::{Command, Config, Received, Transport};
@@ -33,51 +34,34 @@
 //! children echoing at once moved 0.76x the blocking baseline's bytes on
 //! one thread and 1.2-1.4x on two.
 //!
+//! The runtime-independent names ([`Command`], [`Config`], [`Received`],
+//! [`ContentLength`], [`StderrLines`], the error types...) are the same in
+//! every runtime's crate: see [`childwire_async::prelude`].
+//!
 //! [childwire]: https://github.com/childwire/childwire
 
 use std::future::Future;
-use std::io;
 use std::pin::Pin;
-use std::time::Instant;
 
-use childwire_async::async_process::{self, FuturesIo};
-pub use childwire_async::{
-    ChannelConfig, Closed, Command, Config, Containment, Counters, EncodeErrorKind, EndedBy,
-    EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized,
-    Received, SendError, SendErrorKind, ShutdownError, SpawnError, StderrMode,
-};
-use childwire_async::{Runtime, SpawnedChild, Timer};
+use childwire_async::async_process::{self, AsyncProcess, Executor};
+pub use childwire_async::async_process::{FuturesIo, Socket};
+pub use childwire_async::prelude::*;
 
-/// The [`childwire_async::Runtime`] for Smol.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Smol;
+/// smol's global executor, as childwire spawns on it.
+#[derive(Debug)]
+pub enum SmolExecutor {}
 
-impl Runtime for Smol {
-    fn current() -> Result<Self, NoRuntime> {
-        // A global executor: there is always one.
-        Ok(Smol)
-    }
+impl Executor for SmolExecutor {
+    const NAME: &'static str = "Smol";
 
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn timer(&self, deadline: Instant) -> Pin<Box<dyn Timer>> {
-        async_process::timer(deadline)
-    }
-
-    fn spawn(&self, task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
+    fn spawn(task: Pin<Box<dyn Future<Output = ()> + Send + 'static>>) {
         smol::spawn(task).detach();
     }
-
-    fn spawn_child(
-        &self,
-        command: std::process::Command,
-        stderr: StderrMode,
-    ) -> io::Result<SpawnedChild> {
-        async_process::spawn_child(command, stderr)
-    }
 }
+
+/// The [`childwire_async::Runtime`] for smol: `async-process` children,
+/// `async-io` timers, smol's global executor.
+pub type Smol = AsyncProcess<SmolExecutor>;
 
 /// A transport over this process's own stdin and stdout: the server side of
 /// stdio, for a program that is the child (an MCP server). NDJSON with the
@@ -88,6 +72,49 @@ pub fn stdio(config: &ChannelConfig) -> Result<Transport, NoRuntime> {
         FuturesIo(smol::Unblock::new(std::io::stdout())),
         config,
     )
+}
+
+/// A transport talking NDJSON over one socket (smol's `TcpStream`,
+/// `UnixStream`, or any futures-io stream that clones to the same stream).
+/// The reading and writing halves are two clones of it, with no lock
+/// between them; the stream ends at the peer's EOF. Closing the
+/// transport's write side shuts the socket's write direction down.
+///
+/// ```
+/// use childwire_smol::{ChannelConfig, Received};
+/// use smol::net::{TcpListener, TcpStream};
+///
+/// # fn main() -> Result<(), Box<dyn std::error::Error>> { smol::block_on(async {
+/// let listener = TcpListener::bind("127.0.0.1:0").await?;
+/// let client = TcpStream::connect(listener.local_addr()?).await?;
+/// let (socket, _) = listener.accept().await?;
+///
+/// let mut server = childwire_smol::from_stream(socket, &ChannelConfig::default())?;
+/// let client = childwire_smol::from_stream(client, &ChannelConfig::default())?;
+/// client.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await?;
+/// let Some(Received::Message(request)) = server.recv().await else { panic!("no request") };
+/// assert_eq!(request.as_ref(), br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+/// # Ok(()) }) }
+/// ```
+pub fn from_stream<S>(stream: S, config: &ChannelConfig) -> Result<Transport, NoRuntime>
+where
+    S: Socket,
+{
+    from_stream_with(Lines, stream, config)
+}
+
+/// [`from_stream`] with another framing, e.g. [`ContentLength`] for a DAP
+/// server listening on a TCP port.
+pub fn from_stream_with<F, S>(
+    framing: F,
+    stream: S,
+    config: &ChannelConfig,
+) -> Result<Transport<F>, NoRuntime>
+where
+    F: Framing,
+    S: Socket,
+{
+    async_process::from_stream_with(framing, stream, config)
 }
 
 /// A child process (or a peer) and the message channel to it.

@@ -27,6 +27,20 @@
 //! Tokio's: with a paused clock (`start_paused`) the shutdown graces pass in
 //! virtual time.
 //!
+//! The runtime-independent names ([`Command`], [`Config`], [`Received`],
+//! [`ContentLength`], [`StderrLines`], the error types...) are the same in
+//! every runtime's crate: see [`childwire_async::prelude`].
+//!
+//! # A `tokio::process::Command`
+//!
+//! There is no `From<tokio::process::Command>` for childwire's [`Command`]:
+//! a Tokio command can hold what childwire's cannot represent and what
+//! cannot be read back out of it (a `pre_exec` hook, uid and gid, an
+//! `env_clear`, its `kill_on_drop` flag), so a conversion would silently
+//! run a different child than the one described. [`spawn_command`] runs
+//! the Tokio command itself, everything set on it kept, with childwire's
+//! guarantees added: stdin and stdout piped, stderr shown and captured, the child leading its own process group, killed with it on drop.
+//!
 //! [childwire]: https://github.com/childwire/childwire
 
 use std::future::Future;
@@ -35,12 +49,8 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-pub use childwire_async::{
-    ChannelConfig, Closed, Command, Config, Containment, Counters, EncodeErrorKind, EndedBy,
-    EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed, Message, NoRuntime, Oversized,
-    Received, SendError, SendErrorKind, ShutdownError, SpawnError, StderrMode,
-};
-use childwire_async::{PipeRead, PipeWrite, Runtime, SpawnedChild, Timer, child_pipes};
+pub use childwire_async::prelude::*;
+use childwire_async::{Runtime, SpawnedChild, Timer, child_pipes};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 /// The [`childwire_async::Runtime`] for Tokio: the runtime the transport was
@@ -159,6 +169,87 @@ pub fn stdio(config: &ChannelConfig) -> Result<Transport, NoRuntime> {
         TokioIo(tokio::io::stdout()),
         config,
     )
+}
+
+/// A transport talking NDJSON over one bidirectional stream (a
+/// `TcpStream`, a `UnixStream`, a named pipe, a TLS stream): split here
+/// into its reading and writing halves ([`tokio::io::split`]). The stream
+/// ends at the peer's EOF; closing the transport's write side shuts the
+/// stream's write direction down.
+///
+/// ```
+/// use childwire_tokio::{ChannelConfig, Received};
+/// use tokio::net::{TcpListener, TcpStream};
+///
+/// # #[tokio::main(flavor = "current_thread")]
+/// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+/// let listener = TcpListener::bind("127.0.0.1:0").await?;
+/// let client = TcpStream::connect(listener.local_addr()?).await?;
+/// let (socket, _) = listener.accept().await?;
+///
+/// let mut server = childwire_tokio::from_stream(socket, &ChannelConfig::default())?;
+/// let client = childwire_tokio::from_stream(client, &ChannelConfig::default())?;
+/// client.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await?;
+/// let Some(Received::Message(request)) = server.recv().await else { panic!("no request") };
+/// assert_eq!(request.as_ref(), br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+/// # Ok(()) }
+/// ```
+///
+/// The halves share the stream through `tokio::io::split`'s lock, taken
+/// for each poll; a `TcpStream` or `UnixStream` can also be given as its
+/// `into_split` halves, which need none:
+/// `Transport::from_pipes(TokioIo(read), TokioIo(write), config)`.
+pub fn from_stream<S>(stream: S, config: &ChannelConfig) -> Result<Transport, NoRuntime>
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    from_stream_with(Lines, stream, config)
+}
+
+/// [`from_stream`] with another framing, e.g. [`ContentLength`] for a DAP
+/// server listening on a TCP port.
+pub fn from_stream_with<F, S>(
+    framing: F,
+    stream: S,
+    config: &ChannelConfig,
+) -> Result<Transport<F>, NoRuntime>
+where
+    F: Framing,
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    // `split`'s lock costs nothing measurable: 200,000 messages of 100 B one
+    // way over a Unix socket pair (two workers, release, 11 alternating
+    // rounds) took a median 92.5 ns/message through it and 92.3 ns through
+    // `UnixStream::into_split`'s lock-free halves.
+    let (read, write) = tokio::io::split(stream);
+    Transport::from_pipes_with(framing, TokioIo(read), TokioIo(write), config)
+}
+
+/// Spawns a `tokio::process::Command` built by the caller, talking NDJSON:
+/// [`Transport::spawn_std`] on [`into_std`](tokio::process::Command::into_std),
+/// so what was set on it (program, arguments, environment, working
+/// directory, `pre_exec` hooks, uid and gid) is kept as set. childwire adds
+/// what it needs: stdin and stdout piped, stderr shown and captured
+/// ([`StderrMode::Show`]), the child leading its own process group, and
+/// killed with that group if the transport is dropped without a shutdown
+/// (Tokio's own `kill_on_drop` flag cannot be read back, and is not
+/// needed). For another framing, call `Transport::spawn_std` with
+/// `into_std()` yourself.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use childwire_tokio::Config;
+///
+/// let mut command = tokio::process::Command::new("uvx");
+/// command.arg("mcp-server-time").env_clear().env("PATH", "/usr/bin");
+/// let server = childwire_tokio::spawn_command(command, Config::default())?;
+/// # Ok(()) }
+/// ```
+pub fn spawn_command(
+    command: tokio::process::Command,
+    config: impl Into<Config>,
+) -> Result<Transport, SpawnError> {
+    Transport::spawn_std(Lines, command.into_std(), config)
 }
 
 /// A child process (or a peer) and the message channel to it, on Tokio.

@@ -43,8 +43,15 @@
 //! - **An over-long response fails its request** at once with childwire's
 //!   `oversized_error`, instead of the request waiting for its timeout; it
 //!   is dropped without being buffered whole.
-//! - **stderr is drained** and each line goes to `tracing` (target
-//!   `childwire::stderr`, level `debug`); its tail is in the exit report.
+//! - **The server's stderr is shown and kept.** Where TurboMCP's transport
+//!   logs it at `debug` (nothing shows without a subscriber at that level),
+//!   each line is written to this process's stderr, marked with the
+//!   program's name (`[sh] cannot open database`), as rmcp and the
+//!   TypeScript and Python SDKs show it. Its tail is also kept for the exit
+//!   report, and each line still goes to `tracing` (target
+//!   `childwire::stderr`, level `debug`). For quiet,
+//!   `command.stderr(StderrMode::Capture)` with
+//!   [`ChildwireTransport::from_command`].
 //!
 //! For more control (environment policy, process group, stderr mode, a
 //! stderr callback), build it from childwire's own [`Command`] and
@@ -73,7 +80,7 @@ use turbomcp_transport::core::{
 
 pub use childwire::ExitHandle;
 pub use childwire::requests::SERVER_EXITED_ERROR_CODE;
-pub use childwire::tokio::{ChannelConfig, Command, Config, ExitReport, SpawnError};
+pub use childwire::tokio::{ChannelConfig, Command, Config, ExitReport, SpawnError, StderrMode};
 /// TurboMCP's child process configuration, which [`ChildwireTransport::new`]
 /// takes.
 pub use turbomcp_transport::ChildProcessConfig;
@@ -153,12 +160,16 @@ impl ChildwireTransport {
     /// `connect`.
     ///
     /// ```no_run
-    /// use childwire_turbomcp::{ChildwireTransport, Command, Config};
+    /// use childwire_turbomcp::{ChildwireTransport, Command, Config, StderrMode};
     ///
     /// let mut config = Config::default();
     /// config.on_stderr_line(|line| eprintln!("server: {}", String::from_utf8_lossy(line)));
     /// let transport = ChildwireTransport::from_command(
-    ///     Command::new("npx").args(["-y", "@modelcontextprotocol/server-everything"]).clone(),
+    ///     Command::new("npx")
+    ///         .args(["-y", "@modelcontextprotocol/server-everything"])
+    ///         // The callback shows the lines: not shown a second time.
+    ///         .stderr(StderrMode::Capture)
+    ///         .clone(),
     ///     config,
     /// );
     /// ```

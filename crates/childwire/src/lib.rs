@@ -115,25 +115,15 @@
 //! what it does (`childwire probe -- CMD`) or relays a host to it with a log
 //! of every message (`childwire relay --log FILE -- CMD`).
 
-pub use childwire_async::{
-    ChannelConfig, Closed, Command, Config, Containment, Counters, EncodeErrorKind, EndedBy,
-    EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed, Message, Oversized, Received,
-    SendError, SendErrorKind, ShutdownError, SpawnError, StderrCallback, StderrMode,
-};
-/// The exit report for code that hands its transport away (to an MCP SDK):
-/// the transport records it in an [`ExitSlot`], the host waits on an
-/// [`ExitHandle`].
-pub use childwire_async::{ExitHandle, ExitSlot};
-/// Runtime-generic handles and the trait to bind another runtime: write
-/// `fn serve<R: Runtime>(t: Transport<R>)` once and call it with any of the
-/// runtime modules' transports.
-pub use childwire_async::{
-    NoRuntime, PipeIds, PipeRead, PipeWrite, Receiver, Runtime, Sender, SpawnedChild, Timer,
-    Transport,
-};
-#[cfg(feature = "serde")]
-#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub use childwire_async::{RecvJsonError, SendJsonError, requests};
+// The names every runtime module has too (listed and explained in
+// `childwire_async::prelude`): one list, so the facade and the runtime
+// modules cannot drift apart. No doc comment here: rustdoc would put it at
+// the top of every item's page.
+pub use childwire_async::prelude::*;
+// The runtime-generic handles and the trait to bind another runtime: write
+// `fn serve<R: Runtime>(t: Transport<R>)` once and call it with any runtime
+// module's transport.
+pub use childwire_async::{PipeIds, Receiver, Runtime, Sender, SpawnedChild, Timer, Transport};
 /// The sans-IO core: the framer on its own (usable over any byte stream),
 /// the encoder, the lifecycle and session state machines.
 pub use childwire_core as core;

@@ -542,7 +542,7 @@ impl Runtime for FakeRuntime {
         state
             .spawned
             .push(command.get_program().to_string_lossy().into_owned());
-        if stderr != StderrMode::Capture {
+        if !matches!(stderr, StderrMode::Show | StderrMode::Capture) {
             // Not piped: the script's stderr writes go nowhere.
             child.stderr = None;
         }

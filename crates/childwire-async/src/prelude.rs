@@ -1,0 +1,45 @@
+//! The names every runtime module re-exports: one list, so
+//! `childwire::tokio`, `childwire::smol`, `childwire::async_std` and the
+//! `childwire` crate itself offer the same ones and cannot drift apart.
+//!
+//! It holds what a program that spawns a child or talks over a socket
+//! reaches for: the command and its policies ([`Command`], [`EnvPolicy`],
+//! [`StderrMode`], [`Containment`]), the limits ([`Config`],
+//! [`ChannelConfig`], [`StderrTailConfig`]), the framings ([`Lines`] for
+//! NDJSON, [`ContentLength`] for LSP and DAP), what comes back
+//! ([`Received`], [`Message`], [`Oversized`], [`Malformed`], [`ExitReport`]
+//! and its parts), the child's stderr as a stream ([`StderrLines`]), the
+//! exit report of a transport handed to an SDK ([`ExitHandle`]), the error
+//! types ([`SpawnError`], [`SendError`], [`ShutdownError`], [`ConfigError`],
+//! [`NoRuntime`], and with the `serde` feature [`SendJsonError`] and
+//! [`RecvJsonError`]), the traits a pipe implements ([`PipeRead`],
+//! [`PipeWrite`]), and [`Bytes`], the type the `Sink` takes.
+//!
+//! Each runtime module adds its own `Transport`, `Sender` and `Receiver`
+//! (the generic ones bound to its runtime) and its constructors.
+//!
+//! ```
+//! use childwire_async::prelude::*;
+//!
+//! let mut command = Command::new("npx");
+//! command.stderr(StderrMode::Capture);
+//! let framing: ContentLength = ContentLength::default();
+//! # let _ = (command, framing, Bytes::new());
+//! ```
+
+pub use bytes::Bytes;
+pub use childwire_core::{
+    ChannelConfig, Closed, Command, ConfigError, Containment, ContentLength, Counters,
+    EncodeErrorKind, EndedBy, EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed,
+    MalformedReason, Message, Oversized, Received, SendError, SendErrorKind, SpawnError,
+    StderrMode, StderrTailConfig,
+};
+
+#[cfg(feature = "serde")]
+pub use crate::json::{RecvJsonError, SendJsonError};
+#[cfg(feature = "serde")]
+pub use crate::requests;
+pub use crate::{
+    Config, ExitHandle, ExitSlot, NoRuntime, PipeRead, PipeWrite, STDERR_LINES_PENDING,
+    ShutdownError, StderrCallback, StderrLines,
+};
