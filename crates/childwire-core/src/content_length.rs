@@ -36,7 +36,8 @@ use header::{Block, Found, Resync, Scan};
 /// [`MalformedReason::InvalidHeader`]; none of its bytes are held.
 pub const MAX_HEADER_LEN: usize = 8 * 1024;
 
-/// What ends a header block: the `\r\n` of its last line and an empty line.
+/// What the encoder writes after the length, and what ends the usual
+/// header block: the `\r\n` of its one line and an empty line.
 const TERMINATOR: &[u8; 4] = b"\r\n\r\n";
 
 /// The initial capacity of the buffer that chunks are copied to: one pipe

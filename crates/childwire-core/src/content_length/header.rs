@@ -498,3 +498,39 @@ impl Resync {
         self.head.extend_from_slice(&bytes[..bytes.len().min(room)]);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Where every match ends when `text` is fed byte by byte.
+    fn match_ends(text: &[u8]) -> Vec<usize> {
+        let mut name = NameMatch::default();
+        (0..text.len()).filter(|&i| name.feed(text[i])).collect()
+    }
+
+    #[test]
+    fn name_match_finds_every_occurrence_after_false_starts() {
+        assert_eq!(match_ends(b"Content-Length"), [13]);
+        assert_eq!(match_ends(b"ccontent-LENGTH"), [14]);
+        assert_eq!(match_ends(b"content-lencontent-length"), [24]);
+        assert_eq!(match_ends(b"content-lengthcontent-length"), [13, 27]);
+        assert_eq!(match_ends(b"content-lengtx content_length"), []);
+        let text = b"xx}CONTENT-length: 5\r\n\r\n{\"a\":\"content-length\"}";
+        let windows: Vec<usize> = (NAME.len()..=text.len())
+            .filter(|&end| text[end - NAME.len()..end].eq_ignore_ascii_case(NAME))
+            .map(|end| end - 1)
+            .collect();
+        assert_eq!(match_ends(text), windows);
+    }
+
+    #[test]
+    fn a_name_match_keeps_the_bytes_as_they_came() {
+        let mut name = NameMatch::default();
+        for &b in b"xCoNtEnT-LeNgTh" {
+            name.feed(b);
+        }
+        assert!(name.is_complete());
+        assert_eq!(name.matched(), b"CoNtEnT-LeNgTh");
+    }
+}
