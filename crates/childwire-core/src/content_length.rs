@@ -257,14 +257,15 @@ fn decimal_digits(mut n: usize) -> usize {
 ///
 /// # Cost
 ///
-/// Each byte is read once: header bytes one at a time (the values of
-/// headers other than `Content-Length` skipped with `memchr`), and the
-/// usual one-line block `Content-Length: N\r\n\r\n` without a scan; the
-/// bytes dropped after a broken frame with `memchr` for the name's first
-/// letter; body bytes are counted, never scanned. A body that lies wholly
-/// inside a chunk given to [`handle_bytes`](Self::handle_bytes) (or inside
-/// the copy [`handle_data`](Self::handle_data) makes) is split off as
-/// [`Bytes`] without copying.
+/// The usual one-line block `Content-Length: N\r\n\r\n` is read without a
+/// scan. Any other block is read once, a byte at a time (the values of
+/// headers other than `Content-Length` skipped with `memchr`), after the
+/// few bytes the usual form was checked against. The bytes dropped after a
+/// broken frame are read once, with `memchr` for the name's first letter.
+/// Body bytes are counted, never scanned. A body that lies wholly inside a
+/// chunk given to [`handle_bytes`](Self::handle_bytes) (or inside the copy
+/// [`handle_data`](Self::handle_data) makes) is split off as [`Bytes`]
+/// without copying.
 ///
 /// # Example
 ///
