@@ -40,6 +40,16 @@ impl NameMatch {
         self.is_complete()
     }
 
+    /// A complete match of `bytes`, which are the name in some case.
+    fn of(bytes: &[u8]) -> Self {
+        let mut name = Self {
+            len: NAME.len() as u8,
+            bytes: [0; NAME.len()],
+        };
+        name.bytes.copy_from_slice(bytes);
+        name
+    }
+
     /// The bytes of a match in progress (all of them once complete).
     pub(super) fn matched(&self) -> &[u8] {
         &self.bytes[..usize::from(self.len)]
@@ -183,6 +193,58 @@ impl Block {
                 return (start, broken(i, MalformedReason::InvalidHeader, index));
             }
             let byte = data[i];
+            // A name or another header's value that ends in this chunk,
+            // within the bound, is read at once; the byte path below is
+            // what it stands for, and takes over otherwise.
+            let limit = data.len().min(i + (MAX_HEADER_LEN - index));
+            let whole = match self.phase {
+                Phase::Name { len: 0 } if is_tchar(byte) => {
+                    let run = data[i..limit].iter().take_while(|&&b| is_tchar(b)).count();
+                    (i + run < limit).then(|| {
+                        let name = &data[i..i + run];
+                        // The first `Content-Length` after the name's start.
+                        match find_name(&name[1..]) {
+                            Some(k) => Err(k + 1),
+                            None => {
+                                self.name = if name.eq_ignore_ascii_case(NAME) {
+                                    NameMatch::of(name)
+                                } else {
+                                    NameMatch::default()
+                                };
+                                self.phase = Phase::Name { len: run };
+                                Ok(i + run)
+                            }
+                        }
+                    })
+                }
+                Phase::Value if self.name.matched().is_empty() => {
+                    memchr::memchr(b'\n', &data[i..limit]).map(|end| {
+                        match find_name(&data[i..i + end]) {
+                            Some(k) => Err(k),
+                            None => {
+                                self.lines = true;
+                                self.phase = Phase::LineStart;
+                                Ok(i + end + 1)
+                            }
+                        }
+                    })
+                }
+                _ => None,
+            };
+            match whole {
+                Some(Ok(next)) => {
+                    i = next;
+                    continue;
+                }
+                Some(Err(k)) => {
+                    // A `Content-Length` where none belongs: the bytes
+                    // before it ran into the next header.
+                    self.name = NameMatch::of(&data[i + k..i + k + NAME.len()]);
+                    let at = i + k + NAME.len() - 1;
+                    return (start, next_header(at, index + (at - i)));
+                }
+                None => {}
+            }
             match self.phase {
                 Phase::LineStart => match byte {
                     b'\n' if !self.lines => start = i + 1,
@@ -355,27 +417,51 @@ fn next_header(at: usize, index: usize) -> Scan {
     }
 }
 
-/// A character a header name may hold (RFC 9110's `tchar`).
-fn is_tchar(byte: u8) -> bool {
-    byte.is_ascii_alphanumeric()
-        || matches!(
-            byte,
-            b'!' | b'#'
-                | b'$'
-                | b'%'
-                | b'&'
-                | b'\''
-                | b'*'
-                | b'+'
-                | b'-'
-                | b'.'
-                | b'^'
-                | b'_'
-                | b'`'
-                | b'|'
-                | b'~'
-        )
+/// Where the first `content-length` (any case) begins in `bytes`, a
+/// header's name or value: short, so a plain loop beats `memchr`'s setup.
+fn find_name(bytes: &[u8]) -> Option<usize> {
+    let last = bytes.len().checked_sub(NAME.len())?;
+    (0..=last).find(|&at| {
+        bytes[at] | 0x20 == b'c'
+            && bytes[at + 1] | 0x20 == b'o'
+            && bytes[at..at + NAME.len()].eq_ignore_ascii_case(NAME)
+    })
 }
+
+/// A character a header name may hold (RFC 9110's `tchar`).
+#[inline]
+fn is_tchar(byte: u8) -> bool {
+    TCHAR[usize::from(byte)]
+}
+
+/// [`is_tchar`] as a table: letters, digits and ``!#$%&'*+-.^_`|~``.
+static TCHAR: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        let c = b as u8;
+        table[b] = c.is_ascii_alphanumeric()
+            || matches!(
+                c,
+                b'!' | b'#'
+                    | b'$'
+                    | b'%'
+                    | b'&'
+                    | b'\''
+                    | b'*'
+                    | b'+'
+                    | b'-'
+                    | b'.'
+                    | b'^'
+                    | b'_'
+                    | b'`'
+                    | b'|'
+                    | b'~'
+            );
+        b += 1;
+    }
+    table
+};
 
 /// The bytes dropped after a broken frame, up to the next `Content-Length`
 /// name (any case, wherever it begins).
