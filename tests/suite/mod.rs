@@ -23,6 +23,7 @@ use super::rt;
 
 mod api;
 mod containment;
+mod content_length;
 mod hatches;
 mod inbound;
 mod kill;

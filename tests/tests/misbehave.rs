@@ -466,3 +466,31 @@ fn reaped_children_leave_no_zombie() {
     assert_eq!(child.wait().expect("reap").code(), Some(3));
     assert!(!pid_exists(pid));
 }
+
+#[test]
+fn content_length_lie_tells_one_lie_then_writes_20_frames() {
+    let (status, out, _) = run(&["content-length-lie", "short"], b"");
+    assert!(status.success());
+    let frames = |lf_only: bool| {
+        let mut wire = Vec::new();
+        for n in 0..20 {
+            let body = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{n}}}");
+            let eol = if lf_only && n % 2 == 0 { "\n" } else { "\r\n" };
+            wire.extend(format!("Content-Length: {}{eol}{eol}{body}", body.len()).into_bytes());
+        }
+        wire
+    };
+    let lie = b"Content-Length: 5\r\n\r\n{\"jsonrpc\":\"2.0\",\"method\":\"lie\"}";
+    assert_eq!(out, [&lie[..], &frames(false)].concat());
+
+    let (status, out, _) = run(&["content-length-lie", "lf-only"], b"");
+    assert!(status.success());
+    assert_eq!(out, frames(true));
+
+    let (status, out, _) = run(&["content-length-lie", "over-long"], b"");
+    assert!(status.success());
+    assert!(out.starts_with(b"Content-Length: 38\r\nX-Padding: ppp"));
+
+    let (status, _, err) = run(&["content-length-lie", "other"], b"");
+    assert_eq!(status.code(), Some(2), "{err}");
+}

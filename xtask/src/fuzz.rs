@@ -9,7 +9,9 @@ const SECONDS_ENV: &str = "CHILDWIRE_FUZZ_SECONDS";
 /// libFuzzer's `-max_len` per target. The framer's interesting cases are
 /// lines around its small (<= 64 byte) limit spread over many chunks, so a few
 /// KiB already covers many oversized lines; longer inputs only slow each run.
-/// `content_length` gets room for a header block over its 8 KiB bound.
+/// `content_length` gets room for a header block over its 8 KiB bound;
+/// `content_length_resync` builds its own, so it needs room only for a few
+/// dozen frames' bodies.
 /// The JSON-RPC id scanner gets more room: its structured inputs build nested
 /// objects and ids up to past its 256-byte cap, which take a few KiB of input.
 /// So do `session` and `channel`: each operation costs a few bytes of input,
@@ -21,6 +23,7 @@ const MAX_LEN: &[(&str, usize)] = &[
     ("encoder", 4096),
     ("lifecycle", 4096),
     ("content_length", 12288),
+    ("content_length_resync", 8192),
     ("jsonrpc_id", 8192),
     ("session", 8192),
     ("channel", 8192),

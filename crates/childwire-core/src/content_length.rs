@@ -24,19 +24,21 @@ use crate::frame::{
 use crate::framing::{FrameDecoder, Framing, adopt_input, append_input};
 use crate::jsonrpc::IdScanner;
 
-/// The longest header block accepted, its final `\r\n\r\n` included: 8 KiB.
+mod header;
+
+use header::{Block, Found, Resync, Scan};
+
+/// The longest header block accepted, its final empty line included: 8 KiB.
 ///
 /// LSP and DAP send one or two short headers (under 100 bytes); the bound
-/// only exists so that a peer that never ends its header block cannot make
-/// the decoder hold its bytes. A longer block is dropped as
-/// [`MalformedReason::InvalidHeader`].
+/// only exists so that a peer that never ends its header block is told
+/// about. A longer block breaks at its byte past the bound, as
+/// [`MalformedReason::InvalidHeader`]; none of its bytes are held.
 pub const MAX_HEADER_LEN: usize = 8 * 1024;
 
-/// What ends a header block: the `\r\n` of its last line and an empty line.
+/// What the encoder writes after the length, and what ends the usual
+/// header block: the `\r\n` of its one line and an empty line.
 const TERMINATOR: &[u8; 4] = b"\r\n\r\n";
-
-/// The header name that carries the body's length, compared ignoring case.
-const CONTENT_LENGTH: &[u8] = b"content-length";
 
 /// The initial capacity of the buffer that chunks are copied to: one pipe
 /// read's worth, as for [`LineDecoder`](crate::decoder::LineDecoder).
@@ -157,12 +159,15 @@ fn decimal_digits(mut n: usize) -> usize {
 ///
 /// # What a frame is
 ///
-/// - A header block is the bytes up to and including the first `\r\n\r\n`.
-///   Its lines (split on `\r\n`) are `Name: value`: the name is compared
-///   ignoring ASCII case, spaces and tabs around name and value are ignored,
-///   and headers other than `Content-Length` (such as `Content-Type`) are
-///   accepted and ignored. An empty line is ignored too, so one stray
-///   `\r\n` before a header block does no harm.
+/// - A header block is a run of `Name: value` lines ended by an empty line.
+///   A line ends with `\r\n` or with `\n` alone: LSP and DAP say `\r\n`,
+///   but a sloppy server that writes `\n` is read the same way, frame by
+///   frame, and a well-formed block ends at the same byte either way.
+/// - A name is made of token characters (letters, digits, `-`, `_` and the
+///   like); spaces and tabs may surround it and the value. Names are
+///   compared ignoring ASCII case, and headers other than `Content-Length`
+///   (such as `Content-Type`) are accepted and ignored.
+/// - Blank lines between frames are skipped.
 /// - `Content-Length` is a decimal byte count (digits only; leading zeros
 ///   allowed). It may repeat if every value agrees.
 /// - The body is the next `Content-Length` bytes, delivered as a
@@ -181,38 +186,54 @@ fn decimal_digits(mut n: usize) -> usize {
 ///   bytes, and once the whole body has passed, one [`Frame::Oversized`]
 ///   notice takes its place.
 /// - A header block that cannot be used becomes a [`Frame::Malformed`]
-///   notice: [`MissingLength`](MalformedReason::MissingLength) without a
-///   `Content-Length` header; [`InvalidLength`](MalformedReason::InvalidLength)
+///   notice, named after the first byte that shows it:
+///   [`InvalidHeader`](MalformedReason::InvalidHeader) for a line that is
+///   not `Name: value`, or a block still going on at its
+///   [`MAX_HEADER_LEN`]th byte; [`InvalidLength`](MalformedReason::InvalidLength)
 ///   for a value that is not a byte count (`-1`, `12abc`, one over
-///   `u64::MAX`) or two values that disagree;
-///   [`InvalidHeader`](MalformedReason::InvalidHeader) for a non-empty line
-///   without `:`. When a block has several problems, its first line with
-///   one decides the reason.
-/// - A header block longer than [`MAX_HEADER_LEN`] bytes (its `\r\n\r\n`
-///   included) is an [`InvalidHeader`](MalformedReason::InvalidHeader)
-///   notice as soon as its first `MAX_HEADER_LEN` bytes have arrived
-///   without an end.
+///   `u64::MAX`) or one that disagrees with an earlier one;
+///   [`MissingLength`](MalformedReason::MissingLength) for a block that
+///   ends without a `Content-Length`.
 /// - When the stream ends inside a header block or a body, one
 ///   [`Truncated`](MalformedReason::Truncated) notice says how much of the
 ///   body had arrived (`expected: 0, got: 0` for a header block).
 ///
 /// A notice's `head` is the first bytes (up to [`OVERSIZED_HEAD_LEN`]) of
-/// what it dropped: the body for [`Frame::Oversized`] and a truncated body,
-/// the header block otherwise.
+/// what it dropped: the body for [`Frame::Oversized`] and a truncated body;
+/// otherwise the broken block and what was dropped after it.
 ///
-/// # Resynchronisation
+/// # Resynchronisation: what a lying or broken frame costs
 ///
-/// A header block is always consumed through its `\r\n\r\n`, usable or not.
-/// After a malformed block, the bytes that follow its `\r\n\r\n` are read as
-/// the next header block: the body a broken header announced cannot be
-/// measured, so it is not skipped. If one was sent, it is read as header
-/// lines up to the next `\r\n\r\n`, which is usually the end of the next
-/// real header block: one more malformed notice, which takes that frame's
-/// header with it (its body then meets the same rule). Decoding is back in
-/// step at the first header block that starts right after a `\r\n\r\n`.
-/// A block over [`MAX_HEADER_LEN`] is dropped through its `\r\n\r\n`,
-/// however far that is, holding none of its bytes. The rule is the same
-/// however the input is chunked.
+/// A peer can lie about a length, cut a frame short, or write something
+/// else between frames. The decoder then loses that frame and the bytes up
+/// to the next header, never more, and says so in one notice:
+///
+/// - From the byte that breaks a block (or the end of a block without a
+///   length), everything up to the next `Content-Length` name is dropped,
+///   and a header block is read from there. The name is looked for
+///   wherever it begins, not only after a line break: a body does not end
+///   with one, so the leftover of a frame that claimed too few bytes runs
+///   straight into the next header. For the same reason, a
+///   `Content-Length` inside a longer name or another header's value
+///   (`abcContent-Length: 5`, `"}Content-Length: 5`) is taken as the next
+///   header, the bytes before it as the leftover.
+/// - A header claiming fewer bytes than its body has: its message is the
+///   bytes claimed (nothing tells them from a message), the rest of its
+///   body is one notice, and the next frame arrives.
+/// - A header claiming more: its message takes the start of what follows,
+///   and the frames it ran into are lost up to the next header after it.
+/// - The body of a broken header block is dropped with the block: it
+///   cannot be measured. The notice counts the block and the body as one.
+/// - A block over [`MAX_HEADER_LEN`] breaks at its byte past the bound,
+///   holding none of its bytes but a notice's head; a `Content-Length`
+///   line after that point is read as the next header.
+///
+/// A JSON body never holds a raw line break, so the search cannot read a
+/// header block inside one: at worst the words `Content-Length` in a
+/// string cost one more notice. A body that holds a whole header block
+/// (`Content-Length: 5\r\n\r\n`) is a frame to any decoder.
+///
+/// The rules are the same however the input is chunked.
 ///
 /// # Memory
 ///
@@ -226,19 +247,22 @@ fn decimal_digits(mut n: usize) -> usize {
 ///   that doubles as bytes arrive instead (the old one freed once copied),
 ///   so a header claiming more than memory holds costs nothing until the
 ///   bytes come;
-/// - a header block that straddles chunks ([`MAX_HEADER_LEN`]);
-/// - an oversized body's head ([`OVERSIZED_HEAD_LEN`]).
+/// - the first [`OVERSIZED_HEAD_LEN`] bytes of a header block that
+///   straddles chunks, of the bytes dropped after a broken frame, or of an
+///   oversized body.
 ///
-/// So it never holds more than `max_message_size + MAX_HEADER_LEN +
-/// OVERSIZED_HEAD_LEN` bytes plus one chunk, whatever the peer sends.
+/// So it never holds more than the larger of `max_message_size` and
+/// [`OVERSIZED_HEAD_LEN`] bytes plus one chunk, whatever the peer sends.
 /// [`buffered`](Self::buffered) reports it.
 ///
 /// # Cost
 ///
-/// Header bytes are scanned once for `\r\n\r\n` (with `memchr`; a block
-/// over the bound excepted), and the usual one-line block
-/// `Content-Length: N\r\n\r\n` is read without a scan;
-/// body bytes are counted, never scanned. A body that lies wholly inside a
+/// The usual one-line block `Content-Length: N\r\n\r\n` is read without a
+/// scan. Any other block is read once, a byte at a time (the values of
+/// headers other than `Content-Length` skipped with `memchr`), after the
+/// few bytes the usual form was checked against. The bytes dropped after a
+/// broken frame are read once, with `memchr` for the name's first letter.
+/// Body bytes are counted, never scanned. A body that lies wholly inside a
 /// chunk given to [`handle_bytes`](Self::handle_bytes) (or inside the copy
 /// [`handle_data`](Self::handle_data) makes) is split off as [`Bytes`]
 /// without copying.
@@ -253,6 +277,8 @@ fn decimal_digits(mut n: usize) -> usize {
 /// decoder.handle_data(b"Content-Length: 8\r\nContent-Type: x\r\n\r\n{\"id\":1}");
 /// decoder.handle_data(b"content-length:30\r\n\r\n{\"id\":2,\"note\":\"far too long\"}");
 /// decoder.handle_data(b"Content-Type: x\r\n\r\nContent-Length: 2\r\n\r\nok");
+/// // A length shorter than its body, then headers ended by `\n` alone.
+/// decoder.handle_data(b"Content-Length: 2\r\n\r\n[1,2]Content-Length: 2\n\nlf");
 /// decoder.handle_data(b"Content-Length: 10\r\n\r\ncut");
 /// decoder.handle_eof();
 ///
@@ -272,10 +298,13 @@ fn decimal_digits(mut n: usize) -> usize {
 ///         "oversized, 30 bytes",
 ///         "malformed: MissingLength",
 ///         "message ok",
+///         "message [1",
+///         "malformed: InvalidHeader",
+///         "message lf",
 ///         "malformed: Truncated { expected: 10, got: 3 }",
 ///     ]
 /// );
-/// assert_eq!(decoder.stats().malformed, 2);
+/// assert_eq!(decoder.stats().malformed, 3);
 /// assert_eq!(decoder.poll_frame(), None);
 /// ```
 #[derive(Debug)]
@@ -423,15 +452,12 @@ impl Source for BytesMut {
 ///
 /// It consumes its source completely before asking for more: what belongs
 /// to a frame that is not complete yet moves into the parser (a header
-/// block into `header`, a body into `body`, an oversized body's head into
-/// the state), so the source never needs to be kept contiguous by the
-/// caller.
+/// block's first bytes into the block, a body into `body`, an oversized
+/// body's head or a dropped span's head into the state), so the source
+/// never needs to be kept contiguous by the caller.
 #[derive(Debug)]
 pub(crate) struct Parser {
     state: State,
-    /// The start of a header block that began in an earlier chunk; never
-    /// longer than [`MAX_HEADER_LEN`], allocated only while it holds bytes.
-    header: BytesMut,
     /// The start of a body that began in an earlier chunk; its capacity
     /// never exceeds the body's length (see `reserve_body`).
     body: BytesMut,
@@ -441,8 +467,8 @@ pub(crate) struct Parser {
 
 #[derive(Debug)]
 enum State {
-    /// Reading a header block (its start, if any, is in `header`).
-    Header,
+    /// Reading a header block.
+    Header(Block),
     /// Collecting a body of `len` bytes, within the limit (its start, if
     /// any, is in `body`).
     Body { len: usize },
@@ -454,17 +480,15 @@ enum State {
         /// Boxed: it is a few hundred bytes, the other states a few words.
         id: Box<IdScanner>,
     },
-    /// Dropping a header block over [`MAX_HEADER_LEN`] through its
-    /// `\r\n\r\n`; `tail` holds its last bytes (up to three), so a
-    /// terminator split between chunks is still found.
-    SkipHeader { tail: [u8; 3], tail_len: u8 },
+    /// Dropping the bytes after a broken frame, up to the next
+    /// `Content-Length` name.
+    Resync(Resync),
 }
 
 impl Parser {
     pub(crate) fn new(max_message_size: usize) -> Self {
         Self {
-            state: State::Header,
-            header: BytesMut::new(),
+            state: State::Header(Block::new()),
             body: BytesMut::new(),
             max_message_size,
             stats: DecoderStats::default(),
@@ -474,11 +498,13 @@ impl Parser {
     /// Bytes held outside the source: see the memory bound on
     /// [`ContentLengthDecoder`].
     pub(crate) fn held(&self) -> usize {
-        let head = match &self.state {
+        let state = match &self.state {
+            State::Header(block) => block.held.capacity(),
             State::Oversized { head, .. } => head.capacity(),
-            _ => 0,
+            State::Resync(resync) => resync.held(),
+            State::Body { .. } => 0,
         };
-        self.header.capacity() + self.body.capacity() + head
+        state + self.body.capacity()
     }
 
     /// The next frame. Returns `None` only once `src` is empty: everything
@@ -490,13 +516,10 @@ impl Parser {
                 return if eof { self.finish() } else { None };
             }
             let frame = match self.state {
-                State::Header => self.read_header(src),
+                State::Header(_) => self.read_header(src),
                 State::Body { len } => self.read_body(src, len),
                 State::Oversized { .. } => self.drop_oversized(src),
-                State::SkipHeader { .. } => {
-                    self.skip_header(src);
-                    None
-                }
+                State::Resync(_) => self.resync(src),
             };
             if frame.is_some() {
                 return frame;
@@ -504,132 +527,106 @@ impl Parser {
         }
     }
 
-    /// Looks for the end of the current header block in `src`.
+    /// Reads the current header block on in `src`.
     fn read_header<S: Source>(&mut self, src: &mut S) -> Option<Frame> {
-        let held = self.header.len();
+        let State::Header(block) = &mut self.state else {
+            return None;
+        };
         // Nested, not a let-chain: those need Rust 1.88, the crates 1.85.
-        if held == 0 {
+        if block.is_fresh() {
             if let Some((len, end)) = canonical_header(src) {
                 src.skip(end);
-                return self.after_header(Ok(len), &[]);
+                return self.after_header(len);
             }
         }
-        // Only a terminator that ends within the bound counts here.
-        let window = &src[..src.len().min(MAX_HEADER_LEN - held)];
-        let Some(end) = self.terminator_end(window) else {
-            if held + src.len() < MAX_HEADER_LEN {
-                if self.header.capacity() == 0 {
-                    self.header = BytesMut::with_capacity(MAX_HEADER_LEN);
-                }
-                self.header.extend_from_slice(src);
+        let (start, scan) = block.scan(src);
+        match scan {
+            Scan::More => {
+                block.hold(&src[start..]);
                 src.skip(src.len());
-                return None;
+                None
             }
-            return Some(self.header_too_long(src));
-        };
-        if held == 0 {
-            // The common case: the block lies in this chunk; read it there.
-            let parsed = parse_header(&src[..end - TERMINATOR.len()]);
-            let frame = self.after_header(parsed, &src[..end]);
-            src.skip(end);
-            frame
-        } else {
-            self.header.extend_from_slice(&src[..end]);
-            src.skip(end);
-            // Taken, not cleared: the block's memory is freed, so an idle
-            // decoder holds nothing.
-            let block = std::mem::take(&mut self.header);
-            self.after_header(
-                parse_header(&block[..block.len() - TERMINATOR.len()]),
-                &block,
-            )
+            Scan::Done { end, len } => {
+                src.skip(end);
+                self.after_header(len)
+            }
+            Scan::Broken {
+                at,
+                reason,
+                span,
+                next_header,
+            } => {
+                // The dropped bytes begin with the block's: those held from
+                // earlier chunks, then this chunk's.
+                let want = span.min(OVERSIZED_HEAD_LEN);
+                let mut head = BytesMut::with_capacity(OVERSIZED_HEAD_LEN);
+                head.extend_from_slice(&block.held[..block.held.len().min(want)]);
+                let more = want - head.len();
+                head.extend_from_slice(&src[start..start + more]);
+                if next_header {
+                    // The bytes through `at` complete the next header's
+                    // name: the span ends before it.
+                    let name = *block.name_match();
+                    src.skip(at + 1);
+                    self.state = State::Header(Block::starting_with(&name));
+                    self.stats.malformed += 1;
+                    return Some(Frame::Malformed(Malformed::new(reason, head.freeze())));
+                }
+                src.skip(at);
+                self.state = State::Resync(Resync::new(reason, head));
+                None
+            }
         }
     }
 
-    /// Acts on a parsed header block: a notice for a bad one, else the
-    /// state that reads (or drops) its body.
-    fn after_header(
-        &mut self,
-        parsed: Result<u64, MalformedReason>,
-        block: &[u8],
-    ) -> Option<Frame> {
-        match parsed {
-            Err(reason) => Some(self.malformed(reason, block)),
+    /// Drops bytes up to the next `Content-Length` name.
+    fn resync<S: Source>(&mut self, src: &mut S) -> Option<Frame> {
+        let State::Resync(resync) = &mut self.state else {
+            return None;
+        };
+        match resync.scan(src) {
+            Found::Nothing => {
+                src.skip(src.len());
+                None
+            }
+            Found::Notice { read } => {
+                src.skip(read);
+                let notice = Malformed::new(resync.reason, resync.take_head());
+                self.stats.malformed += 1;
+                Some(Frame::Malformed(notice))
+            }
+            Found::Header { read, name } => {
+                src.skip(read);
+                let notice = resync
+                    .is_pending()
+                    .then(|| Malformed::new(resync.reason, resync.take_head()));
+                self.state = State::Header(Block::starting_with(&name));
+                let notice = notice?;
+                self.stats.malformed += 1;
+                Some(Frame::Malformed(notice))
+            }
+        }
+    }
+
+    /// A usable header block announced a body of `len` bytes: the state
+    /// that reads (or drops) it.
+    fn after_header(&mut self, len: u64) -> Option<Frame> {
+        self.state = match usize::try_from(len) {
             Ok(0) => {
                 self.stats.blank_lines += 1;
-                None
+                State::Header(Block::new())
             }
-            Ok(len) => {
-                self.state = match usize::try_from(len) {
-                    Ok(len) if len <= self.max_message_size => State::Body { len },
-                    _ => State::Oversized {
-                        len,
-                        remaining: len,
-                        head: BytesMut::with_capacity(
-                            OVERSIZED_HEAD_LEN.min(usize::try_from(len).unwrap_or(usize::MAX)),
-                        ),
-                        id: Box::new(IdScanner::new()),
-                    },
-                };
-                None
-            }
-        }
-    }
-
-    /// The end (exclusive, in `data`) of the first `\r\n\r\n` that ends in
-    /// `data`, counting the header bytes already held before it.
-    fn terminator_end(&self, data: &[u8]) -> Option<usize> {
-        let held = &self.header[self.header.len().saturating_sub(3)..];
-        joint_terminator_end(held, data).or_else(|| terminator_end(data))
-    }
-
-    /// The header block has reached [`MAX_HEADER_LEN`] without an end: one
-    /// notice, then drop it through its `\r\n\r\n`.
-    fn header_too_long<S: Source>(&mut self, src: &mut S) -> Frame {
-        let mut head = BytesMut::with_capacity(OVERSIZED_HEAD_LEN);
-        head.extend_from_slice(&self.header[..self.header.len().min(OVERSIZED_HEAD_LEN)]);
-        let room = OVERSIZED_HEAD_LEN - head.len();
-        head.extend_from_slice(&src[..src.len().min(room)]);
-        // The first terminator anywhere, now that it is known to end past
-        // the bound.
-        match self.terminator_end(src) {
-            Some(end) => {
-                src.skip(end);
-                self.state = State::Header;
-            }
-            None => {
-                let mut tail = [0u8; 3];
-                let tail_len = last_three(&self.header, src, &mut tail);
-                src.skip(src.len());
-                self.state = State::SkipHeader { tail, tail_len };
-            }
-        }
-        self.header = BytesMut::new();
-        self.stats.malformed += 1;
-        Frame::Malformed(Malformed::new(
-            MalformedReason::InvalidHeader,
-            head.freeze(),
-        ))
-    }
-
-    /// Drops the rest of a header block over the bound.
-    fn skip_header<S: Source>(&mut self, src: &mut S) {
-        let State::SkipHeader { tail, tail_len } = &mut self.state else {
-            return;
+            Ok(len) if len <= self.max_message_size => State::Body { len },
+            _ => State::Oversized {
+                len,
+                remaining: len,
+                head: BytesMut::with_capacity(
+                    OVERSIZED_HEAD_LEN.min(usize::try_from(len).unwrap_or(usize::MAX)),
+                ),
+                id: Box::new(IdScanner::new()),
+            },
         };
-        let before = &tail[..usize::from(*tail_len)];
-        match joint_terminator_end(before, src).or_else(|| terminator_end(src)) {
-            Some(end) => {
-                src.skip(end);
-                self.state = State::Header;
-            }
-            None => {
-                let mut next = [0u8; 3];
-                *tail_len = last_three(before, src, &mut next);
-                *tail = next;
-                src.skip(src.len());
-            }
-        }
+        None
     }
 
     /// Collects a body of `len` bytes.
@@ -647,7 +644,7 @@ impl Parser {
             }
             std::mem::take(&mut self.body).freeze()
         };
-        self.state = State::Header;
+        self.state = State::Header(Block::new());
         self.stats.messages += 1;
         self.stats.bytes += len as u64;
         Some(Frame::Message(Message::new(message)))
@@ -699,7 +696,7 @@ impl Parser {
             return None;
         }
         let notice = Oversized::new(*len, std::mem::take(head).freeze()).with_json_rpc_id(id.id());
-        self.state = State::Header;
+        self.state = State::Header(Block::new());
         self.stats.oversized += 1;
         Some(Frame::Oversized(notice))
     }
@@ -707,94 +704,48 @@ impl Parser {
     /// The stream ended with `src` drained: a frame in progress is cut
     /// short, and the parser starts over.
     fn finish(&mut self) -> Option<Frame> {
-        let state = std::mem::replace(&mut self.state, State::Header);
-        let (expected, got, head) = match state {
-            State::Header if self.header.is_empty() => return None,
-            State::Header => {
-                let header = std::mem::take(&mut self.header);
-                (0, 0, head_of(&header))
-            }
+        let state = std::mem::replace(&mut self.state, State::Header(Block::new()));
+        let (reason, head) = match state {
+            State::Header(block) if block.len == 0 => return None,
+            State::Header(block) => (
+                MalformedReason::Truncated {
+                    expected: 0,
+                    got: 0,
+                },
+                block.held.freeze(),
+            ),
             State::Body { len } => {
                 let body = std::mem::take(&mut self.body);
-                (len as u64, body.len() as u64, head_of(&body))
+                let truncated = MalformedReason::Truncated {
+                    expected: len as u64,
+                    got: body.len() as u64,
+                };
+                (truncated, head_of(&body))
             }
             State::Oversized {
                 len,
                 remaining,
                 head,
                 ..
-            } => (len, len - remaining, head.freeze()),
-            // Its notice was given when it passed the bound.
-            State::SkipHeader { .. } => return None,
+            } => (
+                MalformedReason::Truncated {
+                    expected: len,
+                    got: len - remaining,
+                },
+                head.freeze(),
+            ),
+            // Its notice was given when its head filled.
+            State::Resync(resync) if !resync.is_pending() => return None,
+            State::Resync(mut resync) => (resync.reason, resync.take_head_at_eof()),
         };
         self.stats.malformed += 1;
-        Some(Frame::Malformed(Malformed::new(
-            MalformedReason::Truncated { expected, got },
-            head,
-        )))
-    }
-
-    fn malformed(&mut self, reason: MalformedReason, dropped: &[u8]) -> Frame {
-        self.stats.malformed += 1;
-        Frame::Malformed(Malformed::new(reason, head_of(dropped)))
+        Some(Frame::Malformed(Malformed::new(reason, head)))
     }
 }
 
 /// The first [`OVERSIZED_HEAD_LEN`] bytes of `dropped`, copied.
 fn head_of(dropped: &[u8]) -> Bytes {
     Bytes::copy_from_slice(&dropped[..dropped.len().min(OVERSIZED_HEAD_LEN)])
-}
-
-/// The end (exclusive, in `data`) of a `\r\n\r\n` that begins in `before`
-/// (the bytes just before `data`) and ends in `data`.
-fn joint_terminator_end(before: &[u8], data: &[u8]) -> Option<usize> {
-    let before = &before[before.len().saturating_sub(3)..];
-    if before.is_empty() {
-        return None;
-    }
-    let mut joint = [0u8; 6];
-    let from_data = data.len().min(3);
-    joint[..before.len()].copy_from_slice(before);
-    joint[before.len()..before.len() + from_data].copy_from_slice(&data[..from_data]);
-    // A match here starts in `before`: four bytes never fit in the three
-    // taken from `data`. So it is the first terminator ending in `data`.
-    joint[..before.len() + from_data]
-        .windows(TERMINATOR.len())
-        .position(|window| window == TERMINATOR)
-        .map(|start| start + TERMINATOR.len() - before.len())
-}
-
-/// The end (exclusive) of the first `\r\n\r\n` in `data`.
-///
-/// Header blocks are a few dozen bytes: finding each `\n` with `memchr` and
-/// looking back costs less than setting up a substring search per block.
-fn terminator_end(data: &[u8]) -> Option<usize> {
-    memchr::memchr_iter(b'\n', data)
-        .find(|&i| i >= 3 && data[i - 3..=i] == *TERMINATOR)
-        .map(|i| i + 1)
-}
-
-/// Splits `rest` at its first `\r\n`: the line before it and what follows.
-/// A `\n` without `\r` belongs to the line.
-fn next_line(rest: &[u8]) -> (&[u8], &[u8]) {
-    let mut from = 0;
-    while let Some(i) = memchr::memchr(b'\n', &rest[from..]).map(|i| i + from) {
-        if i > 0 && rest[i - 1] == b'\r' {
-            return (&rest[..i - 1], &rest[i + 1..]);
-        }
-        from = i + 1;
-    }
-    (rest, &[])
-}
-
-/// Writes the last (up to) three bytes of `a` followed by `b` to `out`,
-/// returning how many.
-fn last_three(a: &[u8], b: &[u8], out: &mut [u8; 3]) -> u8 {
-    let from_b = b.len().min(3);
-    let from_a = (3 - from_b).min(a.len());
-    out[..from_a].copy_from_slice(&a[a.len() - from_a..]);
-    out[from_a..from_a + from_b].copy_from_slice(&b[b.len() - from_b..]);
-    (from_a + from_b) as u8
 }
 
 /// Reads the header block nearly every LSP and DAP peer sends,
@@ -822,45 +773,6 @@ fn canonical_header(data: &[u8]) -> Option<(u64, usize)> {
     Some((len, PREFIX.len() + digits + TERMINATOR.len()))
 }
 
-/// Reads a header block (its final `\r\n\r\n` removed): the body length, or
-/// why the block cannot be used. The first line with a problem decides it.
-fn parse_header(block: &[u8]) -> Result<u64, MalformedReason> {
-    let mut length = None;
-    let mut rest = block;
-    while !rest.is_empty() {
-        let (line, next) = next_line(rest);
-        rest = next;
-        if line.is_empty() {
-            continue;
-        }
-        let Some(colon) = memchr::memchr(b':', line) else {
-            return Err(MalformedReason::InvalidHeader);
-        };
-        if !trim_ows(&line[..colon]).eq_ignore_ascii_case(CONTENT_LENGTH) {
-            continue;
-        }
-        let value =
-            parse_decimal(trim_ows(&line[colon + 1..])).ok_or(MalformedReason::InvalidLength)?;
-        if length.is_some_and(|seen| seen != value) {
-            return Err(MalformedReason::InvalidLength);
-        }
-        length = Some(value);
-    }
-    length.ok_or(MalformedReason::MissingLength)
-}
-
-/// `bytes` without the spaces and tabs around it (HTTP's optional white
-/// space).
-fn trim_ows(bytes: &[u8]) -> &[u8] {
-    let is_ows = |b: &u8| *b == b' ' || *b == b'\t';
-    let start = bytes.iter().position(|b| !is_ows(b)).unwrap_or(bytes.len());
-    let end = bytes
-        .iter()
-        .rposition(|b| !is_ows(b))
-        .map_or(start, |i| i + 1);
-    &bytes[start..end]
-}
-
 /// A non-empty run of ASCII digits as a `u64`; `None` for anything else,
 /// including a sign or a value over `u64::MAX`.
 fn parse_decimal(digits: &[u8]) -> Option<u64> {
@@ -878,27 +790,6 @@ fn parse_decimal(digits: &[u8]) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn joint_terminator_is_found_across_the_boundary() {
-        assert_eq!(joint_terminator_end(b"x\r\n", b"\r\nbody"), Some(2));
-        assert_eq!(joint_terminator_end(b"\r\n\r", b"\nbody"), Some(1));
-        assert_eq!(joint_terminator_end(b"\r", b"\n\r\n"), Some(3));
-        assert_eq!(joint_terminator_end(b"\r\n", b"\r"), None);
-        assert_eq!(joint_terminator_end(b"", b"\r\n\r\n"), None);
-        assert_eq!(joint_terminator_end(b"\r\n\r", b"x\r\n\r\n"), None);
-    }
-
-    #[test]
-    fn last_three_joins_both_sides() {
-        let mut out = [0; 3];
-        assert_eq!(last_three(b"abcd", b"e", &mut out), 3);
-        assert_eq!(&out, b"cde");
-        assert_eq!(last_three(b"a", b"", &mut out), 1);
-        assert_eq!(&out[..1], b"a");
-        assert_eq!(last_three(b"", b"wxyz", &mut out), 3);
-        assert_eq!(&out, b"xyz");
-    }
 
     #[test]
     fn canonical_header_is_only_the_exact_form() {
@@ -921,46 +812,6 @@ mod tests {
         ] {
             assert_eq!(canonical_header(other), None, "{other:?}");
         }
-    }
-
-    #[test]
-    fn header_values_parse_strictly() {
-        assert_eq!(parse_header(b"Content-Length: 12"), Ok(12));
-        assert_eq!(parse_header(b"\r\nCONTENT-LENGTH:\t007 "), Ok(7));
-        assert_eq!(
-            parse_header(b"Content-Length: 18446744073709551615"),
-            Ok(u64::MAX)
-        );
-        for bad in [
-            &b"Content-Length: -1"[..],
-            b"Content-Length: +1",
-            b"Content-Length: 1 2",
-            b"Content-Length: ",
-            b"Content-Length: 18446744073709551616",
-            b"Content-Length: 1\r\ncontent-length: 2",
-        ] {
-            assert_eq!(
-                parse_header(bad),
-                Err(MalformedReason::InvalidLength),
-                "{bad:?}"
-            );
-        }
-        assert_eq!(
-            parse_header(b"Content-Length: 1\r\ncontent-length: 1"),
-            Ok(1)
-        );
-        assert_eq!(
-            parse_header(b"Content-Type: x"),
-            Err(MalformedReason::MissingLength)
-        );
-        assert_eq!(
-            parse_header(b"no colon\r\nContent-Length: x"),
-            Err(MalformedReason::InvalidHeader)
-        );
-        assert_eq!(
-            parse_header(b"Content-Length: x\r\nno colon"),
-            Err(MalformedReason::InvalidLength)
-        );
     }
 
     #[test]

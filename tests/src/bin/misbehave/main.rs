@@ -39,6 +39,7 @@
 //! | `print-stderr`               | `stderr=TARGET`, what fd 2 is (`/dev/null`, `pipe:[N]`, ...; Linux), exit 0 |
 //! | `slow-reader`                | echo one line per 10 ms |
 //! | `garbage BYTES SEED`         | BYTES pseudo-random bytes (dense in `\n`, `\r`, invalid UTF-8), `\n{"after":"garbage"}`, echo |
+//! | `content-length-lie KIND`    | Content-Length framing: one lie (`short`: a header claiming fewer bytes than its body; `over-long`: a 9000-byte header block; `lf-only`: every other frame's header lines end with `\n`), then 20 good frames `{"jsonrpc":"2.0","method":"n","params":I}`, exit 0 |
 //!
 //! "Block forever" never ends on its own: only a signal does. Write errors (the reader went away)
 //! end the program with code 1.
@@ -48,6 +49,7 @@
 // in `unix.rs`, each with its SAFETY note, and nothing else here is unsafe.
 #![allow(unsafe_code)]
 
+mod content_length;
 mod echo;
 mod unix;
 
@@ -274,6 +276,15 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             say(&bytes)?;
             say(b"\n{\"after\":\"garbage\"}\n")?;
             echo(ECHO)?;
+        }
+        "content-length-lie" => {
+            let kind = rest.first().and_then(|kind| kind.to_str()).unwrap_or("");
+            let lie = content_length::Lie::parse(kind).ok_or_else(|| {
+                Failure::Usage(format!(
+                    "content-length-lie takes short, over-long or lf-only, got {kind:?}"
+                ))
+            })?;
+            content_length::lie_then_good_frames(lie)?;
         }
         other => return Err(Failure::Usage(format!("unknown scenario {other:?}"))),
     }
