@@ -283,6 +283,12 @@ fn bench(args: Args) -> Result<ExitCode, String> {
     Ok(e2e::finish("throughput", &args, &tables, &goals, results))
 }
 
+/// `0.93x (0.61-2.46)`: the median ratio and its range.
+fn ratio_cell(ratios: &[f64]) -> String {
+    let (median, low, high) = e2e::median_and_range(ratios);
+    format!("{median:.2}x ({low:.2}-{high:.2})")
+}
+
 /// Repetition by repetition, `rates` over `bases`.
 fn per_round_ratios(rates: &[f64], bases: &[f64]) -> Vec<f64> {
     rates.iter().zip(bases).map(|(r, b)| r / b).collect()
@@ -658,9 +664,12 @@ fn fleets(total: usize, reps: usize) -> Result<(Table, Vec<Goal>, Vec<Json>), St
             let mib: Vec<f64> = rate.iter().map(|r| r / (1024.0 * 1024.0)).collect();
             e2e::median_cell(&mib, 0)
         }));
-        row.extend(rates[i].iter().zip(&rates[0]).map(|(rate, base)| {
-            format!("{}x", e2e::median_cell(&per_round_ratios(rate, base), 2))
-        }));
+        row.extend(
+            rates[i]
+                .iter()
+                .zip(&rates[0])
+                .map(|(rate, base)| ratio_cell(&per_round_ratios(rate, base))),
+        );
         table.row(row);
     }
     Ok((table, goals, json))
