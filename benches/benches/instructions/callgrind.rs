@@ -36,11 +36,12 @@ pub(crate) fn version() -> String {
         )
 }
 
-/// Counts `row`: two callgrind runs, at its units and twice as many.
+/// Counts `row`: callgrind runs at its units and twice as many; for a row
+/// whose count follows the clock, the least of [`ROW_RUNS`] runs at each.
 pub(crate) fn count(row: Row) -> Result<Count, String> {
     let units = row.units();
-    let (short_ir, short_messages) = run(row, units)?;
-    let (long_ir, long_messages) = run(row, 2 * units)?;
+    let (short_ir, short_messages) = least(row, units)?;
+    let (long_ir, long_messages) = least(row, 2 * units)?;
     if long_messages <= short_messages || long_ir <= short_ir {
         return Err(format!(
             "{}: {short_ir} instructions for {short_messages} messages, \
@@ -51,6 +52,25 @@ pub(crate) fn count(row: Row) -> Result<Count, String> {
     Ok(Count {
         per_message: (long_ir - short_ir) as f64 / (long_messages - short_messages) as f64,
     })
+}
+
+/// Runs of each length for a row whose count follows the clock. What the
+/// clock adds is extra work (a timer moved to another slot of the runtime's
+/// wheel, a wake-up more), never less, so the least of a few runs is the
+/// steadiest estimate: for `send().await`, single runs put it 1.6% apart.
+const ROW_RUNS: usize = 3;
+
+/// The least count of the runs of `row` at `units`.
+fn least(row: Row, units: usize) -> Result<(u64, u64), String> {
+    let runs = if row.follows_the_clock() { ROW_RUNS } else { 1 };
+    let mut best: Option<(u64, u64)> = None;
+    for _ in 0..runs {
+        let (ir, messages) = run(row, units)?;
+        if best.is_none_or(|(least, _)| ir < least) {
+            best = Some((ir, messages));
+        }
+    }
+    Ok(best.expect("at least one run"))
 }
 
 /// One callgrind run of `row` at `units`: instructions counted, messages

@@ -170,6 +170,14 @@ impl Row {
         matches!(self, Row::Send(SendWay::SinkFeed))
     }
 
+    /// Whether the row's count follows the clock a little: the sends
+    /// through a transport, whose write timeout is a timer on the runtime
+    /// (single runs of `send().await` 1.6% apart). Counted as the least of
+    /// a few runs.
+    pub(crate) fn follows_the_clock(self) -> bool {
+        matches!(self, Row::Send(SendWay::Send | SendWay::SinkFeed))
+    }
+
     /// Whether a rise above the baseline fails the gate.
     pub(crate) fn is_gated(self) -> bool {
         self.is_childwire() && !self.varies()
