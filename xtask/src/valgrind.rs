@@ -1,7 +1,7 @@
 //! Valgrind for the instruction-count rows of `cargo xtask bench`: Debian's
 //! `valgrind` package, installed with apt-get when `valgrind` does not
 //! start (as root, else through sudo; after an `apt-get update` if the
-//! package lists are stale or absent). About 20 s once.
+//! package lists are stale or absent).
 
 use std::process::Command;
 
