@@ -27,6 +27,12 @@
 //! connection; two threads per child for the blocking baseline), and the
 //! throughput is the aggregate.
 //!
+//! Every transfer is repeated (7 times in a full run, contenders
+//! interleaved round by round); the tables show medians and, in
+//! parentheses, the range over the repetitions. Targets are judged on the
+//! median of the round-by-round ratios, and a bound inside their range is
+//! reported as "within spread", not met or missed.
+//!
 //! Targets (ratios in this run, `send().await`, each placement against
 //! LinesCodec in the same placement): >= 1.2x LinesCodec at 64 B, 200 B and
 //! 1 KiB, >= 1.0x at 64 KiB and 1 MiB; >= 0.8x blocking at 200 B; with 200
@@ -160,7 +166,7 @@ fn bench(args: Args) -> Result<ExitCode, String> {
     let (volume, min_messages, reps) = if args.quick {
         (1024 * 1024, 4, 1)
     } else {
-        (32 * 1024 * 1024, 32, 5)
+        (32 * 1024 * 1024, 32, 7)
     };
     // smol and async-std without childwire: what their own pipes and
     // wake-ups give (see `async_process_lines`).
@@ -180,7 +186,7 @@ fn bench(args: Args) -> Result<ExitCode, String> {
         .filter(|&s| only_size.is_none_or(|only| only == s))
         .collect();
     eprintln!(
-        "throughput: ~{} MiB each way per transfer through `bench-child cat`, sizes {}, best of {reps}, \
+        "throughput: ~{} MiB each way per transfer through `bench-child cat`, sizes {}, median of {reps}, \
          contenders interleaved; writer task, reader in the caller, payload built per message{}",
         volume / (1024 * 1024),
         SIZES.map(size_name).join(", "),
@@ -188,7 +194,7 @@ fn bench(args: Args) -> Result<ExitCode, String> {
     );
 
     let mut goals = Vec::new();
-    let mut rates: Vec<Vec<f64>> = Vec::new();
+    let mut rates: Vec<Vec<Vec<f64>>> = Vec::new();
     let mut json_sizes = Vec::new();
     for &size in &sizes {
         let job = Job {
@@ -203,9 +209,17 @@ fn bench(args: Args) -> Result<ExitCode, String> {
             }
             Ok(())
         })?;
-        let rate: Vec<f64> = samples
+        // Bytes per second of each contender in each repetition; the
+        // contenders ran interleaved, so repetition `r` of two of them met
+        // the same machine.
+        let rate: Vec<Vec<f64>> = samples
             .iter()
-            .map(|s| job.wire_bytes() as f64 / s.best().as_secs_f64().max(1e-9))
+            .map(|s| {
+                s.all()
+                    .iter()
+                    .map(|d| job.wire_bytes() as f64 / d.as_secs_f64().max(1e-9))
+                    .collect()
+            })
             .collect();
         for (i, &contender) in lineup.contenders.iter().enumerate() {
             let Contender::Adapter(_, caller) = contender else {
@@ -218,16 +232,16 @@ fn bench(args: Args) -> Result<ExitCode, String> {
             let (Some(blocking), Some(codec)) = (blocking, codec) else {
                 continue;
             };
-            goals.push(Goal::new(
+            goals.push(Goal::median_of(
                 format!("{} / LinesCodec, {}", contender.name(), size_name(size)),
-                rate[i] / rate[codec],
+                &per_round_ratios(&rate[i], &rate[codec]),
                 Bound::AtLeast(min_vs_lines_codec(size)),
                 "x",
             ));
             if size == TYPICAL {
-                goals.push(Goal::new(
+                goals.push(Goal::median_of(
                     format!("{} / blocking, {}", contender.name(), size_name(size)),
-                    rate[i] / rate[blocking],
+                    &per_round_ratios(&rate[i], &rate[blocking]),
                     Bound::AtLeast(MIN_VS_BLOCKING),
                     "x",
                 ));
@@ -255,7 +269,7 @@ fn bench(args: Args) -> Result<ExitCode, String> {
     let mut json_fleets = Vec::new();
     if lineup.complete && only_size.is_none() {
         let total = if args.quick { 4_000 } else { 200_000 };
-        let (table, fleet_goals, json) = fleets(total, if args.quick { 1 } else { 3 })?;
+        let (table, fleet_goals, json) = fleets(total, if args.quick { 1 } else { 7 })?;
         tables.push(table);
         goals.extend(fleet_goals);
         json_fleets = json;
@@ -269,22 +283,33 @@ fn bench(args: Args) -> Result<ExitCode, String> {
     Ok(e2e::finish("throughput", &args, &tables, &goals, results))
 }
 
+/// `0.93x (0.61-2.46)`: the median ratio and its range.
+fn ratio_cell(ratios: &[f64]) -> String {
+    let (median, low, high) = e2e::median_and_range(ratios);
+    format!("{median:.2}x ({low:.2}-{high:.2})")
+}
+
+/// Repetition by repetition, `rates` over `bases`.
+fn per_round_ratios(rates: &[f64], bases: &[f64]) -> Vec<f64> {
+    rates.iter().zip(bases).map(|(r, b)| r / b).collect()
+}
+
 /// The size tables: MiB/s per contender and size, then each contender's
-/// ratios to the baselines.
-fn size_tables(lineup: &Lineup<Caller>, sizes: &[usize], rates: &[Vec<f64>]) -> Vec<Table> {
-    let mut header = vec!["MiB/s (best), each way".to_string()];
+/// ratios to the baselines; medians over the repetitions, their range in
+/// parentheses. `rates[size][contender][repetition]`.
+fn size_tables(lineup: &Lineup<Caller>, sizes: &[usize], rates: &[Vec<Vec<f64>>]) -> Vec<Table> {
+    let mut header = vec!["MiB/s each way, median (min-max)".to_string()];
     header.extend(sizes.iter().map(|&s| size_name(s)));
     let mut speeds = Table::new(header);
     for (i, contender) in lineup.contenders.iter().enumerate() {
         let mut row = vec![contender.name()];
-        row.extend(
-            rates
-                .iter()
-                .map(|rate| format!("{:.1}", rate[i] / (1024.0 * 1024.0))),
-        );
+        row.extend(rates.iter().map(|rate| {
+            let mib: Vec<f64> = rate[i].iter().map(|r| r / (1024.0 * 1024.0)).collect();
+            e2e::median_cell(&mib, 0)
+        }));
         speeds.row(row);
     }
-    let mut header = vec!["ratio (best)".to_string()];
+    let mut header = vec!["ratio, median (min-max)".to_string()];
     header.extend(
         sizes
             .iter()
@@ -301,8 +326,11 @@ fn size_tables(lineup: &Lineup<Caller>, sizes: &[usize], rates: &[Vec<f64>]) -> 
             continue;
         }
         let (blocking, codec) = lineup.baselines(contender);
-        let ratio = |base: Option<usize>, rate: &Vec<f64>| match base {
-            Some(base) => format!("{:.2}x", rate[i] / rate[base]),
+        let ratio = |base: Option<usize>, rate: &Vec<Vec<f64>>| match base {
+            Some(base) => format!(
+                "{}x",
+                e2e::median_cell(&per_round_ratios(&rate[i], &rate[base]), 2)
+            ),
             None => "-".to_string(),
         };
         let mut row = vec![contender.name()];
@@ -556,11 +584,12 @@ impl FleetContender {
 /// them: the table, its goals, and the JSON.
 fn fleets(total: usize, reps: usize) -> Result<(Table, Vec<Goal>, Vec<Json>), String> {
     eprintln!(
-        "throughput: {} children at once, {total} messages of {TYPICAL} B shared among them, best of {reps}",
+        "throughput: {} children at once, {total} messages of {TYPICAL} B shared among them, \
+         median of {reps}, contenders interleaved",
         FLEETS.map(|n| n.to_string()).join(", ")
     );
     let contenders = FleetContender::all();
-    let mut header = vec!["aggregate MiB/s (best)".to_string()];
+    let mut header = vec!["aggregate MiB/s, median (min-max)".to_string()];
     header.extend(FLEETS.map(|n| format!("{n} children")));
     header.extend(FLEETS.map(|n| format!("{n} vs blocking")));
     let mut table = Table::new(header);
@@ -573,28 +602,39 @@ fn fleets(total: usize, reps: usize) -> Result<(Table, Vec<Goal>, Vec<Json>), St
             len: TYPICAL,
         };
         let wire = (job.wire_bytes() * children) as f64;
-        let mut best = vec![Duration::MAX; contenders.len()];
+        let mut samples = vec![e2e::Timings::default(); contenders.len()];
         // A warm-up round, then `reps`, contenders interleaved.
         for round in 0..=reps {
             for (i, &contender) in contenders.iter().enumerate() {
                 let elapsed = fleet(contender, children, job)
                     .map_err(|e| format!("{} with {children} children: {e}", contender.name()))?;
                 if round > 0 {
-                    best[i] = best[i].min(elapsed);
+                    samples[i].push(elapsed);
                 }
             }
         }
+        // Each contender's rate in each repetition.
+        let rate: Vec<Vec<f64>> = samples
+            .iter()
+            .map(|s| {
+                s.all()
+                    .iter()
+                    .map(|d| wire / d.as_secs_f64().max(1e-9))
+                    .collect()
+            })
+            .collect();
         for (i, &contender) in contenders.iter().enumerate() {
-            let rate = wire / best[i].as_secs_f64().max(1e-9);
-            rates[i].push(rate);
             if let (FleetContender::Adapter(_), 200) = (contender, children) {
-                goals.push(Goal::new(
+                goals.push(Goal::median_of(
                     format!("{} / blocking, {children} children", contender.name()),
-                    rate / rates[0][rates[i].len() - 1],
+                    &per_round_ratios(&rate[i], &rate[0]),
                     Bound::AtLeast(MIN_FLEET_VS_BLOCKING),
                     "x",
                 ));
             }
+        }
+        for (i, rate) in rate.into_iter().enumerate() {
+            rates[i].push(rate);
         }
         json.push(Json::object([
             ("children", Json::from(children)),
@@ -605,11 +645,12 @@ fn fleets(total: usize, reps: usize) -> Result<(Table, Vec<Goal>, Vec<Json>), St
                 Json::Arr(
                     contenders
                         .iter()
-                        .zip(&best)
-                        .map(|(c, &b)| {
+                        .zip(&samples)
+                        .map(|(c, s)| {
                             Json::object([
                                 ("name", Json::Str(c.name())),
-                                ("best_seconds", Json::from(b)),
+                                ("median_seconds", Json::from(s.median())),
+                                ("seconds", Json::from(s.all())),
                             ])
                         })
                         .collect(),
@@ -619,16 +660,15 @@ fn fleets(total: usize, reps: usize) -> Result<(Table, Vec<Goal>, Vec<Json>), St
     }
     for (i, contender) in contenders.iter().enumerate() {
         let mut row = vec![contender.name()];
-        row.extend(
-            rates[i]
-                .iter()
-                .map(|r| format!("{:.1}", r / (1024.0 * 1024.0))),
-        );
+        row.extend(rates[i].iter().map(|rate| {
+            let mib: Vec<f64> = rate.iter().map(|r| r / (1024.0 * 1024.0)).collect();
+            e2e::median_cell(&mib, 0)
+        }));
         row.extend(
             rates[i]
                 .iter()
                 .zip(&rates[0])
-                .map(|(r, base)| format!("{:.2}x", r / base)),
+                .map(|(rate, base)| ratio_cell(&per_round_ratios(rate, base))),
         );
         table.row(row);
     }

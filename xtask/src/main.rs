@@ -11,6 +11,7 @@ mod fuzz;
 mod msrv;
 mod readme;
 mod sdk_versions;
+mod valgrind;
 mod wine;
 
 use std::process::ExitCode;
@@ -21,10 +22,11 @@ usage: cargo xtask <command> [options]
 commands:
   ci      fmt, clippy, test, doc, readme, facade feature matrix, publish --dry-run,
           sdk versions, msrv (build and test on the rust-version toolchain),
-          windows under wine, fuzz smoke, quick bench
+          windows under wine, fuzz smoke, bench gate (instruction counts vs the
+          baseline), quick wall-clock bench
             --skip-wine            leave out the Windows tests under Wine
             --skip-fuzz            leave out the fuzz smoke run
-            --skip-bench           leave out the quick bench run
+            --skip-bench           leave out the bench gate and the quick bench run
             --fuzz-seconds N       seconds per fuzz target (default 30,
                                    env CHILDWIRE_FUZZ_SECONDS)
   fuzz    run fuzz targets with cargo-fuzz (installed when missing)
@@ -40,9 +42,13 @@ commands:
   sdk-versions
           test the rmcp and TurboMCP adapters at the lowest and the newest
           SDK release their version ranges allow
-  bench   run the benchmarks and print their tables
+  bench   run the benchmarks and print their tables: instruction counts under
+          callgrind (valgrind installed when missing), then the wall-clock reports
             --quick                small inputs, few repetitions (proves the benches work)
-            --check                exit non-zero when a performance target is missed
+            --check                the gate: instruction counts alone, exit non-zero when a
+                                   childwire row is > 3% above benches/baseline/instructions.txt
+                                   (or an enforced target is missed; see docs/performance.md)
+            --save-baseline        instruction counts alone, rewriting that baseline file
 ";
 
 fn main() -> ExitCode {

@@ -34,12 +34,16 @@ pub(crate) const MAX_MESSAGE_SIZE: usize = 16 * 1024 * 1024;
 /// A bench binary's `main`: runs `bench` with the command-line flags. An
 /// error ends the bench with `NAME: error` on stderr and exit status 1.
 pub(crate) fn main(name: &str, bench: impl FnOnce(Args) -> Result<ExitCode, String>) -> ExitCode {
+    START_LOAD.get_or_init(load_average);
     give_smol_every_core();
     bench(Args::from_env()).unwrap_or_else(|error| {
         eprintln!("{name}: {error}");
         ExitCode::FAILURE
     })
 }
+
+/// The load average when the bench started, for [`load_note`].
+static START_LOAD: std::sync::OnceLock<Option<f64>> = std::sync::OnceLock::new();
 
 /// Every runtime gets one worker thread per core: Tokio's multi-thread
 /// runtime and async-std's global executor do by default, smol's global
@@ -671,6 +675,19 @@ pub(crate) struct Goal {
     pub(crate) bound: Bound,
     /// The unit of `value` and the bound, e.g. "x" or " ms".
     pub(crate) unit: &'static str,
+    /// The lowest and highest value over the repetitions, when `value` is
+    /// their median: a bound inside it is neither met nor missed.
+    pub(crate) spread: Option<(f64, f64)>,
+}
+
+/// A goal's outcome.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Verdict {
+    Met,
+    Missed,
+    /// The median is on one side of the bound, some repetitions on the
+    /// other: this run cannot tell.
+    WithinSpread,
 }
 
 /// Which side of a limit a measured value must stay on.
@@ -697,24 +714,72 @@ impl Goal {
             value,
             bound,
             unit,
+            spread: None,
         }
+    }
+
+    /// A goal judged on the median of repetitions: `values` (the ratio of
+    /// each repetition, contenders interleaved), their median the value,
+    /// their range the spread.
+    pub(crate) fn median_of(
+        name: impl Into<String>,
+        values: &[f64],
+        bound: Bound,
+        unit: &'static str,
+    ) -> Self {
+        let (median, low, high) = median_and_range(values);
+        let mut goal = Self::new(name, median, bound, unit);
+        goal.spread = Some((low, high));
+        goal
     }
 
     pub(crate) fn holds(name: impl Into<String>, holds: bool) -> Self {
         Self::new(name, f64::from(u8::from(holds)), Bound::Holds, "")
     }
 
-    pub(crate) fn passed(&self) -> bool {
+    /// Whether `value` respects the bound.
+    fn respects(&self, value: f64) -> bool {
         match self.bound {
-            Bound::AtLeast(min) => self.value >= min,
-            Bound::AtMost(max) => self.value <= max,
-            Bound::Below(max) => self.value < max,
-            Bound::Holds => self.value == 1.0,
+            Bound::AtLeast(min) => value >= min,
+            Bound::AtMost(max) => value <= max,
+            Bound::Below(max) => value < max,
+            Bound::Holds => value == 1.0,
         }
     }
 
+    pub(crate) fn outcome(&self) -> Verdict {
+        let median = self.respects(self.value);
+        match self.spread {
+            // Some repetitions on the other side of the bound than the
+            // median: the bound lies within the spread.
+            Some((low, high)) if self.respects(low) != median || self.respects(high) != median => {
+                Verdict::WithinSpread
+            }
+            _ if median => Verdict::Met,
+            _ => Verdict::Missed,
+        }
+    }
+
+    /// Not missed: met, or within the spread (which `--check` does not
+    /// count as a miss).
+    pub(crate) fn passed(&self) -> bool {
+        self.outcome() != Verdict::Missed
+    }
+
     pub(crate) fn verdict(&self) -> &'static str {
-        if self.passed() { "PASS" } else { "MISS" }
+        match self.outcome() {
+            Verdict::Met => "PASS",
+            Verdict::Missed => "MISS",
+            Verdict::WithinSpread => "within spread",
+        }
+    }
+
+    /// ` (1.10-1.31)` after a median, or nothing.
+    fn range(&self) -> String {
+        match self.spread {
+            Some((low, high)) => format!(" ({low:.2}-{high:.2})"),
+            None => String::new(),
+        }
     }
 
     /// `1.23x (>= 0.8x) PASS`, for a table cell.
@@ -722,18 +787,23 @@ impl Goal {
         let unit = self.unit;
         match self.bound {
             Bound::AtLeast(min) => format!(
-                "{:.2}{unit} (>= {min}{unit}) {}",
+                "{:.2}{unit}{} (>= {min}{unit}) {}",
                 self.value,
+                self.range(),
                 self.verdict()
             ),
             Bound::AtMost(max) => format!(
-                "{:.2}{unit} (<= {max}{unit}) {}",
+                "{:.2}{unit}{} (<= {max}{unit}) {}",
                 self.value,
+                self.range(),
                 self.verdict()
             ),
-            Bound::Below(max) => {
-                format!("{:.2}{unit} (< {max}{unit}) {}", self.value, self.verdict())
-            }
+            Bound::Below(max) => format!(
+                "{:.2}{unit}{} (< {max}{unit}) {}",
+                self.value,
+                self.range(),
+                self.verdict()
+            ),
             Bound::Holds => format!(
                 "{} {}",
                 if self.passed() { "yes" } else { "no" },
@@ -749,14 +819,65 @@ impl Goal {
             Bound::Below(max) => ("below", Json::from(max)),
             Bound::Holds => ("holds", Json::Null),
         };
+        let (low, high) = self.spread.unwrap_or((self.value, self.value));
         Json::object([
             ("name", Json::from(self.name.as_str())),
             ("value", Json::from(self.value)),
+            ("low", Json::from(low)),
+            ("high", Json::from(high)),
             ("bound", Json::from(kind)),
             ("limit", limit),
+            ("verdict", Json::from(self.verdict())),
             ("passed", Json::Bool(self.passed())),
         ])
     }
+}
+
+/// The median of `values`, their lowest and their highest (all NaN when
+/// there are none).
+pub(crate) fn median_and_range(values: &[f64]) -> (f64, f64, f64) {
+    let mut sorted = values.to_vec();
+    sorted.sort_by(f64::total_cmp);
+    match sorted.len() {
+        0 => (f64::NAN, f64::NAN, f64::NAN),
+        n => {
+            let median = if n % 2 == 1 {
+                sorted[n / 2]
+            } else {
+                (sorted[n / 2 - 1] + sorted[n / 2]) / 2.0
+            };
+            (median, sorted[0], sorted[n - 1])
+        }
+    }
+}
+
+/// `median (low-high)` of `values`, each shown with `decimals` decimals.
+pub(crate) fn median_cell(values: &[f64], decimals: usize) -> String {
+    let (median, low, high) = median_and_range(values);
+    format!("{median:.decimals$} ({low:.decimals$}-{high:.decimals$})")
+}
+
+/// The machine's load: cores, and the 1-minute load average from
+/// `/proc/loadavg` (`None` where there is none).
+pub(crate) fn load_average() -> Option<f64> {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
+}
+
+/// `2 cores, load average 0.31 at the start, 1.85 at the end`: what the
+/// machine was doing besides the bench, printed under its tables.
+pub(crate) fn load_note(at_start: Option<f64>) -> String {
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let show = |load: Option<f64>| load.map_or("unknown".to_string(), |l| format!("{l:.2}"));
+    format!(
+        "machine: {cores} cores, 1-minute load average {} at the start, {} at the end",
+        show(at_start),
+        show(load_average())
+    )
 }
 
 /// Prints the tables and every goal, writes `results` (plus the goals) to
@@ -783,8 +904,17 @@ pub(crate) fn finish(
         println!();
         print!("{}", targets.render());
     }
+    let start_load = START_LOAD.get().copied().flatten();
+    println!("{}", load_note(start_load));
     let mut fields = vec![
         ("bench".to_string(), Json::from(name)),
+        (
+            "load_average".to_string(),
+            Json::object([
+                ("start", start_load.map_or(Json::Null, Json::Num)),
+                ("end", load_average().map_or(Json::Null, Json::Num)),
+            ]),
+        ),
         (
             "unix_time".to_string(),
             Json::Num(harness::unix_time() as f64),
