@@ -557,7 +557,11 @@ impl Lifecycle {
     ///: no signal is asked after this. Only the first exit counts.
     pub fn handle_exit(&mut self, exit: Exit, now: Instant) {
         if self.exited.is_none() {
-            let ended_by = if self.kill_sent {
+            // The exit names the signal that ended the child when it is
+            // one we sent: SIGKILL sent after it (its grace ran out before
+            // the exit was seen, as on a clock that jumps) did not.
+            let died_of_term = exit == Exit::Signal(Signal::Term.number());
+            let ended_by = if self.kill_sent && !(self.term_sent && died_of_term) {
                 EndedBy::Sigkill
             } else if self.term_sent {
                 EndedBy::Sigterm
