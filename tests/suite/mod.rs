@@ -23,6 +23,7 @@ use super::rt;
 
 mod api;
 mod containment;
+mod end;
 mod hatches;
 mod inbound;
 mod lifecycle;

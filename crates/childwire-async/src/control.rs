@@ -294,6 +294,9 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         if self.callback_panicked {
             report.stderr_callback_panicked = true;
         }
+        // Under the same lock as the supervisor's "taken": a sender that
+        // finds the report taken finds it here.
+        self.link.exit.set(report.clone());
         control.report = Some(report);
         control.done_waiters.wake_all();
     }
@@ -412,6 +415,7 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
         self.carry_out_final_actions(sup, now);
         if sup.lifecycle().exit().is_none() {
             if let Some(exit) = self.tracking.wait_exited(DROP_REAP_WAIT) {
+                lock(&self.link.out).abort(Closed::Exited);
                 sup.handle_exit(exit, self.rt.now());
                 self.carry_out_final_actions(sup, now);
             }
@@ -445,6 +449,7 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
         control.stopped = true;
         control.done_waiters.wake_all();
         drop(control);
+        self.link.exit.close();
         let mut inn = lock(&self.link.inn);
         inn.broken = Some(Closed::DriverStopped);
         inn.wake_waiters();

@@ -14,6 +14,7 @@ use std::time::{Duration, Instant};
 use childwire_core::{Closed, Counters, ExitReport, Framing, Inbound, Outbound, Supervisor};
 use crossbeam_utils::CachePadded;
 
+use crate::exit_handle::ExitSlot;
 use crate::out_side::{OutGuard, OutSide};
 use crate::runtime::{PipeRead, PipeWrite};
 use crate::wake::{WakeSet, fan_out};
@@ -77,6 +78,10 @@ pub(crate) struct Link<F: Framing> {
     handles: AtomicUsize,
     /// Every handle is gone.
     abandoned: AtomicBool,
+    /// The child's end for [`ExitHandle`](crate::ExitHandle)s and failed
+    /// sends: set when the report is made, closed if the driver stops
+    /// without one.
+    pub(crate) exit: ExitSlot,
 }
 
 impl<F: Framing> Link<F> {
@@ -98,6 +103,7 @@ impl<F: Framing> Link<F> {
             stdout_eof_unreported: AtomicBool::new(false),
             handles: AtomicUsize::new(0),
             abandoned: AtomicBool::new(false),
+            exit: ExitSlot::new(),
         })
     }
 

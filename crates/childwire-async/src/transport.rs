@@ -14,12 +14,13 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use childwire_core::{
     ChannelConfig, Closed, Command, Counters, ExitReport, Framing, Inbound, Lines, Outbound,
-    Received, SendError, SendErrorKind, SpawnError, Supervisor,
+    Received, ReportWait, SendError, SendErrorKind, SpawnError, Supervisor,
 };
 use futures_core::Stream;
 use futures_sink::Sink;
 
 use crate::control::{Control, ControlParts};
+use crate::exit_handle::{ExitHandle, ExitSlot};
 use crate::flusher::Flusher;
 use crate::link::{ControlSide, Link, ReadOutcome, WRITE_BATCH, lock};
 use crate::out_side::write_all;
@@ -376,6 +377,12 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         self.sender.link.counters()
     }
 
+    /// A handle to the child's exit report, which outlives the transport.
+    /// See [`Sender::exit_handle`].
+    pub fn exit_handle(&self) -> ExitHandle {
+        self.sender.exit_handle()
+    }
+
     /// The sending half, borrowed.
     pub fn sender(&self) -> &Sender<R, F> {
         &self.sender
@@ -438,10 +445,14 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     ///
     /// Cancel-safe: if the future is dropped before it completes, the
     /// message was not queued, and nothing of it reaches the peer.
+    ///
+    /// A send refused because the child ended carries its exit report
+    /// ([`SendError::exit_report`]): when the child was reaped, or closed
+    /// its stdin and exits within `stdin_grace`, the failure waits for it.
     pub async fn send<B: AsRef<[u8]>>(&self, payload: B) -> Result<(), SendError<B>> {
         let mut payload = Some(payload);
         let mut refused_full = false;
-        poll_fn(|cx| {
+        let sent = poll_fn(|cx| {
             let item = payload.take().expect("polled after completion");
             match self.poll_send(cx, item, &mut refused_full) {
                 Ok(result) => Poll::Ready(result),
@@ -451,7 +462,66 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
                 }
             }
         })
-        .await
+        .await;
+        match sent {
+            Ok(()) => Ok(()),
+            Err(err) => Err(self.with_end(err).await),
+        }
+    }
+
+    /// `err` with the child's exit report, if sending ended with the child:
+    /// at once if it is known, after waiting for it if the core says it
+    /// comes ([`Supervisor::report_wait`]).
+    async fn with_end<B>(&self, err: SendError<B>) -> SendError<B> {
+        let (SendErrorKind::Closed(closed), Some(control)) = (err.kind(), &self.link.control)
+        else {
+            return err;
+        };
+        let wait = lock(control).supervisor.report_wait(closed, self.rt.now());
+        let mut timer = match wait {
+            ReportWait::No => {
+                return match self.link.exit.get() {
+                    Some(report) => err.with_exit_report(report),
+                    None => err,
+                };
+            }
+            ReportWait::Certain => None,
+            ReportWait::Until(deadline) => Some(self.rt.timer(deadline)),
+        };
+        let report = poll_fn(|cx| match self.link.exit.poll_report(cx.waker()) {
+            Poll::Ready(report) => Poll::Ready(report),
+            Poll::Pending => {
+                let expired = timer
+                    .as_mut()
+                    .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
+                if expired {
+                    Poll::Ready(None)
+                } else {
+                    Poll::Pending
+                }
+            }
+        })
+        .await;
+        match report {
+            Some(report) => err.with_exit_report(report),
+            None => err,
+        }
+    }
+
+    /// A handle to the child's exit report: set when the child's end is
+    /// known, whichever way it was learnt, and kept after the transport is
+    /// dropped. For a transport dropped without a shutdown, or a channel
+    /// over a pipe pair, it may never come: [`ExitHandle::wait`] then
+    /// returns `None` once that is certain.
+    pub fn exit_handle(&self) -> ExitHandle {
+        self.link.exit.handle()
+    }
+
+    /// A slot on this transport's exit report, for an adapter that records
+    /// the end itself too (the first report recorded stays). Its drop does
+    /// not close the record: the transport fills it.
+    pub fn exit_slot(&self) -> ExitSlot {
+        self.link.exit.follower()
     }
 
     /// Sends every message of `payloads` in order: one lock and at most one
@@ -464,7 +534,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     ) -> Result<(), SendError<B>> {
         let mut payloads = payloads.into_iter().peekable();
         let mut pending: Option<B> = None;
-        poll_fn(|cx| {
+        let sent = poll_fn(|cx| {
             let mut out = lock(&self.link.out);
             let now = self.rt.now();
             // A message refused for want of room is not offered again (its
@@ -497,7 +567,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             }
             Poll::Ready(Ok(()))
         })
-        .await
+        .await;
+        match sent {
+            Ok(()) => Ok(()),
+            Err(err) => Err(self.with_end(err).await),
+        }
     }
 
     /// One attempt: the result, or the payload back to wait for room.

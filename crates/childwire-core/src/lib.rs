@@ -88,4 +88,4 @@ pub use outbound::{Closed, Outbound, SendError, SendErrorKind};
 pub use report::{Counters, ExitReport};
 pub use session::{Received, Session};
 pub use stderr_tail::{StderrTail, StderrTailConfig};
-pub use supervisor::Supervisor;
+pub use supervisor::{ReportWait, Supervisor};

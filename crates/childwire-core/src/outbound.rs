@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use crate::encoder::{EncodeErrorKind, Encoder};
 use crate::framing::{Framing, Lines};
+use crate::report::ExitReport;
 
 /// Queues messages for the peer and says what to write, when to close the
 /// write side, and why sending stopped.
@@ -333,20 +334,43 @@ impl fmt::Display for SendErrorKind {
 }
 
 /// A message that was not sent, with the reason and the payload handed back.
+/// Once the child's end is known, a send refused because of it carries the
+/// exit report: the failed send says how the child ended.
 pub struct SendError<B> {
     kind: SendErrorKind,
     payload: B,
+    /// Boxed: a report is much larger than the error's other parts, and
+    /// most errors carry none.
+    exit: Option<Box<ExitReport>>,
 }
 
 impl<B> SendError<B> {
     /// An error of `kind` for `payload`.
     pub fn new(kind: SendErrorKind, payload: B) -> Self {
-        Self { kind, payload }
+        Self {
+            kind,
+            payload,
+            exit: None,
+        }
+    }
+
+    /// The error with the child's exit report: sending failed because the
+    /// child ended, and this is how.
+    #[must_use]
+    pub fn with_exit_report(mut self, report: ExitReport) -> Self {
+        self.exit = Some(Box::new(report));
+        self
     }
 
     /// Why the message was not sent.
     pub fn kind(&self) -> SendErrorKind {
         self.kind
+    }
+
+    /// How the child ended, when that is why the message was not sent and
+    /// the end was known.
+    pub fn exit_report(&self) -> Option<&ExitReport> {
+        self.exit.as_deref()
     }
 
     /// The payload, unchanged.
@@ -359,6 +383,7 @@ impl<B> SendError<B> {
         SendError {
             kind: self.kind,
             payload: f(self.payload),
+            exit: self.exit,
         }
     }
 }
@@ -369,13 +394,20 @@ impl<B: AsRef<[u8]>> fmt::Debug for SendError<B> {
         f.debug_struct("SendError")
             .field("kind", &self.kind)
             .field("payload_len", &self.payload.as_ref().len())
+            .field("exit", &self.exit)
             .finish()
     }
 }
 
 impl<B> fmt::Display for SendError<B> {
+    /// `cannot send: the child has exited (it exited with code 3 after
+    /// 4 ms; last stderr: ...)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.kind.fmt(f)
+        self.kind.fmt(f)?;
+        match &self.exit {
+            Some(report) => write!(f, " (it {report})"),
+            None => Ok(()),
+        }
     }
 }
 

@@ -8,8 +8,21 @@ use bytes::Bytes;
 use crate::config::Config;
 use crate::inbound::Backlog;
 use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError, Swept};
+use crate::outbound::Closed;
 use crate::report::{Counters, ExitReport};
 use crate::stderr_tail::StderrTail;
+
+/// Whether a failed send waits for the exit report: see
+/// [`Supervisor::report_wait`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportWait {
+    /// No: the end is not known to be near.
+    No,
+    /// Until the report comes: the child was reaped.
+    Certain,
+    /// Until the report comes or this deadline passes.
+    Until(Instant),
+}
 
 /// Everything a transport decides about the child itself: when to close
 /// its stdin and signal it, its stderr lines and tail, and the exit report.
@@ -238,6 +251,32 @@ impl Supervisor {
     }
 
     // ---- getters ----
+
+    /// Whether a send refused for `closed` at `now` waits for the exit
+    /// report, so that its failure says how the child ended.
+    ///
+    /// - The child was reaped ([`Closed::Exited`]): its report is certain
+    ///   (within `drain_grace`): [`ReportWait::Certain`].
+    /// - The child closed its stdin ([`Closed::PeerClosed`]), as a child
+    ///   that exits does first: its end is waited for as long as a shutdown
+    ///   gives a child whose stdin closed (`stdin_grace`), and its report
+    ///   for `drain_grace` more. A child that runs on with its stdin closed
+    ///   costs the failing send that long, once.
+    /// - Otherwise (the caller closed, the child stalled, the report is
+    ///   known or taken): [`ReportWait::No`].
+    #[must_use]
+    pub fn report_wait(&self, closed: Closed, now: Instant) -> ReportWait {
+        if self.report_taken || self.report.is_some() {
+            return ReportWait::No;
+        }
+        let config = self.lifecycle.config();
+        match closed {
+            Closed::Exited => ReportWait::Certain,
+            Closed::PeerClosed if self.lifecycle.exit().is_some() => ReportWait::Certain,
+            Closed::PeerClosed => ReportWait::Until(now + config.stdin_grace + config.drain_grace),
+            _ => ReportWait::No,
+        }
+    }
 
     /// Whether the end is decided and the report can be taken now.
     pub fn report_ready(&self) -> bool {
