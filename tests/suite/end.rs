@@ -136,3 +136,20 @@ fn c33_after_the_runtime_is_dropped_no_send_succeeds() {
         assert_killed(report);
     });
 }
+
+#[test]
+fn c33_a_transport_dropped_unclosed_kills_its_child_and_its_exit_handle_says_so() {
+    run(async {
+        let mut t = start_misbehave(&["echo"]);
+        let pid = pid_of(&t);
+        roundtrip(&mut t, "alive").await;
+        let exit = t.exit_handle();
+        drop(t);
+        let report = within(STEP, "the exit handle after the drop", exit.wait())
+            .await
+            .expect("the report of a child killed on drop");
+        assert_killed(&report);
+        assert!(!report.shutdown_requested, "{report}");
+        assert_reaped(pid).await;
+    });
+}

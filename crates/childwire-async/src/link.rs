@@ -9,7 +9,7 @@
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use childwire_core::{Closed, Counters, ExitReport, Framing, Inbound, Outbound, Supervisor};
 use crossbeam_utils::CachePadded;
@@ -21,19 +21,6 @@ use crate::wake::{WakeSet, fan_out};
 
 /// One read's worth: what a Linux pipe holds.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
-
-/// Queued bytes at which a sender writes them itself instead of leaving
-/// them to the background flush: a pipe's worth, one write.
-pub(crate) const WRITE_BATCH: usize = 64 * 1024;
-
-/// A message queued alone this long or longer after the queue was last
-/// written out is written at once by its sender: nothing sent right behind
-/// it would share the write,
-/// and leaving it to the background flush costs a wake-up of another task
-/// (another thread) per message, the better part of a round trip to a
-/// child that answers at once. Shorter than any such round trip; longer
-/// than what a sender running a loop takes per message.
-pub(crate) const SEND_PAUSE: Duration = Duration::from_micros(5);
 
 /// Where the background task's waker is kept.
 pub(crate) type BgWaker = Arc<Mutex<Option<Waker>>>;
@@ -163,45 +150,20 @@ impl<F: Framing> Link<F> {
         out
     }
 
-    /// After a sender queued a message: writes from the caller's task once
-    /// another batch is queued since the last attempt, or when the message
-    /// is alone in the queue [`SEND_PAUSE`] or more after it was last
-    /// written out; else leaves it
-    /// to the background flush, armed. A sender running ahead of a full
-    /// pipe thus tries the pipe once per batch, not once per message, and
-    /// messages sent back to back go out together; a lone message (a
-    /// request) is written at once, with no wake-up of another task.
+    /// After a sender queued a message: writes from the caller's task if
+    /// the core says so ([`Outbound::writes_now`]), else leaves it to the
+    /// background flush, armed.
     pub(crate) fn queued_one<'a>(
         &'a self,
         mut out: OutGuard<'a, F>,
         clock: impl Fn() -> Instant,
     ) -> OutGuard<'a, F> {
-        // The clock is read only for a message alone in the queue: once
-        // per batch in a burst, not once per message.
-        let now = if out.outbound.queued() >= out.write_at {
-            clock()
-        } else if out.outbound.queued_messages() == 1 {
-            let now = clock();
-            let after_pause = out
-                .drained_at
-                .is_none_or(|at| now.saturating_duration_since(at) >= SEND_PAUSE);
-            if !after_pause {
-                self.arm_flush(&mut out);
-                return out;
-            }
-            now
-        } else {
+        if !out.outbound.writes_now() {
             self.arm_flush(&mut out);
             return out;
-        };
-        let mut out = self.write_or_arm(out, now);
-        out.write_at = out.outbound.queued() + WRITE_BATCH;
-        if out.outbound.is_drained() {
-            // The pause is counted from the end of this write: a write that
-            // takes longer than the pause (waking the reader) must not make
-            // the next message of a burst look like one after a pause.
-            out.drained_at = Some(clock());
         }
+        let mut out = self.write_or_arm(out, clock());
+        out.outbound.handle_write_attempt();
         out
     }
 
@@ -380,11 +342,6 @@ impl<F: Framing> InSide<F> {
 /// The child's part, driven by the background task.
 pub(crate) struct ControlSide {
     pub(crate) supervisor: Supervisor,
-    /// Shutdown was asked.
-    pub(crate) shutdown: bool,
-    /// Every handle was dropped without a shutdown: the child is to be
-    /// killed.
-    pub(crate) abandoned: bool,
     /// Whether a drop without a shutdown kills the child.
     pub(crate) kill_on_drop: bool,
     /// A copy of the report for `shutdown()` callers.
@@ -400,8 +357,6 @@ impl ControlSide {
         Self {
             supervisor,
             kill_on_drop,
-            shutdown: false,
-            abandoned: false,
             report: None,
             stopped: false,
             done_waiters: WakeSet::new(),

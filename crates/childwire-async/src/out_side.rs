@@ -11,7 +11,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use childwire_core::{Closed, Framing, Outbound};
 
-use crate::link::{BgWaker, Link, WRITE_BATCH, lock};
+use crate::link::{BgWaker, Link, lock};
 use crate::runtime::PipeWrite;
 use crate::wake::{WakeSet, fan_out};
 
@@ -45,12 +45,6 @@ pub(crate) struct OutSide<F: Framing> {
     pub(crate) write_failed: bool,
     /// A write failed, ever: what was queued then was dropped.
     pub(crate) broken: bool,
-    /// Queued bytes at which a sender next writes itself (see
-    /// [`Link::queued_one`]).
-    pub(crate) write_at: usize,
-    /// When the queue was last written out whole (see
-    /// [`Link::queued_one`]).
-    pub(crate) drained_at: Option<Instant>,
     /// Someone found the pipe out with another writer and waits: woken
     /// when it comes back.
     contended: bool,
@@ -109,8 +103,6 @@ impl<F: Framing> OutSide<F> {
             flush_armed: false,
             write_failed: false,
             broken: false,
-            write_at: WRITE_BATCH,
-            drained_at: None,
             contended: false,
             pipe_waker: fan_out(&waiters),
             waiters,
@@ -352,11 +344,8 @@ impl<F: Framing> Link<F> {
             self.flush_armed.store(false, Ordering::Release);
         }
         if progress {
-            if out.outbound.is_drained() {
-                out.drained_at = Some(now);
-            }
             // The pipe took bytes: a sender may try again after a batch.
-            out.write_at = out.outbound.queued() + WRITE_BATCH;
+            out.outbound.handle_write_attempt();
         }
         if progress || (wrote_outside && std::mem::take(&mut out.contended)) {
             out.waiters.wake_all();
@@ -382,7 +371,7 @@ impl<F: Framing> Link<F> {
 mod tests {
     use std::sync::{Mutex, OnceLock, Weak};
 
-    use childwire_core::{Inbound, Lines, Outbound};
+    use childwire_core::{Channel, ChannelConfig, Lines};
 
     use super::*;
     use crate::runtime::PipeRead;
@@ -462,10 +451,17 @@ mod tests {
         make: impl FnOnce(Arc<OnceLock<Weak<Link<Lines>>>>) -> P,
     ) -> Arc<Link<Lines>> {
         let slot = Arc::new(OnceLock::new());
+        let mut config = ChannelConfig::default();
+        config.max_message_size = 1024;
+        config.max_send_size = 1024;
+        config.send_high_water = 1 << 20;
+        config.recv_high_water = 1 << 20;
+        config.write_timeout = None;
+        let (inbound, outbound) = Channel::new(Lines, &config).into_parts();
         let link = Link::new(
-            Outbound::new(Lines, 1024, 1 << 20, None),
+            outbound,
             Box::new(make(Arc::clone(&slot))),
-            Inbound::new(&Lines, 1024, 1 << 20),
+            inbound,
             Box::new(NeverReads),
             None,
         );

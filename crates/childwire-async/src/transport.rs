@@ -10,11 +10,12 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use childwire_core::{
-    ChannelConfig, Closed, Command, Counters, ExitReport, Framing, Inbound, Lines, Outbound,
-    Received, ReportWait, SendError, SendErrorKind, SpawnError, Supervisor,
+    Channel, ChannelConfig, Closed, Command, Counters, ExitReport, Framing, Lines, Received,
+    ReportWait, SendError, SendErrorKind, Session, SpawnError, WRITE_BATCH,
 };
 use futures_core::Stream;
 use futures_sink::Sink;
@@ -22,7 +23,7 @@ use futures_sink::Sink;
 use crate::control::{Control, ControlParts};
 use crate::exit_handle::{ExitHandle, ExitSlot};
 use crate::flusher::Flusher;
-use crate::link::{ControlSide, Link, ReadOutcome, WRITE_BATCH, lock};
+use crate::link::{ControlSide, Link, ReadOutcome, lock};
 use crate::out_side::write_all;
 use crate::runtime::{PipeRead, PipeWrite, Runtime};
 use crate::stderr_lines::{self, StderrLines};
@@ -252,20 +253,15 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         )
         .map_err(|err| SpawnError::new(command, err))?;
         let now = rt.now();
-        let mut supervisor = Supervisor::new(&config, command.get_process_group(), now);
+        let session = Session::with_framing(framing, &config, command.get_process_group(), now);
+        let (inbound, outbound, mut supervisor) = session.into_parts();
         if child.stderr.is_none() {
             supervisor.handle_stderr_eof(now);
         }
-        let channel = &config.channel;
         let link = Link::new(
-            Outbound::new(
-                framing.clone(),
-                channel.max_send_size,
-                channel.send_high_water,
-                channel.write_timeout,
-            ),
+            outbound,
             child.stdin,
-            Inbound::new(&framing, channel.max_message_size, channel.recv_high_water),
+            inbound,
             child.stdout,
             Some(ControlSide::new(supervisor, command.get_kill_on_drop())),
         );
@@ -296,18 +292,8 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         config: &ChannelConfig,
     ) -> Result<Self, crate::NoRuntime> {
         let rt = R::current()?;
-        let link = Link::new(
-            Outbound::new(
-                framing.clone(),
-                config.max_send_size,
-                config.send_high_water,
-                config.write_timeout,
-            ),
-            Box::new(writer),
-            Inbound::new(&framing, config.max_message_size, config.recv_high_water),
-            Box::new(reader),
-            None,
-        );
+        let (inbound, outbound) = Channel::new(framing, config).into_parts();
+        let link = Link::new(outbound, Box::new(writer), inbound, Box::new(reader), None);
         rt.spawn(Box::pin(Flusher::new(Arc::clone(&link), rt.clone())));
         Ok(Self::from_link(link, rt, None))
     }
@@ -432,10 +418,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     }
 
     /// Sends one message: checked, framed and queued whole or not at all,
-    /// and written by this task when a pipe's worth is queued or when it
-    /// comes after a pause (a request, not one of a burst); what is left is
-    /// written by the background task, or by the next `recv` on this
-    /// transport, whichever comes first.
+    /// and written by this task when it is alone in the queue (the pipe
+    /// took everything before it) or a pipe's worth is queued; what is left
+    /// (behind a full pipe, or a write in progress) is written by the
+    /// background task, or by the next `recv` on this transport, whichever
+    /// comes first.
     ///
     /// Waits while the outbound queue is full (backpressure), writing to
     /// the pipe itself meanwhile. Fails, handing the payload back, if the
@@ -726,11 +713,9 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             !out.outbound.is_drained()
         };
         let mut control = lock(control);
-        if !control.shutdown {
-            control.shutdown = true;
-            control.supervisor.handle_outbound(pending, now);
-            control.supervisor.handle_shutdown(now);
-        }
+        // Asking again changes nothing.
+        control.supervisor.handle_outbound(pending, now);
+        control.supervisor.handle_shutdown(now);
         drop(control);
         self.link.wake_bg();
     }
@@ -763,7 +748,7 @@ impl<R: Runtime, F: Framing> Drop for Sender<R, F> {
                 self.link.arm_flush(&mut out);
             }
         }
-        release(&self.link);
+        release(&self.link, self.rt.now());
     }
 }
 
@@ -1001,7 +986,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
 
 impl<R: Runtime, F: Framing> Drop for Receiver<R, F> {
     fn drop(&mut self) {
-        release(&self.link);
+        release(&self.link, self.rt.now());
     }
 }
 
@@ -1049,24 +1034,16 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Transport<R, F> {
     }
 }
 
-/// A handle is gone; the last one to go abandons a child that was never
-/// asked to shut down, which the background task then kills.
-fn release<F: Framing>(link: &Link<F>) {
+/// A handle is gone; the last one to go tells the supervisor, which
+/// decides what becomes of a child nobody holds.
+fn release<F: Framing>(link: &Link<F>, now: Instant) {
     if !link.release() {
         return;
     }
     if let Some(control) = &link.control {
         let mut control = lock(control);
-        if !control.shutdown {
-            if control.kill_on_drop {
-                control.abandoned = true;
-            } else {
-                // Left running, as asked: it reads EOF, and is reaped when
-                // it exits.
-                drop(control);
-                lock(&link.out).abort(Closed::Closing);
-            }
-        }
+        let kill_on_drop = control.kill_on_drop;
+        control.supervisor.handle_abandoned(kill_on_drop, now);
     }
     link.wake_bg();
 }

@@ -746,29 +746,43 @@ async fn once<T>(fut: impl Future<Output = T>) -> Option<T> {
     .await
 }
 
-/// A message sent after a pause is written by its sender at once, not left
-/// to another task; messages sent right behind it are queued to go out
-/// together, and are written by the background flush without any `recv`.
+/// Whether a sender writes is decided from state, never from time (C32): a
+/// message alone in the queue is written by its sender at once (the pipe
+/// took everything before it); one behind bytes the pipe did not take is
+/// left queued, and the background flush writes it as the child reads, with
+/// no further send or recv (C07).
 #[test]
-fn c07_a_lone_message_is_written_at_once_and_a_burst_is_batched_without_a_recv() {
+fn c32_a_lone_message_is_written_by_its_sender_and_one_behind_unwritten_bytes_by_the_background() {
     let rt = FakeRuntime::new();
-    let child = rt.script_child(ChildSpec::default());
+    let mut child = rt.script_child(ChildSpec {
+        stdin_capacity: 6,
+        ..ChildSpec::default()
+    });
     rt.block_on(async {
         let transport = spawn(Config::default());
         transport.send("one").await.unwrap();
         assert_eq!(child.stdin.unread(), 4, "written by the send itself");
+        // Right behind it, with no time passing: alone in the queue all the
+        // same, so written at once too.
         transport.send("two").await.unwrap();
-        transport.send("three").await.unwrap();
-        assert_eq!(child.stdin.unread(), 4, "right behind it: queued");
-        // Nobody receives: the background flush writes them, together.
-        yield_now().await;
-        assert_eq!(child.stdin.unread(), 4 + 4 + 6);
-        rt.sleep(MS).await;
-        transport.send("four").await.unwrap();
         assert_eq!(
             child.stdin.unread(),
-            4 + 4 + 6 + 5,
-            "after a pause: at once"
+            6,
+            "alone: written at once, as far as it fits"
+        );
+        transport.send("three").await.unwrap();
+        assert_eq!(child.stdin.take_available(), b"one\ntw");
+        let mut read = Vec::new();
+        for _ in 0..100 {
+            if read.len() >= 8 {
+                break;
+            }
+            yield_now().await;
+            read.extend(child.stdin.take_available());
+        }
+        assert_eq!(
+            read, b"o\nthree\n",
+            "the rest, written by the background flush"
         );
     });
 }

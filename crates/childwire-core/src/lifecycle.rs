@@ -662,6 +662,26 @@ impl Lifecycle {
         self.advance(now);
     }
 
+    /// Every handle on the transport was dropped without a shutdown. With
+    /// `kill`, the non-graceful path: SIGKILL (to the group), then the
+    /// sweep, and the end counts as [`EndedBy::Sigkill`]. Without it, the
+    /// child is left to run: its stdin is closed (it reads EOF) and nothing
+    /// else is sent. Nothing changes after a shutdown or the exit, or the
+    /// second time.
+    pub fn handle_abandoned(&mut self, kill: bool, now: Instant) {
+        if self.shutdown_at.is_none() && self.exited.is_none() && !self.kill_sent {
+            if kill {
+                self.pending_close = false;
+                self.pending_term = false;
+                self.pending_kill = true;
+                self.phase = self.phase.max(Phase::Killing);
+            } else {
+                self.close_stdin_now();
+            }
+        }
+        self.advance(now);
+    }
+
     /// A deadline from [`poll_timeout`](Self::poll_timeout) may have passed.
     /// Early, late and repeated calls are fine: only deadlines `now` has
     /// reached fire.

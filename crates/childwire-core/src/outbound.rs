@@ -53,7 +53,14 @@ pub struct Outbound<F: Framing = Lines> {
     /// The write side must be closed now; handed out once.
     close_now: bool,
     close_handed_out: bool,
+    /// Queued bytes at which the sender that queues a message writes next
+    /// (see [`writes_now`](Self::writes_now)).
+    batch_at: usize,
 }
+
+/// A pipe's worth (what a Linux pipe holds): the bytes a sender running
+/// ahead of a full pipe queues between two attempts to write.
+pub const WRITE_BATCH: usize = 64 * 1024;
 
 impl<F: Framing> Outbound<F> {
     /// A sending half framing with `framing`, accepting messages of up to
@@ -73,6 +80,7 @@ impl<F: Framing> Outbound<F> {
             waiting_since: None,
             close_when_drained: false,
             close_now: false,
+            batch_at: WRITE_BATCH,
             close_handed_out: false,
         }
     }
@@ -237,6 +245,32 @@ impl<F: Framing> Outbound<F> {
     /// Messages queued and not yet written whole.
     pub fn queued_messages(&self) -> usize {
         self.encoder.queued_messages()
+    }
+
+    /// Whether the sender that just queued a message writes it now, from
+    /// its own task, rather than leave it to the driver's background
+    /// flush. Decided from what is queued, never from time:
+    ///
+    /// - alone in the queue: everything before it was taken by the pipe,
+    ///   so the pipe has room and no write is waiting; written now, with
+    ///   no wake-up of another task (a request reaches the child at once);
+    /// - behind bytes left unwritten (the pipe was full, or a write is in
+    ///   progress and takes it with what was queued during it): left, and
+    ///   tried again once a pipe's worth more is queued
+    ///   ([`WRITE_BATCH`]), so a sender running ahead of a full pipe tries
+    ///   it once per batch, not once per message.
+    ///
+    /// Call [`handle_write_attempt`](Self::handle_write_attempt) after
+    /// every attempt to write.
+    #[must_use]
+    pub fn writes_now(&self) -> bool {
+        self.queued_messages() == 1 || self.queued() >= self.batch_at
+    }
+
+    /// A writer tried the pipe (whatever it took): the next batch counts
+    /// from what is queued now.
+    pub fn handle_write_attempt(&mut self) {
+        self.batch_at = self.queued() + WRITE_BATCH;
     }
 
     /// The largest message accepted.
@@ -412,3 +446,37 @@ impl<B> fmt::Display for SendError<B> {
 }
 
 impl<B: AsRef<[u8]>> std::error::Error for SendError<B> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c32_a_sender_writes_a_message_alone_in_the_queue_and_leaves_one_behind_unwritten_bytes() {
+        let now = Instant::now();
+        let mut out = Outbound::new(Lines, 1 << 20, 1 << 20, None);
+        out.send("request").expect("queued");
+        assert!(
+            out.writes_now(),
+            "alone: the pipe took everything before it"
+        );
+
+        // The pipe takes part of it (full): what follows waits for the flush.
+        let bytes = out.poll_transmit(now).expect("bytes");
+        out.handle_written(bytes.len() - 1, now);
+        out.handle_write_attempt();
+        out.send("next").expect("queued");
+        assert!(
+            !out.writes_now(),
+            "behind unwritten bytes: left to the flush"
+        );
+
+        // Until a pipe's worth more is queued: one attempt per batch.
+        let big = "x".repeat(WRITE_BATCH);
+        out.send(big.as_str()).expect("queued");
+        assert!(out.writes_now(), "a batch is queued since the last attempt");
+        out.handle_write_attempt();
+        out.send("after").expect("queued");
+        assert!(!out.writes_now());
+    }
+}

@@ -70,6 +70,8 @@ pub struct Supervisor {
     stderr_unconfirmed: bool,
     /// What the lifecycle was last told: bytes wait for stdin.
     outbound_pending: bool,
+    /// The caller's stderr callback panicked: the report says so.
+    callback_panicked: bool,
 }
 
 impl Supervisor {
@@ -87,6 +89,7 @@ impl Supervisor {
             backlog_recorded: false,
             stderr_unconfirmed: false,
             outbound_pending: false,
+            callback_panicked: false,
         }
     }
 
@@ -167,6 +170,20 @@ impl Supervisor {
         self.advance();
     }
 
+    /// The caller's stderr callback panicked while a line was handed on:
+    /// the report says so.
+    pub fn handle_stderr_callback_panicked(&mut self) {
+        self.callback_panicked = true;
+    }
+
+    /// Every handle on the transport was dropped without a shutdown: kill
+    /// the child with `kill_on_drop`, else leave it running with its stdin
+    /// closed (see [`Lifecycle::handle_abandoned`]).
+    pub fn handle_abandoned(&mut self, kill_on_drop: bool, now: Instant) {
+        self.lifecycle.handle_abandoned(kill_on_drop, now);
+        self.advance();
+    }
+
     /// Time passed.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.lifecycle.handle_timeout(now);
@@ -231,6 +248,7 @@ impl Supervisor {
             stderr_bytes: self.stderr.bytes_seen(),
             ..channel
         };
+        report.stderr_callback_panicked = self.callback_panicked;
         Some(report)
     }
 
