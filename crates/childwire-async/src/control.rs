@@ -211,7 +211,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         if exited {
             let mut inn = lock(&link.inn);
             if matches!(
-                inn.read_once(cx.waker(), &link.stdout_eof_unreported),
+                inn.read_once(cx.waker(), &link.stdout_eof_unreported, &link.peer_turns),
                 ReadOutcome::Progress
             ) {
                 progress = true;
@@ -227,7 +227,11 @@ impl<R: Runtime, F: Framing> Control<R, F> {
     /// child started still holds: the drain grace is over).
     fn read_held_back(&mut self, cx: &mut Context<'_>) -> Option<bool> {
         let mut inn = lock(&self.link.inn);
-        match inn.read_once(cx.waker(), &self.link.stdout_eof_unreported) {
+        match inn.read_once(
+            cx.waker(),
+            &self.link.stdout_eof_unreported,
+            &self.link.peer_turns,
+        ) {
             ReadOutcome::Progress => {
                 inn.wake_waiters();
                 Some(true)

@@ -6,7 +6,7 @@
 //! held across the writing pipe's own calls either (see `out_side`): a
 //! sender queuing a message never waits for a write in progress.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -61,6 +61,11 @@ pub(crate) struct Link<F: Framing> {
     /// it on every round without contending with a receiver that is
     /// reading and decoding under that lock.
     pub(crate) stdout_eof_unreported: AtomicBool,
+    /// How many reads brought bytes from the peer: its turns, for the
+    /// senders' write-now decision ([`Outbound::writes_now`]). Outside the
+    /// receiving half's lock, so a sender reads it without that lock; one
+    /// increment per read (64 KiB at most), one load per message sent.
+    pub(crate) peer_turns: AtomicU64,
     /// Live user handles (senders and the receiver).
     handles: AtomicUsize,
     /// Every handle is gone.
@@ -88,6 +93,7 @@ impl<F: Framing> Link<F> {
             flush_armed: AtomicBool::new(false),
             send_ready: AtomicBool::new(true),
             stdout_eof_unreported: AtomicBool::new(false),
+            peer_turns: AtomicU64::new(0),
             handles: AtomicUsize::new(0),
             abandoned: AtomicBool::new(false),
             exit: ExitSlot::new(),
@@ -158,6 +164,8 @@ impl<F: Framing> Link<F> {
         mut out: OutGuard<'a, F>,
         clock: impl Fn() -> Instant,
     ) -> OutGuard<'a, F> {
+        let turn = self.peer_turns.load(Ordering::Relaxed);
+        out.outbound.handle_peer_turn(turn);
         if !out.outbound.writes_now() {
             self.arm_flush(&mut out);
             return out;
@@ -291,7 +299,12 @@ impl<F: Framing> InSide<F> {
 
     /// Reads once and decodes what came, within the receive bound. At EOF,
     /// sets `eof_unreported` (the link's flag for the supervisor).
-    pub(crate) fn read_once(&mut self, waiter: &Waker, eof_unreported: &AtomicBool) -> ReadOutcome {
+    pub(crate) fn read_once(
+        &mut self,
+        waiter: &Waker,
+        eof_unreported: &AtomicBool,
+        turns: &AtomicU64,
+    ) -> ReadOutcome {
         if !self.inbound.wants_read() {
             return ReadOutcome::Stopped;
         }
@@ -303,6 +316,7 @@ impl<F: Framing> InSide<F> {
         let mut cx = Context::from_waker(&pipe_waker);
         match pipe.poll_read(&mut cx, &mut self.buf) {
             Poll::Ready(Ok(n)) if n > 0 => {
+                turns.fetch_add(1, Ordering::Relaxed);
                 self.inbound.handle_data(&self.buf[..n]);
                 ReadOutcome::Progress
             }

@@ -961,7 +961,11 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                     continue;
                 }
             }
-            match inn.read_once(cx.waker(), &self.link.stdout_eof_unreported) {
+            match inn.read_once(
+                cx.waker(),
+                &self.link.stdout_eof_unreported,
+                &self.link.peer_turns,
+            ) {
                 ReadOutcome::Progress => {
                     if inn.inbound.is_eof() && self.link.is_child() {
                         self.link.wake_bg();

@@ -56,6 +56,11 @@ pub struct Outbound<F: Framing = Lines> {
     /// Queued bytes at which the sender that queues a message writes next
     /// (see [`writes_now`](Self::writes_now)).
     batch_at: usize,
+    /// How many times the peer was read from, as last told
+    /// ([`handle_peer_turn`](Self::handle_peer_turn)).
+    peer_turn: u64,
+    /// `peer_turn` at the last write attempt; `None` before any.
+    written_in_turn: Option<u64>,
 }
 
 /// A pipe's worth (what a Linux pipe holds): the bytes a sender running
@@ -81,6 +86,8 @@ impl<F: Framing> Outbound<F> {
             close_when_drained: false,
             close_now: false,
             batch_at: WRITE_BATCH,
+            peer_turn: 0,
+            written_in_turn: None,
             close_handed_out: false,
         }
     }
@@ -249,28 +256,42 @@ impl<F: Framing> Outbound<F> {
 
     /// Whether the sender that just queued a message writes it now, from
     /// its own task, rather than leave it to the driver's background
-    /// flush. Decided from what is queued, never from time:
+    /// flush. Decided from what is queued and what was read, never from
+    /// time:
     ///
-    /// - alone in the queue: everything before it was taken by the pipe,
-    ///   so the pipe has room and no write is waiting; written now, with
-    ///   no wake-up of another task (a request reaches the child at once);
-    /// - behind bytes left unwritten (the pipe was full, or a write is in
-    ///   progress and takes it with what was queued during it): left, and
-    ///   tried again once a pipe's worth more is queued
-    ///   ([`WRITE_BATCH`]), so a sender running ahead of a full pipe tries
-    ///   it once per batch, not once per message.
+    /// - the first message since the peer was last read from (its turn
+    ///   came: an answer, a request of its own), alone in the queue (the
+    ///   pipe took everything before it): written now, with no wake-up of
+    ///   another task, so a request after an answer reaches the peer at
+    ///   once;
+    /// - one sent right behind a message written in the same turn, or
+    ///   behind bytes left unwritten (the pipe was full, or a write is in
+    ///   progress and takes it with what was queued during it): left to the
+    ///   flush, with whatever follows it, so a burst goes out in batches;
+    /// - but once a pipe's worth is queued since the last attempt
+    ///   ([`WRITE_BATCH`]), written now: a sender running ahead of the
+    ///   flush, or of a full pipe, tries it once per batch.
     ///
-    /// Call [`handle_write_attempt`](Self::handle_write_attempt) after
-    /// every attempt to write.
+    /// Call [`handle_peer_turn`](Self::handle_peer_turn) before asking, and
+    /// [`handle_write_attempt`](Self::handle_write_attempt) after every
+    /// attempt to write.
     #[must_use]
     pub fn writes_now(&self) -> bool {
-        self.queued_messages() == 1 || self.queued() >= self.batch_at
+        let new_turn = self.written_in_turn != Some(self.peer_turn);
+        (new_turn && self.queued_messages() == 1) || self.queued() >= self.batch_at
+    }
+
+    /// The peer was read from `turn` times so far (a count that only
+    /// grows; older counts are ignored).
+    pub fn handle_peer_turn(&mut self, turn: u64) {
+        self.peer_turn = self.peer_turn.max(turn);
     }
 
     /// A writer tried the pipe (whatever it took): the next batch counts
-    /// from what is queued now.
+    /// from what is queued now, and this turn has had its write.
     pub fn handle_write_attempt(&mut self) {
         self.batch_at = self.queued() + WRITE_BATCH;
+        self.written_in_turn = Some(self.peer_turn);
     }
 
     /// The largest message accepted.
@@ -452,19 +473,31 @@ mod tests {
     use super::*;
 
     #[test]
-    fn c32_a_sender_writes_a_message_alone_in_the_queue_and_leaves_one_behind_unwritten_bytes() {
+    fn c32_a_sender_writes_the_first_message_of_a_turn_and_leaves_a_burst_to_the_flush() {
         let now = Instant::now();
         let mut out = Outbound::new(Lines, 1 << 20, 1 << 20, None);
         out.send("request").expect("queued");
-        assert!(
-            out.writes_now(),
-            "alone: the pipe took everything before it"
-        );
+        assert!(out.writes_now(), "the first message: written at once");
+        let bytes = out.poll_transmit(now).expect("bytes");
+        out.handle_written(bytes.len(), now);
+        out.handle_write_attempt();
+
+        out.send("right behind").expect("queued");
+        assert!(!out.writes_now(), "same turn: left to the flush");
+        let bytes = out.poll_transmit(now).expect("bytes");
+        out.handle_written(bytes.len(), now);
+        out.handle_write_attempt();
+
+        // The peer answered: the next request goes out at once.
+        out.handle_peer_turn(1);
+        out.send("next request").expect("queued");
+        assert!(out.writes_now(), "a new turn, alone in the queue");
 
         // The pipe takes part of it (full): what follows waits for the flush.
         let bytes = out.poll_transmit(now).expect("bytes");
         out.handle_written(bytes.len() - 1, now);
         out.handle_write_attempt();
+        out.handle_peer_turn(2);
         out.send("next").expect("queued");
         assert!(
             !out.writes_now(),
