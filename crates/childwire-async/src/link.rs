@@ -45,16 +45,15 @@ pub(crate) struct Link<F: Framing> {
     /// the sending half, which wakes it when a write starts the clock of
     /// the write timeout, whose timer that task runs.
     bg: BgWaker,
-    /// Mirrors "bytes wait for the background flush", so a receiver can
-    /// look without taking the sending half's lock. Set and cleared with
-    /// `OutSide::flush_armed`, under that lock (`arm_flush`, `poll_write`).
-    pub(crate) flush_armed: AtomicBool,
     /// Mirrors the sending half's `send_ready` as last seen under its lock,
     /// so the `Sink`'s `poll_ready` answers without the lock while there is
     /// room. It may be stale when another sender took the room since: the
     /// `Sink` then queues that one message above the high-water mark, as it
     /// does when another sender takes the room between `poll_ready` and
-    /// `start_send` (see `Outbound::send_anyway`).
+    /// `start_send` (see `Outbound::send_anyway`). Measured: without it
+    /// (the lock in every `poll_ready`), the `Sink` costs 57-58 ns per
+    /// 64 B message instead of 47-48 (per_message --quick, two runs each,
+    /// at b2c9294).
     pub(crate) send_ready: AtomicBool,
     /// The reading pipe reached EOF and the supervisor was not told yet.
     /// Outside the receiving half's lock, so the background task looks at
@@ -90,7 +89,6 @@ impl<F: Framing> Link<F> {
             inn: CachePadded::new(Mutex::new(InSide::new(inbound, stdout))),
             control: control.map(Mutex::new),
             bg,
-            flush_armed: AtomicBool::new(false),
             send_ready: AtomicBool::new(true),
             stdout_eof_unreported: AtomicBool::new(false),
             peer_turns: AtomicU64::new(0),
@@ -125,7 +123,7 @@ impl<F: Framing> Link<F> {
 
     /// Records whether the sending half would take a message now (see
     /// [`Link::send_ready`]); stored only on a change, so the receiver
-    /// reading `flush_armed` next to it is not slowed by a store per
+    /// reading the atomics next to it is not slowed by a store per
     /// message.
     pub(crate) fn note_send_ready(&self, ready: bool) {
         if self.send_ready.load(Ordering::Relaxed) != ready {
@@ -137,7 +135,6 @@ impl<F: Framing> Link<F> {
     pub(crate) fn arm_flush(&self, out: &mut OutSide<F>) {
         if !out.flush_armed {
             out.flush_armed = true;
-            self.flush_armed.store(true, Ordering::Release);
             self.wake_bg();
         }
     }
@@ -182,14 +179,18 @@ impl<F: Framing> Link<F> {
     /// Only if the sending half is free: armed, the bytes are the
     /// background task's to write anyway, and whoever holds the lock now
     /// (a sender running ahead, that task writing) is at work on them;
-    /// waiting for it would put this thread to sleep on every batch.
+    /// waiting for it would put this thread to sleep on every batch. No
+    /// mirror of the flag outside the lock: measured, the `try_lock` per
+    /// receive that waits costs nothing the per-message bench can see
+    /// (recv 64 B 56-59 ns with or without it, --quick, at b2c9294), and a
+    /// mirror can go stale.
     pub(crate) fn flush_if_armed(&self, clock: impl FnOnce() -> Instant) {
-        if self.flush_armed.load(Ordering::Acquire) {
-            let out = match self.out.try_lock() {
-                Ok(out) => out,
-                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-                Err(TryLockError::WouldBlock) => return,
-            };
+        let out = match self.out.try_lock() {
+            Ok(out) => out,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        if out.flush_armed {
             // What senders queue meanwhile is the background task's
             // (armed): this caller is about to read.
             let _ = self.poll_write_queued(out, None, clock());

@@ -950,16 +950,14 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                 return Poll::Pending;
             }
             if !flushed {
+                // About to wait for the peer: send what this transport
+                // queued first, from this task (never holding both halves'
+                // locks).
                 flushed = true;
-                if self.link.flush_armed.load(Ordering::Acquire) {
-                    // About to wait for the peer: send what this transport
-                    // queued first, from this task (never holding both
-                    // halves' locks).
-                    drop(inn);
-                    self.link.flush_if_armed(|| self.rt.now());
-                    inn = lock(&self.link.inn);
-                    continue;
-                }
+                drop(inn);
+                self.link.flush_if_armed(|| self.rt.now());
+                inn = lock(&self.link.inn);
+                continue;
             }
             match inn.read_once(
                 cx.waker(),

@@ -280,12 +280,18 @@ impl Supervisor {
     ///   gives a child whose stdin closed (`stdin_grace`), and its report
     ///   for `drain_grace` more. A child that runs on with its stdin closed
     ///   costs the failing send that long, once.
-    /// - Otherwise (the caller closed, the child stalled, the report is
-    ///   known or taken): [`ReportWait::No`].
+    /// - The end is decided, the report not taken yet: certain too.
+    /// - Otherwise (the caller closed, the child stalled, the report was
+    ///   already taken): [`ReportWait::No`].
     #[must_use]
     pub fn report_wait(&self, closed: Closed, now: Instant) -> ReportWait {
-        if self.report_taken || self.report.is_some() {
+        if self.report_taken {
+            // Known: whoever took it recorded it for the sender to find.
             return ReportWait::No;
+        }
+        if self.report.is_some() {
+            // Decided, and handed out once its stderr lines are delivered.
+            return ReportWait::Certain;
         }
         let config = self.lifecycle.config();
         match closed {
