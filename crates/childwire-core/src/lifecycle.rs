@@ -408,6 +408,8 @@ pub struct Lifecycle {
     /// The adapter stops driving: no timer will fire again, so the end is
     /// reported as soon as the exit is known, drained or not.
     driver_stopped: bool,
+    /// Every handle was dropped ([`handle_abandoned`](Self::handle_abandoned)).
+    abandoned: bool,
     // Handed out: what the adapter was actually told to do.
     close_sent: bool,
     term_sent: bool,
@@ -447,6 +449,7 @@ impl Lifecycle {
             sweep_decided: false,
             swept: None,
             driver_stopped: false,
+            abandoned: false,
             close_sent: false,
             term_sent: false,
             kill_sent: false,
@@ -669,7 +672,8 @@ impl Lifecycle {
     /// else is sent. Nothing changes after a shutdown or the exit, or the
     /// second time.
     pub fn handle_abandoned(&mut self, kill: bool, now: Instant) {
-        if self.shutdown_at.is_none() && self.exited.is_none() && !self.kill_sent {
+        let first = !std::mem::replace(&mut self.abandoned, true);
+        if first && self.shutdown_at.is_none() && self.exited.is_none() && !self.kill_sent {
             if kill {
                 self.pending_close = false;
                 self.pending_term = false;

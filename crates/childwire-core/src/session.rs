@@ -246,6 +246,16 @@ impl<F: Framing> Session<F> {
         self.advance(now);
     }
 
+    /// Every handle on the transport was dropped without a shutdown: with
+    /// `kill_on_drop` the child is killed ([`Action::Signal`] SIGKILL, then
+    /// the sweep; the end counts as SIGKILL), else it is left running with
+    /// its stdin closed ([`Action::CloseStdin`]). See
+    /// [`Lifecycle::handle_abandoned`].
+    pub fn handle_abandoned(&mut self, kill_on_drop: bool, now: Instant) {
+        self.supervisor.handle_abandoned(kill_on_drop, now);
+        self.advance(now);
+    }
+
     /// Time passed: `now` is at or after [`poll_timeout`](Self::poll_timeout).
     pub fn handle_timeout(&mut self, now: Instant) {
         self.outbound.handle_timeout(now);

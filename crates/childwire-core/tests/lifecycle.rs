@@ -337,6 +337,31 @@ fn c12_a_child_dead_of_sigterm_is_reported_so_though_sigkill_was_sent_before_its
 }
 
 #[test]
+fn c31_every_handle_dropped_kills_through_the_lifecycle_and_the_end_says_sigkill() {
+    let mut sim = Sim::with_defaults(Child::IgnoresAll);
+    sim.run_until(sim.start + ms(300));
+    sim.feed(|lc, now| lc.handle_abandoned(true, now));
+    // The handles go once: a second call changes nothing.
+    sim.feed(|lc, now| lc.handle_abandoned(true, now));
+    let ending = sim.run();
+    assert_eq!(sim.actions(), [(ms(300), KILL), (ms(301), SWEEP)]);
+    assert_eq!(ending.exit, Exit::Signal(9));
+    assert_eq!(ending.ended_by, EndedBy::Sigkill, "{ending}");
+    assert!(!ending.shutdown_requested);
+}
+
+#[test]
+fn c31_every_handle_dropped_without_kill_on_drop_closes_stdin_and_sends_no_signal() {
+    let mut sim = Sim::with_defaults(Child::ExitsOnEof { after: ms(20) });
+    sim.run_until(sim.start + ms(300));
+    sim.feed(|lc, now| lc.handle_abandoned(false, now));
+    let ending = sim.run();
+    assert_eq!(sim.actions(), [(ms(300), CLOSE), (ms(320), SWEEP)]);
+    assert_eq!(ending.exit, Exit::Code(0));
+    assert_eq!(ending.ended_by, EndedBy::StdinClose, "{ending}");
+}
+
+#[test]
 fn c12_graces_are_configurable() {
     let mut sim = Sim::new(graces(ms(100), ms(250)), Child::IgnoresAll);
     sim.shut_down_and_run();
