@@ -182,7 +182,7 @@ impl<F: Framing> Session<F> {
 
     /// The parts, for a driver that drives each pipe from its own task: the
     /// receiving half, the sending half and the supervisor, joined by the
-    /// functions of [`joint`](crate::joint), called where this session
+    /// functions of [`crate::joint`], called where this session
     /// calls them.
     pub fn into_parts(self) -> (Inbound<F>, Outbound<F>, Supervisor) {
         (self.inbound, self.outbound, self.supervisor)
