@@ -182,7 +182,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         self.stderr_lines
             .extend(std::iter::from_fn(|| sup.poll_stderr_line()));
         let report_ready = sup.report_ready();
-        let exited = sup.lifecycle().exit().is_some();
+        let reads_stdout = sup.driver_reads_stdout();
         let deadline = earliest(sup.poll_timeout(), out_deadline);
         if report_ready && control.report.is_none() {
             drop(control);
@@ -206,9 +206,9 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         }
         drop(control);
 
-        // After the exit nobody may be receiving: read the rest of stdout
+        // The core's decision: after the exit, read the rest of stdout here
         // (within the receive bound) so its EOF is seen and the report made.
-        if exited {
+        if reads_stdout {
             let mut inn = lock(&link.inn);
             if matches!(
                 inn.read_once(cx.waker(), &link.stdout_eof_unreported, &link.peer_turns),

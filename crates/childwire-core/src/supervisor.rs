@@ -302,6 +302,15 @@ impl Supervisor {
         }
     }
 
+    /// Whether a driver that leaves stdout to its caller (who reads it in
+    /// `recv`) reads it itself now: after the exit, until the report is
+    /// taken. Nobody may be receiving then, and the end waits for stdout's
+    /// EOF (or `drain_grace`); what is read stays within the receive bound.
+    #[must_use]
+    pub fn driver_reads_stdout(&self) -> bool {
+        self.lifecycle.exit().is_some() && !self.report_taken
+    }
+
     /// Whether the end is decided and the report can be taken now.
     pub fn report_ready(&self) -> bool {
         self.report.is_some() && !self.stderr_unconfirmed
