@@ -10,7 +10,8 @@
 //! mark plus one message; what was written is a prefix of the accepted
 //! messages, framed, and nothing is written once stdin is closed; sends are
 //! refused for the right reason with the payload handed back; no signal
-//! after the exit (only the one sweep), none before the shutdown, each
+//! after the exit (only the one sweep), none before the shutdown but the
+//! SIGKILL of a drop with kill-on-drop, each
 //! action at most once; after `handle_timeout(now)` no deadline is left at
 //! or before `now`; the exit report comes once, last, after every stderr
 //! line was delivered, with counters that match what happened; a drop
@@ -119,6 +120,8 @@ enum Op {
     Timeout,
     Send(Payload),
     Shutdown,
+    /// Every handle is dropped without a shutdown; kill on drop or not.
+    Abandon(bool),
     /// The caller takes up to this many items (plus one).
     Receive(u8),
 }
@@ -134,6 +137,9 @@ struct Harness<F: Model> {
     stdin_closed: bool,
 
     shutdown: bool,
+    /// Every handle was dropped (with kill on drop, or not) before any
+    /// shutdown and the exit.
+    abandoned: Option<bool>,
     /// A shutdown asked after the exit changes nothing.
     shutdown_before_exit: bool,
     exit: Option<Exit>,
@@ -166,6 +172,7 @@ impl<F: Model> Harness<F> {
             stderr_unconfirmed: false,
             stdin_closed: false,
             shutdown: false,
+            abandoned: None,
             shutdown_before_exit: false,
             exit: None,
             exit_at: None,
@@ -242,8 +249,18 @@ impl<F: Model> Harness<F> {
             }
             Op::Shutdown => {
                 self.shutdown = true;
-                self.shutdown_before_exit |= self.exit.is_none();
+                // After a drop that kills, as after the exit, a shutdown
+                // changes nothing.
+                self.shutdown_before_exit |= self.exit.is_none() && self.abandoned != Some(true);
                 self.io.endpoint.shutdown(now);
+            }
+            Op::Abandon(kill) => {
+                // The handles go once; a drop after a shutdown or the exit
+                // changes nothing.
+                if self.abandoned.is_none() && !self.shutdown && self.exit.is_none() {
+                    self.abandoned = Some(*kill);
+                }
+                self.io.endpoint.handle_abandoned(*kill, now);
             }
             Op::Receive(n) => self.receive(usize::from(*n) + 1),
         }
@@ -339,7 +356,10 @@ impl<F: Model> Harness<F> {
                 }
                 Action::Signal(signal) => {
                     assert!(self.exit.is_none(), "{signal} after the exit");
-                    assert!(self.shutdown, "{signal} without a shutdown");
+                    assert!(
+                        self.shutdown || (self.abandoned == Some(true) && signal == Signal::Kill),
+                        "{signal} without a shutdown or a drop that kills"
+                    );
                     match signal {
                         Signal::Term => self.terms += 1,
                         Signal::Kill => self.kills += 1,

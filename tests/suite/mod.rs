@@ -24,6 +24,7 @@ use super::rt;
 mod api;
 mod containment;
 mod content_length;
+mod end;
 mod hatches;
 mod inbound;
 mod kill;

@@ -14,7 +14,7 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
-use childwire_core::{Action, Closed, ExitReport, Framing};
+use childwire_core::{Action, Closed, ExitReport, Framing, Supervisor, joint};
 
 use crate::StderrCallback;
 use crate::link::{Link, ReadOutcome, lock};
@@ -48,8 +48,6 @@ pub(crate) struct Control<R: Runtime, F: Framing> {
     /// The callback panicked once; it is not called again.
     callback_panicked: bool,
     timer: Option<(Instant, Pin<Box<dyn Timer>>)>,
-    killed_on_abandon: bool,
-    stall_reported: bool,
     /// The report reached the receiver (after the lines held back for it).
     handed_over: bool,
     /// This child's span: its events carry its pid and program.
@@ -91,8 +89,6 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             stderr_lines: Vec::new(),
             callback_panicked: false,
             timer: None,
-            killed_on_abandon: false,
-            stall_reported: false,
             handed_over: false,
         }
     }
@@ -105,25 +101,14 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         let link = Arc::clone(&self.link);
         let mut progress = self.deliver_stderr_lines();
 
-        // What the sending half did: flush for the senders, then route.
-        let (stalled, write_failed, out_deadline) = {
+        // What the sending half did: flush for the senders, and its clock.
+        let (write_failed, out_deadline) = {
             let mut out = lock(&link.out);
             if out.flush_armed {
                 out = link.poll_write_queued(out, Some(cx.waker()), now).0;
             }
             out.outbound.handle_timeout(now);
-            let stalled = !self.stall_reported
-                && matches!(out.outbound.closed(), Some(Closed::Stalled { .. }));
-            if stalled {
-                // The write timeout gave up: senders learn it now, the
-                // supervisor closes stdin.
-                self.stall_reported = true;
-                let _ = out.outbound.poll_close();
-                out.close_pipe();
-                progress = true;
-            }
             (
-                stalled,
                 std::mem::take(&mut out.write_failed),
                 out.outbound.poll_timeout(),
             )
@@ -149,18 +134,28 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             }
         }
 
+        // Every event to the core, routed by the core (the order is always
+        // control, then out).
         let mut control = lock(link.control.as_ref()?);
-        // Read under the supervisor's lock (the order is always control, then
-        // out): a value read before it could be stale by now, and a stale
-        // "drained" would close stdin on bytes a shutdown still flushes.
-        let drained = lock(&link.out).outbound.is_drained();
         let sup = &mut control.supervisor;
-        sup.handle_outbound(!drained, now);
-        if stalled {
-            sup.handle_close_stdin(now);
-        }
-        if write_failed {
-            sup.handle_stdin_closed(now);
+        {
+            let mut out = lock(&link.out);
+            if write_failed {
+                joint::stdin_closed(&mut out.outbound, sup, Closed::PeerClosed, now);
+            }
+            if let Some(status) = exited {
+                let exit = match status {
+                    Ok(status) => os::exit_of(status),
+                    Err(err) => {
+                        // Only possible if something else reaped our child.
+                        tracing::warn!(program = %self.program, "waiting for the child failed: {err}");
+                        childwire_core::Exit::Code(-1)
+                    }
+                };
+                joint::exited(&mut out.outbound, sup, exit, now);
+                out.close_pipe();
+            }
+            joint::route_outbound(&out.outbound, sup, now);
         }
         if stdout_eof {
             sup.handle_stdout_eof(now);
@@ -176,53 +171,18 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             }
             None => {}
         }
-        if let Some(status) = exited {
-            let exit = match status {
-                Ok(status) => os::exit_of(status),
-                Err(err) => {
-                    // Only possible if something else reaped our child.
-                    tracing::warn!(program = %self.program, "waiting for the child failed: {err}");
-                    childwire_core::Exit::Code(-1)
-                }
-            };
-            lock(&link.out).abort(Closed::Exited);
-            sup.handle_exit(exit, now);
-        }
-        if control.abandoned && !self.killed_on_abandon {
-            self.killed_on_abandon = true;
-            if let Some(action) = control.supervisor.drop_action() {
-                let _ = self.tracking.signal(action);
-            }
-        }
         let sup = &mut control.supervisor;
         if sup.poll_timeout().is_some_and(|at| at <= now) {
             sup.handle_timeout(now);
         }
         while let Some(action) = sup.poll_action() {
             progress = true;
-            match action {
-                Action::CloseStdin => {
-                    lock(&link.out).abort(Closed::Closing);
-                    sup.handle_stdin_closed(now);
-                }
-                Action::Signal(signal) => {
-                    if let Err(err) = self.tracking.signal(action) {
-                        sup.handle_signal_failed(signal, err, now);
-                    }
-                }
-                Action::Sweep => {
-                    let swept = self.tracking.sweep();
-                    if swept.ended > 0 {
-                        tracing::warn!(program = %self.program, "ended {} process(es) the child left behind", swept.ended);
-                    }
-                    sup.handle_swept(swept, now);
-                }
-            }
+            self.carry_out(sup, action, now);
         }
         self.stderr_lines
             .extend(std::iter::from_fn(|| sup.poll_stderr_line()));
         let report_ready = sup.report_ready();
-        let exited = sup.lifecycle().exit().is_some();
+        let reads_stdout = sup.driver_reads_stdout();
         let deadline = earliest(sup.poll_timeout(), out_deadline);
         if report_ready && control.report.is_none() {
             drop(control);
@@ -246,12 +206,12 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         }
         drop(control);
 
-        // After the exit nobody may be receiving: read the rest of stdout
+        // The core's decision: after the exit, read the rest of stdout here
         // (within the receive bound) so its EOF is seen and the report made.
-        if exited {
+        if reads_stdout {
             let mut inn = lock(&link.inn);
             if matches!(
-                inn.read_once(cx.waker(), &link.stdout_eof_unreported),
+                inn.read_once(cx.waker(), &link.stdout_eof_unreported, &link.peer_turns),
                 ReadOutcome::Progress
             ) {
                 progress = true;
@@ -267,7 +227,11 @@ impl<R: Runtime, F: Framing> Control<R, F> {
     /// child started still holds: the drain grace is over).
     fn read_held_back(&mut self, cx: &mut Context<'_>) -> Option<bool> {
         let mut inn = lock(&self.link.inn);
-        match inn.read_once(cx.waker(), &self.link.stdout_eof_unreported) {
+        match inn.read_once(
+            cx.waker(),
+            &self.link.stdout_eof_unreported,
+            &self.link.peer_turns,
+        ) {
             ReadOutcome::Progress => {
                 inn.wake_waiters();
                 Some(true)
@@ -288,12 +252,12 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         };
         let mut control = lock(control);
         control.supervisor.handle_backlog(backlog);
-        let Some(mut report) = control.supervisor.take_report(counters) else {
+        let Some(report) = control.supervisor.take_report(counters) else {
             return;
         };
-        if self.callback_panicked {
-            report.stderr_callback_panicked = true;
-        }
+        // Under the same lock as the supervisor's "taken": a sender that
+        // finds the report taken finds it here.
+        self.link.exit.set(report.clone());
         control.report = Some(report);
         control.done_waiters.wake_all();
     }
@@ -334,7 +298,11 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             }
         }
         if let Some(control) = &self.link.control {
-            lock(control).supervisor.handle_stderr_delivered();
+            let mut control = lock(control);
+            if self.callback_panicked {
+                control.supervisor.handle_stderr_callback_panicked();
+            }
+            control.supervisor.handle_stderr_delivered();
         }
         true
     }
@@ -412,7 +380,10 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
         self.carry_out_final_actions(sup, now);
         if sup.lifecycle().exit().is_none() {
             if let Some(exit) = self.tracking.wait_exited(DROP_REAP_WAIT) {
-                sup.handle_exit(exit, self.rt.now());
+                let mut out = lock(&self.link.out);
+                joint::exited(&mut out.outbound, sup, exit, self.rt.now());
+                out.close_pipe();
+                drop(out);
                 self.carry_out_final_actions(sup, now);
             }
         }
@@ -445,6 +416,7 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
         control.stopped = true;
         control.done_waiters.wake_all();
         drop(control);
+        self.link.exit.close();
         let mut inn = lock(&self.link.inn);
         inn.broken = Some(Closed::DriverStopped);
         inn.wake_waiters();
@@ -463,19 +435,31 @@ const DROP_REAP_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl<R: Runtime, F: Framing> Control<R, F> {
     /// The actions of a driver that stops: no timer will run them later.
-    fn carry_out_final_actions(&self, sup: &mut childwire_core::Supervisor, now: Instant) {
+    fn carry_out_final_actions(&self, sup: &mut Supervisor, now: Instant) {
         while let Some(action) = sup.poll_action() {
-            match action {
-                Action::CloseStdin => {
-                    lock(&self.link.out).abort(Closed::Closing);
-                    sup.handle_stdin_closed(now);
+            self.carry_out(sup, action, now);
+        }
+    }
+
+    /// Carries out one of the supervisor's actions, and reports back.
+    fn carry_out(&self, sup: &mut Supervisor, action: Action, now: Instant) {
+        match action {
+            Action::CloseStdin => {
+                let mut out = lock(&self.link.out);
+                joint::stdin_closed(&mut out.outbound, sup, Closed::Closing, now);
+                out.close_pipe();
+            }
+            Action::Signal(signal) => {
+                if let Err(err) = self.tracking.signal(action) {
+                    sup.handle_signal_failed(signal, err, now);
                 }
-                Action::Signal(signal) => {
-                    if let Err(err) = self.tracking.signal(action) {
-                        sup.handle_signal_failed(signal, err, now);
-                    }
+            }
+            Action::Sweep => {
+                let swept = self.tracking.sweep();
+                if swept.ended > 0 {
+                    tracing::warn!(program = %self.program, "ended {} process(es) the child left behind", swept.ended);
                 }
-                Action::Sweep => sup.handle_swept(self.tracking.sweep(), now),
+                sup.handle_swept(swept, now);
             }
         }
     }

@@ -31,6 +31,11 @@ use crate::wake::WakeSet;
 /// ```
 pub struct ExitSlot {
     shared: Arc<Shared>,
+    /// Whether dropping this slot closes it. A slot handed out by a
+    /// transport ([`Sender::exit_slot`](crate::Sender::exit_slot)) does
+    /// not: the transport fills it, and closes it only when it stops
+    /// without learning the end.
+    owner: bool,
 }
 
 /// A handle to a child's [`ExitReport`], taken before the transport is
@@ -81,6 +86,38 @@ impl ExitSlot {
     pub fn new() -> Self {
         Self {
             shared: Arc::default(),
+            owner: true,
+        }
+    }
+
+    /// Another slot on the same record, whose drop does not close it.
+    pub(crate) fn follower(&self) -> Self {
+        Self {
+            shared: Arc::clone(&self.shared),
+            owner: false,
+        }
+    }
+
+    /// No report will come: waiting handles get `None`.
+    pub(crate) fn close(&self) {
+        self.shared.state().closed = true;
+        self.shared.waiters.wake_all();
+    }
+
+    /// Registers `waker` for the report, or returns it if it is known; `None`
+    /// once the slot was closed without one.
+    pub(crate) fn poll_report(&self, waker: &std::task::Waker) -> Poll<Option<ExitReport>> {
+        Self::poll_shared(&self.shared, waker)
+    }
+
+    fn poll_shared(shared: &Shared, waker: &std::task::Waker) -> Poll<Option<ExitReport>> {
+        // Registered before looking, so a report set in between wakes us.
+        shared.waiters.register(waker);
+        let state = shared.state();
+        match (&state.report, state.closed) {
+            (Some(report), _) => Poll::Ready(Some(report.clone())),
+            (None, true) => Poll::Ready(None),
+            (None, false) => Poll::Pending,
         }
     }
 
@@ -118,8 +155,9 @@ impl Default for ExitSlot {
 
 impl Drop for ExitSlot {
     fn drop(&mut self) {
-        self.shared.state().closed = true;
-        self.shared.waiters.wake_all();
+        if self.owner {
+            self.close();
+        }
     }
 }
 
@@ -161,14 +199,7 @@ impl Future for Wait {
     type Output = Option<ExitReport>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        // Registered before looking, so a report set in between wakes us.
-        self.shared.waiters.register(cx.waker());
-        let state = self.shared.state();
-        match (&state.report, state.closed) {
-            (Some(report), _) => Poll::Ready(Some(report.clone())),
-            (None, true) => Poll::Ready(None),
-            (None, false) => Poll::Pending,
-        }
+        ExitSlot::poll_shared(&self.shared, cx.waker())
     }
 }
 

@@ -6,33 +6,21 @@
 //! held across the writing pipe's own calls either (see `out_side`): a
 //! sender queuing a message never waits for a write in progress.
 
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use childwire_core::{Closed, Counters, ExitReport, Framing, Inbound, Outbound, Supervisor};
 use crossbeam_utils::CachePadded;
 
+use crate::exit_handle::ExitSlot;
 use crate::out_side::{OutGuard, OutSide};
 use crate::runtime::{PipeRead, PipeWrite};
 use crate::wake::{WakeSet, fan_out};
 
 /// One read's worth: what a Linux pipe holds.
 pub(crate) const READ_CHUNK: usize = 64 * 1024;
-
-/// Queued bytes at which a sender writes them itself instead of leaving
-/// them to the background flush: a pipe's worth, one write.
-pub(crate) const WRITE_BATCH: usize = 64 * 1024;
-
-/// A message queued alone this long or longer after the queue was last
-/// written out is written at once by its sender: nothing sent right behind
-/// it would share the write,
-/// and leaving it to the background flush costs a wake-up of another task
-/// (another thread) per message, the better part of a round trip to a
-/// child that answers at once. Shorter than any such round trip; longer
-/// than what a sender running a loop takes per message.
-pub(crate) const SEND_PAUSE: Duration = Duration::from_micros(5);
 
 /// Where the background task's waker is kept.
 pub(crate) type BgWaker = Arc<Mutex<Option<Waker>>>;
@@ -57,26 +45,34 @@ pub(crate) struct Link<F: Framing> {
     /// the sending half, which wakes it when a write starts the clock of
     /// the write timeout, whose timer that task runs.
     bg: BgWaker,
-    /// Mirrors "bytes wait for the background flush", so a receiver can
-    /// look without taking the sending half's lock. Set and cleared with
-    /// `OutSide::flush_armed`, under that lock (`arm_flush`, `poll_write`).
-    pub(crate) flush_armed: AtomicBool,
     /// Mirrors the sending half's `send_ready` as last seen under its lock,
     /// so the `Sink`'s `poll_ready` answers without the lock while there is
     /// room. It may be stale when another sender took the room since: the
     /// `Sink` then queues that one message above the high-water mark, as it
     /// does when another sender takes the room between `poll_ready` and
-    /// `start_send` (see `Outbound::send_anyway`).
+    /// `start_send` (see `Outbound::send_anyway`). Measured: without it
+    /// (the lock in every `poll_ready`), the `Sink` costs 57-58 ns per
+    /// 64 B message instead of 47-48 (per_message --quick, two runs each,
+    /// at b2c9294).
     pub(crate) send_ready: AtomicBool,
     /// The reading pipe reached EOF and the supervisor was not told yet.
     /// Outside the receiving half's lock, so the background task looks at
     /// it on every round without contending with a receiver that is
     /// reading and decoding under that lock.
     pub(crate) stdout_eof_unreported: AtomicBool,
+    /// How many reads brought bytes from the peer: its turns, for the
+    /// senders' write-now decision ([`Outbound::writes_now`]). Outside the
+    /// receiving half's lock, so a sender reads it without that lock; one
+    /// increment per read (64 KiB at most), one load per message sent.
+    pub(crate) peer_turns: AtomicU64,
     /// Live user handles (senders and the receiver).
     handles: AtomicUsize,
     /// Every handle is gone.
     abandoned: AtomicBool,
+    /// The child's end for [`ExitHandle`](crate::ExitHandle)s and failed
+    /// sends: set when the report is made, closed if the driver stops
+    /// without one.
+    pub(crate) exit: ExitSlot,
 }
 
 impl<F: Framing> Link<F> {
@@ -93,11 +89,12 @@ impl<F: Framing> Link<F> {
             inn: CachePadded::new(Mutex::new(InSide::new(inbound, stdout))),
             control: control.map(Mutex::new),
             bg,
-            flush_armed: AtomicBool::new(false),
             send_ready: AtomicBool::new(true),
             stdout_eof_unreported: AtomicBool::new(false),
+            peer_turns: AtomicU64::new(0),
             handles: AtomicUsize::new(0),
             abandoned: AtomicBool::new(false),
+            exit: ExitSlot::new(),
         })
     }
 
@@ -126,7 +123,7 @@ impl<F: Framing> Link<F> {
 
     /// Records whether the sending half would take a message now (see
     /// [`Link::send_ready`]); stored only on a change, so the receiver
-    /// reading `flush_armed` next to it is not slowed by a store per
+    /// reading the atomics next to it is not slowed by a store per
     /// message.
     pub(crate) fn note_send_ready(&self, ready: bool) {
         if self.send_ready.load(Ordering::Relaxed) != ready {
@@ -138,7 +135,6 @@ impl<F: Framing> Link<F> {
     pub(crate) fn arm_flush(&self, out: &mut OutSide<F>) {
         if !out.flush_armed {
             out.flush_armed = true;
-            self.flush_armed.store(true, Ordering::Release);
             self.wake_bg();
         }
     }
@@ -157,45 +153,22 @@ impl<F: Framing> Link<F> {
         out
     }
 
-    /// After a sender queued a message: writes from the caller's task once
-    /// another batch is queued since the last attempt, or when the message
-    /// is alone in the queue [`SEND_PAUSE`] or more after it was last
-    /// written out; else leaves it
-    /// to the background flush, armed. A sender running ahead of a full
-    /// pipe thus tries the pipe once per batch, not once per message, and
-    /// messages sent back to back go out together; a lone message (a
-    /// request) is written at once, with no wake-up of another task.
+    /// After a sender queued a message: writes from the caller's task if
+    /// the core says so ([`Outbound::writes_now`]), else leaves it to the
+    /// background flush, armed.
     pub(crate) fn queued_one<'a>(
         &'a self,
         mut out: OutGuard<'a, F>,
         clock: impl Fn() -> Instant,
     ) -> OutGuard<'a, F> {
-        // The clock is read only for a message alone in the queue: once
-        // per batch in a burst, not once per message.
-        let now = if out.outbound.queued() >= out.write_at {
-            clock()
-        } else if out.outbound.queued_messages() == 1 {
-            let now = clock();
-            let after_pause = out
-                .drained_at
-                .is_none_or(|at| now.saturating_duration_since(at) >= SEND_PAUSE);
-            if !after_pause {
-                self.arm_flush(&mut out);
-                return out;
-            }
-            now
-        } else {
+        let turn = self.peer_turns.load(Ordering::Relaxed);
+        out.outbound.handle_peer_turn(turn);
+        if !out.outbound.writes_now() {
             self.arm_flush(&mut out);
             return out;
-        };
-        let mut out = self.write_or_arm(out, now);
-        out.write_at = out.outbound.queued() + WRITE_BATCH;
-        if out.outbound.is_drained() {
-            // The pause is counted from the end of this write: a write that
-            // takes longer than the pause (waking the reader) must not make
-            // the next message of a burst look like one after a pause.
-            out.drained_at = Some(clock());
         }
+        let mut out = self.write_or_arm(out, clock());
+        out.outbound.handle_write_attempt();
         out
     }
 
@@ -206,14 +179,18 @@ impl<F: Framing> Link<F> {
     /// Only if the sending half is free: armed, the bytes are the
     /// background task's to write anyway, and whoever holds the lock now
     /// (a sender running ahead, that task writing) is at work on them;
-    /// waiting for it would put this thread to sleep on every batch.
+    /// waiting for it would put this thread to sleep on every batch. No
+    /// mirror of the flag outside the lock: measured, the `try_lock` per
+    /// receive that waits costs nothing the per-message bench can see
+    /// (recv 64 B 56-59 ns with or without it, --quick, at b2c9294), and a
+    /// mirror can go stale.
     pub(crate) fn flush_if_armed(&self, clock: impl FnOnce() -> Instant) {
-        if self.flush_armed.load(Ordering::Acquire) {
-            let out = match self.out.try_lock() {
-                Ok(out) => out,
-                Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
-                Err(TryLockError::WouldBlock) => return,
-            };
+        let out = match self.out.try_lock() {
+            Ok(out) => out,
+            Err(TryLockError::Poisoned(poisoned)) => poisoned.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        if out.flush_armed {
             // What senders queue meanwhile is the background task's
             // (armed): this caller is about to read.
             let _ = self.poll_write_queued(out, None, clock());
@@ -323,7 +300,12 @@ impl<F: Framing> InSide<F> {
 
     /// Reads once and decodes what came, within the receive bound. At EOF,
     /// sets `eof_unreported` (the link's flag for the supervisor).
-    pub(crate) fn read_once(&mut self, waiter: &Waker, eof_unreported: &AtomicBool) -> ReadOutcome {
+    pub(crate) fn read_once(
+        &mut self,
+        waiter: &Waker,
+        eof_unreported: &AtomicBool,
+        turns: &AtomicU64,
+    ) -> ReadOutcome {
         if !self.inbound.wants_read() {
             return ReadOutcome::Stopped;
         }
@@ -335,6 +317,7 @@ impl<F: Framing> InSide<F> {
         let mut cx = Context::from_waker(&pipe_waker);
         match pipe.poll_read(&mut cx, &mut self.buf) {
             Poll::Ready(Ok(n)) if n > 0 => {
+                turns.fetch_add(1, Ordering::Relaxed);
                 self.inbound.handle_data(&self.buf[..n]);
                 ReadOutcome::Progress
             }
@@ -374,11 +357,6 @@ impl<F: Framing> InSide<F> {
 /// The child's part, driven by the background task.
 pub(crate) struct ControlSide {
     pub(crate) supervisor: Supervisor,
-    /// Shutdown was asked.
-    pub(crate) shutdown: bool,
-    /// Every handle was dropped without a shutdown: the child is to be
-    /// killed.
-    pub(crate) abandoned: bool,
     /// Whether a drop without a shutdown kills the child.
     pub(crate) kill_on_drop: bool,
     /// A copy of the report for `shutdown()` callers.
@@ -394,8 +372,6 @@ impl ControlSide {
         Self {
             supervisor,
             kill_on_drop,
-            shutdown: false,
-            abandoned: false,
             report: None,
             stopped: false,
             done_waiters: WakeSet::new(),

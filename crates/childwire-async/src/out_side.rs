@@ -3,7 +3,6 @@
 //! a message never waits behind a write of a pipe's worth.
 
 use std::io;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -11,7 +10,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use childwire_core::{Closed, Framing, Outbound};
 
-use crate::link::{BgWaker, Link, WRITE_BATCH, lock};
+use crate::link::{BgWaker, Link, lock};
 use crate::runtime::PipeWrite;
 use crate::wake::{WakeSet, fan_out};
 
@@ -45,12 +44,6 @@ pub(crate) struct OutSide<F: Framing> {
     pub(crate) write_failed: bool,
     /// A write failed, ever: what was queued then was dropped.
     pub(crate) broken: bool,
-    /// Queued bytes at which a sender next writes itself (see
-    /// [`Link::queued_one`]).
-    pub(crate) write_at: usize,
-    /// When the queue was last written out whole (see
-    /// [`Link::queued_one`]).
-    pub(crate) drained_at: Option<Instant>,
     /// Someone found the pipe out with another writer and waits: woken
     /// when it comes back.
     contended: bool,
@@ -109,8 +102,6 @@ impl<F: Framing> OutSide<F> {
             flush_armed: false,
             write_failed: false,
             broken: false,
-            write_at: WRITE_BATCH,
-            drained_at: None,
             contended: false,
             pipe_waker: fan_out(&waiters),
             waiters,
@@ -346,17 +337,13 @@ impl<F: Framing> Link<F> {
             }
         };
         if outcome.is_ready() && out.flush_armed && out.outbound.is_drained() {
-            // Nothing left for the background flush; and nothing for a
-            // receiver about to wait, which reads the mirror.
+            // Nothing left for the background flush, or for a receiver
+            // about to wait.
             out.flush_armed = false;
-            self.flush_armed.store(false, Ordering::Release);
         }
         if progress {
-            if out.outbound.is_drained() {
-                out.drained_at = Some(now);
-            }
             // The pipe took bytes: a sender may try again after a batch.
-            out.write_at = out.outbound.queued() + WRITE_BATCH;
+            out.outbound.handle_write_attempt();
         }
         if progress || (wrote_outside && std::mem::take(&mut out.contended)) {
             out.waiters.wake_all();
@@ -382,7 +369,7 @@ impl<F: Framing> Link<F> {
 mod tests {
     use std::sync::{Mutex, OnceLock, Weak};
 
-    use childwire_core::{Inbound, Lines, Outbound};
+    use childwire_core::{Channel, ChannelConfig, Lines};
 
     use super::*;
     use crate::runtime::PipeRead;
@@ -462,10 +449,17 @@ mod tests {
         make: impl FnOnce(Arc<OnceLock<Weak<Link<Lines>>>>) -> P,
     ) -> Arc<Link<Lines>> {
         let slot = Arc::new(OnceLock::new());
+        let mut config = ChannelConfig::default();
+        config.max_message_size = 1024;
+        config.max_send_size = 1024;
+        config.send_high_water = 1 << 20;
+        config.recv_high_water = 1 << 20;
+        config.write_timeout = None;
+        let (inbound, outbound) = Channel::new(Lines, &config).into_parts();
         let link = Link::new(
-            Outbound::new(Lines, 1024, 1 << 20, None),
+            outbound,
             Box::new(make(Arc::clone(&slot))),
-            Inbound::new(&Lines, 1024, 1 << 20),
+            inbound,
             Box::new(NeverReads),
             None,
         );
@@ -510,20 +504,16 @@ mod tests {
     }
 
     #[test]
-    fn a_sender_that_writes_out_an_armed_queue_disarms_the_receivers_mirror_too() {
+    fn a_sender_that_writes_out_an_armed_queue_disarms_the_background_flush() {
         let (link, _writes) = link_with_a_busy_sender(0);
         let mut out = lock(&link.out);
         link.arm_flush(&mut out);
-        assert!(link.flush_armed.load(Ordering::Acquire));
+        assert!(out.flush_armed);
 
         let (out, written) = link.poll_write_all(out, None, Instant::now());
 
         assert!(written.is_ready() && out.outbound.is_drained());
         assert!(!out.flush_armed, "nothing is left for the background flush");
-        assert!(
-            !link.flush_armed.load(Ordering::Acquire),
-            "a receiver about to wait must not try to flush an empty queue"
-        );
     }
 
     struct NeverReads;

@@ -10,18 +10,20 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
 use childwire_core::{
-    ChannelConfig, Closed, Command, Counters, ExitReport, Framing, Inbound, Lines, Outbound,
-    Received, SendError, SendErrorKind, SpawnError, Supervisor,
+    Channel, ChannelConfig, Closed, Command, Counters, ExitReport, Framing, Lines, Received,
+    ReportWait, SendError, SendErrorKind, Session, SpawnError, WRITE_BATCH,
 };
 use futures_core::Stream;
 use futures_sink::Sink;
 
 use crate::control::{Control, ControlParts};
+use crate::exit_handle::{ExitHandle, ExitSlot};
 use crate::flusher::Flusher;
-use crate::link::{ControlSide, Link, ReadOutcome, WRITE_BATCH, lock};
+use crate::link::{ControlSide, Link, ReadOutcome, lock};
 use crate::out_side::write_all;
 use crate::runtime::{PipeRead, PipeWrite, Runtime};
 use crate::stderr_lines::{self, StderrLines};
@@ -258,20 +260,15 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         )
         .map_err(|err| SpawnError::new(command, err))?;
         let now = rt.now();
-        let mut supervisor = Supervisor::new(&config, command.get_process_group(), now);
+        let session = Session::with_framing(framing, &config, command.get_process_group(), now);
+        let (inbound, outbound, mut supervisor) = session.into_parts();
         if child.stderr.is_none() {
             supervisor.handle_stderr_eof(now);
         }
-        let channel = &config.channel;
         let link = Link::new(
-            Outbound::new(
-                framing.clone(),
-                channel.max_send_size,
-                channel.send_high_water,
-                channel.write_timeout,
-            ),
+            outbound,
             child.stdin,
-            Inbound::new(&framing, channel.max_message_size, channel.recv_high_water),
+            inbound,
             child.stdout,
             Some(ControlSide::new(supervisor, command.get_kill_on_drop())),
         );
@@ -302,18 +299,8 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         config: &ChannelConfig,
     ) -> Result<Self, crate::NoRuntime> {
         let rt = R::current()?;
-        let link = Link::new(
-            Outbound::new(
-                framing.clone(),
-                config.max_send_size,
-                config.send_high_water,
-                config.write_timeout,
-            ),
-            Box::new(writer),
-            Inbound::new(&framing, config.max_message_size, config.recv_high_water),
-            Box::new(reader),
-            None,
-        );
+        let (inbound, outbound) = Channel::new(framing, config).into_parts();
+        let link = Link::new(outbound, Box::new(writer), inbound, Box::new(reader), None);
         rt.spawn(Box::pin(Flusher::new(Arc::clone(&link), rt.clone())));
         Ok(Self::from_link(link, rt, None))
     }
@@ -383,6 +370,12 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         self.sender.link.counters()
     }
 
+    /// A handle to the child's exit report, which outlives the transport.
+    /// See [`Sender::exit_handle`].
+    pub fn exit_handle(&self) -> ExitHandle {
+        self.sender.exit_handle()
+    }
+
     /// The sending half, borrowed.
     pub fn sender(&self) -> &Sender<R, F> {
         &self.sender
@@ -432,10 +425,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     }
 
     /// Sends one message: checked, framed and queued whole or not at all,
-    /// and written by this task when a pipe's worth is queued or when it
-    /// comes after a pause (a request, not one of a burst); what is left is
-    /// written by the background task, or by the next `recv` on this
-    /// transport, whichever comes first.
+    /// and written by this task when it is alone in the queue (the pipe
+    /// took everything before it) or a pipe's worth is queued; what is left
+    /// (behind a full pipe, or a write in progress) is written by the
+    /// background task, or by the next `recv` on this transport, whichever
+    /// comes first.
     ///
     /// Waits while the outbound queue is full (backpressure), writing to
     /// the pipe itself meanwhile. Fails, handing the payload back, if the
@@ -445,10 +439,14 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     ///
     /// Cancel-safe: if the future is dropped before it completes, the
     /// message was not queued, and nothing of it reaches the peer.
+    ///
+    /// A send refused because the child ended carries its exit report
+    /// ([`SendError::exit_report`]): when the child was reaped, or closed
+    /// its stdin and exits within `stdin_grace`, the failure waits for it.
     pub async fn send<B: AsRef<[u8]>>(&self, payload: B) -> Result<(), SendError<B>> {
         let mut payload = Some(payload);
         let mut refused_full = false;
-        poll_fn(|cx| {
+        let sent = poll_fn(|cx| {
             let item = payload.take().expect("polled after completion");
             match self.poll_send(cx, item, &mut refused_full) {
                 Ok(result) => Poll::Ready(result),
@@ -458,7 +456,66 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
                 }
             }
         })
-        .await
+        .await;
+        match sent {
+            Ok(()) => Ok(()),
+            Err(err) => Err(self.with_end(err).await),
+        }
+    }
+
+    /// `err` with the child's exit report, if sending ended with the child:
+    /// at once if it is known, after waiting for it if the core says it
+    /// comes ([`Supervisor::report_wait`]).
+    async fn with_end<B>(&self, err: SendError<B>) -> SendError<B> {
+        let (SendErrorKind::Closed(closed), Some(control)) = (err.kind(), &self.link.control)
+        else {
+            return err;
+        };
+        let wait = lock(control).supervisor.report_wait(closed, self.rt.now());
+        let mut timer = match wait {
+            ReportWait::No => {
+                return match self.link.exit.get() {
+                    Some(report) => err.with_exit_report(report),
+                    None => err,
+                };
+            }
+            ReportWait::Certain => None,
+            ReportWait::Until(deadline) => Some(self.rt.timer(deadline)),
+        };
+        let report = poll_fn(|cx| match self.link.exit.poll_report(cx.waker()) {
+            Poll::Ready(report) => Poll::Ready(report),
+            Poll::Pending => {
+                let expired = timer
+                    .as_mut()
+                    .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
+                if expired {
+                    Poll::Ready(None)
+                } else {
+                    Poll::Pending
+                }
+            }
+        })
+        .await;
+        match report {
+            Some(report) => err.with_exit_report(report),
+            None => err,
+        }
+    }
+
+    /// A handle to the child's exit report: set when the child's end is
+    /// known, whichever way it was learnt, and kept after the transport is
+    /// dropped. For a transport dropped without a shutdown, or a channel
+    /// over a pipe pair, it may never come: [`ExitHandle::wait`] then
+    /// returns `None` once that is certain.
+    pub fn exit_handle(&self) -> ExitHandle {
+        self.link.exit.handle()
+    }
+
+    /// A slot on this transport's exit report, for an adapter that records
+    /// the end itself too (the first report recorded stays). Its drop does
+    /// not close the record: the transport fills it.
+    pub fn exit_slot(&self) -> ExitSlot {
+        self.link.exit.follower()
     }
 
     /// Sends every message of `payloads` in order: one lock and at most one
@@ -471,7 +528,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     ) -> Result<(), SendError<B>> {
         let mut payloads = payloads.into_iter().peekable();
         let mut pending: Option<B> = None;
-        poll_fn(|cx| {
+        let sent = poll_fn(|cx| {
             let mut out = lock(&self.link.out);
             let now = self.rt.now();
             // A message refused for want of room is not offered again (its
@@ -504,7 +561,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             }
             Poll::Ready(Ok(()))
         })
-        .await
+        .await;
+        match sent {
+            Ok(()) => Ok(()),
+            Err(err) => Err(self.with_end(err).await),
+        }
     }
 
     /// One attempt: the result, or the payload back to wait for room.
@@ -659,11 +720,9 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             !out.outbound.is_drained()
         };
         let mut control = lock(control);
-        if !control.shutdown {
-            control.shutdown = true;
-            control.supervisor.handle_outbound(pending, now);
-            control.supervisor.handle_shutdown(now);
-        }
+        // Asking again changes nothing.
+        control.supervisor.handle_outbound(pending, now);
+        control.supervisor.handle_shutdown(now);
         drop(control);
         self.link.wake_bg();
     }
@@ -696,7 +755,7 @@ impl<R: Runtime, F: Framing> Drop for Sender<R, F> {
                 self.link.arm_flush(&mut out);
             }
         }
-        release(&self.link);
+        release(&self.link, self.rt.now());
     }
 }
 
@@ -898,18 +957,20 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                 return Poll::Pending;
             }
             if !flushed {
+                // About to wait for the peer: send what this transport
+                // queued first, from this task (never holding both halves'
+                // locks).
                 flushed = true;
-                if self.link.flush_armed.load(Ordering::Acquire) {
-                    // About to wait for the peer: send what this transport
-                    // queued first, from this task (never holding both
-                    // halves' locks).
-                    drop(inn);
-                    self.link.flush_if_armed(|| self.rt.now());
-                    inn = lock(&self.link.inn);
-                    continue;
-                }
+                drop(inn);
+                self.link.flush_if_armed(|| self.rt.now());
+                inn = lock(&self.link.inn);
+                continue;
             }
-            match inn.read_once(cx.waker(), &self.link.stdout_eof_unreported) {
+            match inn.read_once(
+                cx.waker(),
+                &self.link.stdout_eof_unreported,
+                &self.link.peer_turns,
+            ) {
                 ReadOutcome::Progress => {
                     if inn.inbound.is_eof() && self.link.is_child() {
                         self.link.wake_bg();
@@ -934,7 +995,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
 
 impl<R: Runtime, F: Framing> Drop for Receiver<R, F> {
     fn drop(&mut self) {
-        release(&self.link);
+        release(&self.link, self.rt.now());
     }
 }
 
@@ -982,24 +1043,16 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Transport<R, F> {
     }
 }
 
-/// A handle is gone; the last one to go abandons a child that was never
-/// asked to shut down, which the background task then kills.
-fn release<F: Framing>(link: &Link<F>) {
+/// A handle is gone; the last one to go tells the supervisor, which
+/// decides what becomes of a child nobody holds.
+fn release<F: Framing>(link: &Link<F>, now: Instant) {
     if !link.release() {
         return;
     }
     if let Some(control) = &link.control {
         let mut control = lock(control);
-        if !control.shutdown {
-            if control.kill_on_drop {
-                control.abandoned = true;
-            } else {
-                // Left running, as asked: it reads EOF, and is reaped when
-                // it exits.
-                drop(control);
-                lock(&link.out).abort(Closed::Closing);
-            }
-        }
+        let kill_on_drop = control.kill_on_drop;
+        control.supervisor.handle_abandoned(kill_on_drop, now);
     }
     link.wake_bg();
 }

@@ -750,30 +750,38 @@ async fn once<T>(fut: impl Future<Output = T>) -> Option<T> {
     .await
 }
 
-/// A message sent after a pause is written by its sender at once, not left
-/// to another task; messages sent right behind it are queued to go out
-/// together, and are written by the background flush without any `recv`.
+/// Whether a sender writes is decided from state, never from time (C32):
+/// the first message since the child was last read from is written by its
+/// sender at once; one right behind it is left queued, and the background
+/// flush writes it with no further send or recv (C07); once the child's
+/// answer is read, the next message is written at once again.
 #[test]
-fn c07_a_lone_message_is_written_at_once_and_a_burst_is_batched_without_a_recv() {
+fn c32_the_first_message_of_a_turn_is_written_by_its_sender_and_a_burst_by_the_background() {
     let rt = FakeRuntime::new();
-    let child = rt.script_child(ChildSpec::default());
+    let mut child = rt.script_child(ChildSpec::default());
     rt.block_on(async {
-        let transport = spawn(Config::default());
+        let mut transport = spawn(Config::default());
         transport.send("one").await.unwrap();
         assert_eq!(child.stdin.unread(), 4, "written by the send itself");
         transport.send("two").await.unwrap();
-        transport.send("three").await.unwrap();
         assert_eq!(child.stdin.unread(), 4, "right behind it: queued");
-        // Nobody receives: the background flush writes them, together.
-        yield_now().await;
-        assert_eq!(child.stdin.unread(), 4 + 4 + 6);
-        rt.sleep(MS).await;
+        for _ in 0..100 {
+            if child.stdin.unread() == 8 {
+                break;
+            }
+            yield_now().await;
+        }
+        assert_eq!(child.stdin.unread(), 8, "written by the background flush");
+
+        child.stdout.write_all(b"answer\n").await.unwrap();
+        match transport.recv().await {
+            Some(Received::Message(m)) => assert_eq!(&m.bytes()[..], b"answer"),
+            other => panic!("expected the answer, got {other:?}"),
+        }
+        transport.send("three").await.unwrap();
+        assert_eq!(child.stdin.unread(), 8 + 6, "a new turn: written at once");
         transport.send("four").await.unwrap();
-        assert_eq!(
-            child.stdin.unread(),
-            4 + 4 + 6 + 5,
-            "after a pause: at once"
-        );
+        assert_eq!(child.stdin.unread(), 8 + 6, "right behind it: queued");
     });
 }
 
@@ -863,32 +871,45 @@ fn c23_from_pipes_ends_with_none_at_eof_and_close_flushes_then_closes_the_write_
     assert_eq!(String::from_utf8(input).unwrap(), want);
 }
 
-/// Requests sent one at a time, each after a pause, are written by their
-/// sender: the background task of a channel (its flush) has nothing to do
-/// and must not be woken for each of them (on a real runtime, a wake-up of
-/// another thread per message). Counted against the same loop with no
-/// sends, so only the polls the sends cause are compared.
+/// Requests sent one at a time, each after the peer's answer to the one
+/// before, are written by their sender: the background task of a channel
+/// (its flush) has nothing to do and must not be woken for each of them (on
+/// a real runtime, a wake-up of another thread per message). Counted against
+/// the same loop of answers with no requests, so only the polls the sends
+/// cause are compared.
 #[test]
 fn c07_lone_requests_written_by_their_sender_do_not_wake_the_channel_background_task() {
     const REQUESTS: u64 = 50;
     let rt = FakeRuntime::new();
     let (to_peer, mut peer_in) = pipe(64 * 1024);
-    let (_peer_out, from_peer) = pipe(16);
+    let (mut peer_out, from_peer) = pipe(64);
     rt.block_on(async {
-        let channel =
+        let mut channel =
             Transport::<FakeRuntime>::from_pipes(from_peer, to_peer, &ChannelConfig::default())
                 .expect("inside the fake runtime");
         // Settle the background task's first polls before counting.
         rt.sleep(MS).await;
+        let mut requests = Vec::new();
+        let mut round = async |channel: &mut Fake, request: Option<u64>| {
+            rt.sleep(MS).await;
+            if let Some(i) = request {
+                channel.send(format!("request {i}")).await.unwrap();
+                requests.extend(peer_in.take_available());
+            }
+            peer_out.write_all(b"answer\n").await.unwrap();
+            match channel.recv().await {
+                Some(Received::Message(m)) => assert_eq!(&m.bytes()[..], b"answer"),
+                other => panic!("expected the answer, got {other:?}"),
+            }
+        };
         let before = rt.polls();
         for _ in 0..REQUESTS {
-            rt.sleep(MS).await;
+            round(&mut channel, None).await;
         }
         let idle = rt.polls() - before;
         let before = rt.polls();
         for i in 0..REQUESTS {
-            rt.sleep(MS).await;
-            channel.send(format!("request {i}")).await.unwrap();
+            round(&mut channel, Some(i)).await;
         }
         let sending = rt.polls() - before;
         assert!(
@@ -896,11 +917,11 @@ fn c07_lone_requests_written_by_their_sender_do_not_wake_the_channel_background_
             "{REQUESTS} lone requests took {sending} task polls against {idle} for the same \
              loop without them: the background task was woken for writes it did not make"
         );
-        channel.close().await.expect("the write side closes");
         let want: String = (0..REQUESTS).map(|i| format!("request {i}\n")).collect();
         assert_eq!(
-            String::from_utf8(peer_in.read_to_end().await).unwrap(),
-            want
+            String::from_utf8(requests).unwrap(),
+            want,
+            "each written at once"
         );
     });
 }
@@ -1017,14 +1038,14 @@ fn c07_the_write_timeout_fires_when_a_taken_write_never_goes_through() {
             .expect("inside the fake runtime");
         let payload = "x".repeat(16 * 1024);
         // The first write is taken; its flush never ends, so the background
-        // flush stays armed. The ones after a pause are written by their
-        // senders into the stuck writer.
+        // flush stays armed. The ones after it are written into the stuck
+        // writer by the sender that finds a batch queued, or no room.
         channel.send(payload.as_str()).await.unwrap();
         rt.sleep(MS).await;
         let started = rt.elapsed();
         let err = loop {
             match within(&rt, Duration::from_secs(5), channel.send(payload.as_str())).await {
-                Some(Ok(())) => rt.sleep(MS).await,
+                Some(Ok(())) => {}
                 Some(Err(err)) => break err,
                 None => panic!("a send waited 5 s: the write timeout never fired"),
             }

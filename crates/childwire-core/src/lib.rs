@@ -57,6 +57,7 @@ pub mod encoder;
 pub mod frame;
 pub mod framing;
 pub mod inbound;
+pub mod joint;
 pub mod jsonrpc;
 pub mod lifecycle;
 pub mod outbound;
@@ -90,11 +91,11 @@ pub use jsonrpc::{IdScanner, oversized_error};
 pub use lifecycle::{
     Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
 };
-pub use outbound::{Closed, Outbound, SendError, SendErrorKind};
+pub use outbound::{Closed, Outbound, SendError, SendErrorKind, WRITE_BATCH};
 pub use report::{Counters, ExitReport};
 pub use session::{Received, Session};
 pub use stderr_tail::{StderrTail, StderrTailConfig};
-pub use supervisor::Supervisor;
+pub use supervisor::{ReportWait, Supervisor};
 // Supervision (restart, unanswered requests, start-up verdict).
 pub use pending::{EndCause, PendingRequests, Unanswered};
 pub use restart::{Generation, GiveUpReason, RestartConfig, RestartPolicy, RestartVerdict};

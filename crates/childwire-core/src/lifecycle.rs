@@ -408,6 +408,8 @@ pub struct Lifecycle {
     /// The adapter stops driving: no timer will fire again, so the end is
     /// reported as soon as the exit is known, drained or not.
     driver_stopped: bool,
+    /// Every handle was dropped ([`handle_abandoned`](Self::handle_abandoned)).
+    abandoned: bool,
     // Handed out: what the adapter was actually told to do.
     close_sent: bool,
     term_sent: bool,
@@ -447,6 +449,7 @@ impl Lifecycle {
             sweep_decided: false,
             swept: None,
             driver_stopped: false,
+            abandoned: false,
             close_sent: false,
             term_sent: false,
             kill_sent: false,
@@ -557,7 +560,11 @@ impl Lifecycle {
     ///: no signal is asked after this. Only the first exit counts.
     pub fn handle_exit(&mut self, exit: Exit, now: Instant) {
         if self.exited.is_none() {
-            let ended_by = if self.kill_sent {
+            // The exit names the signal that ended the child when it is
+            // one we sent: SIGKILL sent after it (its grace ran out before
+            // the exit was seen, as on a clock that jumps) did not.
+            let died_of_term = exit == Exit::Signal(Signal::Term.number());
+            let ended_by = if self.kill_sent && !(self.term_sent && died_of_term) {
                 EndedBy::Sigkill
             } else if self.term_sent {
                 EndedBy::Sigterm
@@ -672,6 +679,27 @@ impl Lifecycle {
             self.pending_term = false;
             self.pending_kill = true;
             self.phase = self.phase.max(Phase::Killing);
+        }
+        self.advance(now);
+    }
+
+    /// Every handle on the transport was dropped without a shutdown. With
+    /// `kill`, the non-graceful path: SIGKILL (to the group), then the
+    /// sweep, and the end counts as [`EndedBy::Sigkill`]. Without it, the
+    /// child is left to run: its stdin is closed (it reads EOF) and nothing
+    /// else is sent. Nothing changes after a shutdown or the exit, or the
+    /// second time.
+    pub fn handle_abandoned(&mut self, kill: bool, now: Instant) {
+        let first = !std::mem::replace(&mut self.abandoned, true);
+        if first && self.shutdown_at.is_none() && self.exited.is_none() && !self.kill_sent {
+            if kill {
+                self.pending_close = false;
+                self.pending_term = false;
+                self.pending_kill = true;
+                self.phase = self.phase.max(Phase::Killing);
+            } else {
+                self.close_stdin_now();
+            }
         }
         self.advance(now);
     }

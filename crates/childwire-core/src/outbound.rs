@@ -8,6 +8,7 @@ use bytes::Bytes;
 
 use crate::encoder::{EncodeErrorKind, Encoder};
 use crate::framing::{Framing, Lines};
+use crate::report::ExitReport;
 
 /// Queues messages for the peer and says what to write, when to close the
 /// write side, and why sending stopped.
@@ -52,7 +53,19 @@ pub struct Outbound<F: Framing = Lines> {
     /// The write side must be closed now; handed out once.
     close_now: bool,
     close_handed_out: bool,
+    /// Queued bytes at which the sender that queues a message writes next
+    /// (see [`writes_now`](Self::writes_now)).
+    batch_at: usize,
+    /// How many times the peer was read from, as last told
+    /// ([`handle_peer_turn`](Self::handle_peer_turn)).
+    peer_turn: u64,
+    /// `peer_turn` at the last write attempt; `None` before any.
+    written_in_turn: Option<u64>,
 }
+
+/// A pipe's worth (what a Linux pipe holds): the bytes a sender running
+/// ahead of a full pipe queues between two attempts to write.
+pub const WRITE_BATCH: usize = 64 * 1024;
 
 impl<F: Framing> Outbound<F> {
     /// A sending half framing with `framing`, accepting messages of up to
@@ -72,6 +85,9 @@ impl<F: Framing> Outbound<F> {
             waiting_since: None,
             close_when_drained: false,
             close_now: false,
+            batch_at: WRITE_BATCH,
+            peer_turn: 0,
+            written_in_turn: None,
             close_handed_out: false,
         }
     }
@@ -238,6 +254,46 @@ impl<F: Framing> Outbound<F> {
         self.encoder.queued_messages()
     }
 
+    /// Whether the sender that just queued a message writes it now, from
+    /// its own task, rather than leave it to the driver's background
+    /// flush. Decided from what is queued and what was read, never from
+    /// time:
+    ///
+    /// - the first message since the peer was last read from (its turn
+    ///   came: an answer, a request of its own), alone in the queue (the
+    ///   pipe took everything before it): written now, with no wake-up of
+    ///   another task, so a request after an answer reaches the peer at
+    ///   once;
+    /// - one sent right behind a message written in the same turn, or
+    ///   behind bytes left unwritten (the pipe was full, or a write is in
+    ///   progress and takes it with what was queued during it): left to the
+    ///   flush, with whatever follows it, so a burst goes out in batches;
+    /// - but once a pipe's worth is queued since the last attempt
+    ///   ([`WRITE_BATCH`]), written now: a sender running ahead of the
+    ///   flush, or of a full pipe, tries it once per batch.
+    ///
+    /// Call [`handle_peer_turn`](Self::handle_peer_turn) before asking, and
+    /// [`handle_write_attempt`](Self::handle_write_attempt) after every
+    /// attempt to write.
+    #[must_use]
+    pub fn writes_now(&self) -> bool {
+        let new_turn = self.written_in_turn != Some(self.peer_turn);
+        (new_turn && self.queued_messages() == 1) || self.queued() >= self.batch_at
+    }
+
+    /// The peer was read from `turn` times so far (a count that only
+    /// grows; older counts are ignored).
+    pub fn handle_peer_turn(&mut self, turn: u64) {
+        self.peer_turn = self.peer_turn.max(turn);
+    }
+
+    /// A writer tried the pipe (whatever it took): the next batch counts
+    /// from what is queued now, and this turn has had its write.
+    pub fn handle_write_attempt(&mut self) {
+        self.batch_at = self.queued() + WRITE_BATCH;
+        self.written_in_turn = Some(self.peer_turn);
+    }
+
     /// The largest message accepted.
     pub fn max_message_size(&self) -> usize {
         self.encoder.max_message_size()
@@ -333,20 +389,43 @@ impl fmt::Display for SendErrorKind {
 }
 
 /// A message that was not sent, with the reason and the payload handed back.
+/// Once the child's end is known, a send refused because of it carries the
+/// exit report: the failed send says how the child ended.
 pub struct SendError<B> {
     kind: SendErrorKind,
     payload: B,
+    /// Boxed: a report is much larger than the error's other parts, and
+    /// most errors carry none.
+    exit: Option<Box<ExitReport>>,
 }
 
 impl<B> SendError<B> {
     /// An error of `kind` for `payload`.
     pub fn new(kind: SendErrorKind, payload: B) -> Self {
-        Self { kind, payload }
+        Self {
+            kind,
+            payload,
+            exit: None,
+        }
+    }
+
+    /// The error with the child's exit report: sending failed because the
+    /// child ended, and this is how.
+    #[must_use]
+    pub fn with_exit_report(mut self, report: ExitReport) -> Self {
+        self.exit = Some(Box::new(report));
+        self
     }
 
     /// Why the message was not sent.
     pub fn kind(&self) -> SendErrorKind {
         self.kind
+    }
+
+    /// How the child ended, when that is why the message was not sent and
+    /// the end was known.
+    pub fn exit_report(&self) -> Option<&ExitReport> {
+        self.exit.as_deref()
     }
 
     /// The payload, unchanged.
@@ -359,6 +438,7 @@ impl<B> SendError<B> {
         SendError {
             kind: self.kind,
             payload: f(self.payload),
+            exit: self.exit,
         }
     }
 }
@@ -369,14 +449,67 @@ impl<B: AsRef<[u8]>> fmt::Debug for SendError<B> {
         f.debug_struct("SendError")
             .field("kind", &self.kind)
             .field("payload_len", &self.payload.as_ref().len())
+            .field("exit", &self.exit)
             .finish()
     }
 }
 
 impl<B> fmt::Display for SendError<B> {
+    /// `cannot send: the child has exited (it exited with code 3 after
+    /// 4 ms; last stderr: ...)`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        self.kind.fmt(f)
+        self.kind.fmt(f)?;
+        match &self.exit {
+            Some(report) => write!(f, " (it {report})"),
+            None => Ok(()),
+        }
     }
 }
 
 impl<B: AsRef<[u8]>> std::error::Error for SendError<B> {}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c32_a_sender_writes_the_first_message_of_a_turn_and_leaves_a_burst_to_the_flush() {
+        let now = Instant::now();
+        let mut out = Outbound::new(Lines, 1 << 20, 1 << 20, None);
+        out.send("request").expect("queued");
+        assert!(out.writes_now(), "the first message: written at once");
+        let bytes = out.poll_transmit(now).expect("bytes");
+        out.handle_written(bytes.len(), now);
+        out.handle_write_attempt();
+
+        out.send("right behind").expect("queued");
+        assert!(!out.writes_now(), "same turn: left to the flush");
+        let bytes = out.poll_transmit(now).expect("bytes");
+        out.handle_written(bytes.len(), now);
+        out.handle_write_attempt();
+
+        // The peer answered: the next request goes out at once.
+        out.handle_peer_turn(1);
+        out.send("next request").expect("queued");
+        assert!(out.writes_now(), "a new turn, alone in the queue");
+
+        // The pipe takes part of it (full): what follows waits for the flush.
+        let bytes = out.poll_transmit(now).expect("bytes");
+        out.handle_written(bytes.len() - 1, now);
+        out.handle_write_attempt();
+        out.handle_peer_turn(2);
+        out.send("next").expect("queued");
+        assert!(
+            !out.writes_now(),
+            "behind unwritten bytes: left to the flush"
+        );
+
+        // Until a pipe's worth more is queued: one attempt per batch.
+        let big = "x".repeat(WRITE_BATCH);
+        out.send(big.as_str()).expect("queued");
+        assert!(out.writes_now(), "a batch is queued since the last attempt");
+        out.handle_write_attempt();
+        out.send("after").expect("queued");
+        assert!(!out.writes_now());
+    }
+}

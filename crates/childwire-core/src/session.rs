@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::frame::{Frame, Malformed, Message, Oversized};
 use crate::framing::{Framing, Lines};
 use crate::inbound::Inbound;
+use crate::joint;
 use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError, Swept};
 use crate::outbound::{Closed, Outbound, SendError};
 use crate::report::{Counters, ExitReport};
@@ -179,6 +180,14 @@ impl<F: Framing> Session<F> {
         self.advance(now);
     }
 
+    /// The parts, for a driver that drives each pipe from its own task: the
+    /// receiving half, the sending half and the supervisor, joined by the
+    /// functions of [`crate::joint`], called where this session
+    /// calls them.
+    pub fn into_parts(self) -> (Inbound<F>, Outbound<F>, Supervisor) {
+        (self.inbound, self.outbound, self.supervisor)
+    }
+
     /// The child's stdout reached EOF. A final line without `\n` is
     /// delivered, marked unterminated.
     pub fn handle_stdout_eof(&mut self, now: Instant) {
@@ -210,17 +219,18 @@ impl<F: Framing> Session<F> {
     /// because a write failed (the child closed its end). What was still
     /// queued is dropped; sending fails from now on.
     pub fn handle_stdin_closed(&mut self, now: Instant) {
-        self.outbound.abort(Closed::PeerClosed);
-        let _ = self.outbound.poll_close();
-        self.supervisor.handle_stdin_closed(now);
+        joint::stdin_closed(
+            &mut self.outbound,
+            &mut self.supervisor,
+            Closed::PeerClosed,
+            now,
+        );
         self.advance(now);
     }
 
     /// The child was reaped with `exit`.
     pub fn handle_exit(&mut self, exit: Exit, now: Instant) {
-        self.outbound.abort(Closed::Exited);
-        let _ = self.outbound.poll_close();
-        self.supervisor.handle_exit(exit, now);
+        joint::exited(&mut self.outbound, &mut self.supervisor, exit, now);
         self.advance(now);
     }
 
@@ -233,6 +243,16 @@ impl<F: Framing> Session<F> {
     /// The [`Action::Sweep`] was carried out and found `swept`.
     pub fn handle_swept(&mut self, swept: Swept, now: Instant) {
         self.supervisor.handle_swept(swept, now);
+        self.advance(now);
+    }
+
+    /// Every handle on the transport was dropped without a shutdown: with
+    /// `kill_on_drop` the child is killed ([`Action::Signal`] SIGKILL, then
+    /// the sweep; the end counts as SIGKILL), else it is left running with
+    /// its stdin closed ([`Action::CloseStdin`]). See
+    /// [`Lifecycle::handle_abandoned`].
+    pub fn handle_abandoned(&mut self, kill_on_drop: bool, now: Instant) {
+        self.supervisor.handle_abandoned(kill_on_drop, now);
         self.advance(now);
     }
 
@@ -403,13 +423,9 @@ impl<F: Framing> Session<F> {
 
     /// Routes what the outbound half decided to the supervisor.
     fn advance(&mut self, now: Instant) {
-        if self.outbound.poll_close() {
-            // The write timeout gave up on the child: the lifecycle closes
-            // stdin, so the end says so.
-            self.supervisor.handle_close_stdin(now);
-        }
-        self.supervisor
-            .handle_outbound(!self.outbound.is_drained(), now);
+        // The lifecycle closes stdin (never the outbound half itself).
+        let _ = self.outbound.poll_close();
+        joint::route_outbound(&self.outbound, &mut self.supervisor, now);
         self.record_backlog();
     }
 

@@ -8,8 +8,21 @@ use bytes::Bytes;
 use crate::config::Config;
 use crate::inbound::Backlog;
 use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError, Swept};
+use crate::outbound::Closed;
 use crate::report::{Counters, ExitReport};
 use crate::stderr_tail::StderrTail;
+
+/// Whether a failed send waits for the exit report: see
+/// [`Supervisor::report_wait`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ReportWait {
+    /// No: the end is not known to be near.
+    No,
+    /// Until the report comes: the child was reaped.
+    Certain,
+    /// Until the report comes or this deadline passes.
+    Until(Instant),
+}
 
 /// Everything a transport decides about the child itself: when to close
 /// its stdin and signal it, its stderr lines and tail, and the exit report.
@@ -57,6 +70,8 @@ pub struct Supervisor {
     stderr_unconfirmed: bool,
     /// What the lifecycle was last told: bytes wait for stdin.
     outbound_pending: bool,
+    /// The caller's stderr callback panicked: the report says so.
+    callback_panicked: bool,
 }
 
 impl Supervisor {
@@ -74,6 +89,7 @@ impl Supervisor {
             backlog_recorded: false,
             stderr_unconfirmed: false,
             outbound_pending: false,
+            callback_panicked: false,
         }
     }
 
@@ -154,6 +170,20 @@ impl Supervisor {
         self.advance();
     }
 
+    /// The caller's stderr callback panicked while a line was handed on:
+    /// the report says so.
+    pub fn handle_stderr_callback_panicked(&mut self) {
+        self.callback_panicked = true;
+    }
+
+    /// Every handle on the transport was dropped without a shutdown: kill
+    /// the child with `kill_on_drop`, else leave it running with its stdin
+    /// closed (see [`Lifecycle::handle_abandoned`]).
+    pub fn handle_abandoned(&mut self, kill_on_drop: bool, now: Instant) {
+        self.lifecycle.handle_abandoned(kill_on_drop, now);
+        self.advance();
+    }
+
     /// Time passed.
     pub fn handle_timeout(&mut self, now: Instant) {
         self.lifecycle.handle_timeout(now);
@@ -225,6 +255,7 @@ impl Supervisor {
             stderr_bytes: self.stderr.bytes_seen(),
             ..channel
         };
+        report.stderr_callback_panicked = self.callback_panicked;
         Some(report)
     }
 
@@ -245,6 +276,47 @@ impl Supervisor {
     }
 
     // ---- getters ----
+
+    /// Whether a send refused for `closed` at `now` waits for the exit
+    /// report, so that its failure says how the child ended.
+    ///
+    /// - The child was reaped ([`Closed::Exited`]): its report is certain
+    ///   (within `drain_grace`): [`ReportWait::Certain`].
+    /// - The child closed its stdin ([`Closed::PeerClosed`]), as a child
+    ///   that exits does first: its end is waited for as long as a shutdown
+    ///   gives a child whose stdin closed (`stdin_grace`), and its report
+    ///   for `drain_grace` more. A child that runs on with its stdin closed
+    ///   costs the failing send that long, once.
+    /// - The end is decided, the report not taken yet: certain too.
+    /// - Otherwise (the caller closed, the child stalled, the report was
+    ///   already taken): [`ReportWait::No`].
+    #[must_use]
+    pub fn report_wait(&self, closed: Closed, now: Instant) -> ReportWait {
+        if self.report_taken {
+            // Known: whoever took it recorded it for the sender to find.
+            return ReportWait::No;
+        }
+        if self.report.is_some() {
+            // Decided, and handed out once its stderr lines are delivered.
+            return ReportWait::Certain;
+        }
+        let config = self.lifecycle.config();
+        match closed {
+            Closed::Exited => ReportWait::Certain,
+            Closed::PeerClosed if self.lifecycle.exit().is_some() => ReportWait::Certain,
+            Closed::PeerClosed => ReportWait::Until(now + config.stdin_grace + config.drain_grace),
+            _ => ReportWait::No,
+        }
+    }
+
+    /// Whether a driver that leaves stdout to its caller (who reads it in
+    /// `recv`) reads it itself now: after the exit, until the report is
+    /// taken. Nobody may be receiving then, and the end waits for stdout's
+    /// EOF (or `drain_grace`); what is read stays within the receive bound.
+    #[must_use]
+    pub fn driver_reads_stdout(&self) -> bool {
+        self.lifecycle.exit().is_some() && !self.report_taken
+    }
 
     /// Whether the end is decided and the report can be taken now.
     pub fn report_ready(&self) -> bool {

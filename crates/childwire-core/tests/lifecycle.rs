@@ -32,6 +32,11 @@ enum Child {
     GoneBeforeTerm { reaped_after: Duration },
     /// Ignores EOF; SIGTERM fails with EPERM; SIGKILL works.
     TermDenied,
+    /// Ignores EOF; dies of SIGTERM at once, but its exit is seen only
+    /// `seen_after` it (past `term_grace`, as on a clock that jumps ahead
+    /// while the exit takes real time to show): SIGKILL is sent meanwhile,
+    /// to a child already dead of SIGTERM.
+    TermSeenLate { seen_after: Duration },
 }
 
 struct Sim {
@@ -122,6 +127,10 @@ impl Sim {
                         self.now,
                     );
                 }
+                (Action::Signal(Signal::Term), Child::TermSeenLate { seen_after }) => {
+                    self.exit_at = Some((self.now + seen_after, Exit::Signal(15)));
+                }
+                (Action::Signal(Signal::Kill), Child::TermSeenLate { .. }) => {}
                 (Action::Signal(Signal::Kill), _) => {
                     self.exit_at = Some((self.now + ms(1), Exit::Signal(9)));
                 }
@@ -309,6 +318,47 @@ fn c12_child_ignoring_eof_and_sigterm_dies_by_sigkill_after_both_graces() {
         sim.actions(),
         escalation(ms(300), ms(2300), ms(4300), ms(4301))
     );
+}
+
+#[test]
+fn c12_a_child_dead_of_sigterm_is_reported_so_though_sigkill_was_sent_before_its_exit_was_seen() {
+    let mut sim = Sim::with_defaults(Child::TermSeenLate {
+        seen_after: secs(3),
+    });
+    let ending = sim.shut_down_and_run();
+    assert_eq!(
+        sim.actions(),
+        escalation(ms(0), secs(2), secs(4), secs(5)),
+        "SIGKILL went out before the exit was seen"
+    );
+    assert_eq!(ending.exit, Exit::Signal(15));
+    assert_eq!(ending.ended_by, EndedBy::Sigterm, "{ending}");
+    assert!(!ending.to_string().contains("SIGKILL"), "{ending}");
+}
+
+#[test]
+fn c31_every_handle_dropped_kills_through_the_lifecycle_and_the_end_says_sigkill() {
+    let mut sim = Sim::with_defaults(Child::IgnoresAll);
+    sim.run_until(sim.start + ms(300));
+    sim.feed(|lc, now| lc.handle_abandoned(true, now));
+    // The handles go once: a second call changes nothing.
+    sim.feed(|lc, now| lc.handle_abandoned(true, now));
+    let ending = sim.run();
+    assert_eq!(sim.actions(), [(ms(300), KILL), (ms(301), SWEEP)]);
+    assert_eq!(ending.exit, Exit::Signal(9));
+    assert_eq!(ending.ended_by, EndedBy::Sigkill, "{ending}");
+    assert!(!ending.shutdown_requested);
+}
+
+#[test]
+fn c31_every_handle_dropped_without_kill_on_drop_closes_stdin_and_sends_no_signal() {
+    let mut sim = Sim::with_defaults(Child::ExitsOnEof { after: ms(20) });
+    sim.run_until(sim.start + ms(300));
+    sim.feed(|lc, now| lc.handle_abandoned(false, now));
+    let ending = sim.run();
+    assert_eq!(sim.actions(), [(ms(300), CLOSE), (ms(320), SWEEP)]);
+    assert_eq!(ending.exit, Exit::Code(0));
+    assert_eq!(ending.ended_by, EndedBy::StdinClose, "{ending}");
 }
 
 #[test]

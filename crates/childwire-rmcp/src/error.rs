@@ -34,7 +34,7 @@ impl Error {
     /// The server's exit report, if the error comes from its end.
     pub fn exit_report(&self) -> Option<&ExitReport> {
         match self {
-            Error::Send { exit, .. } => exit.as_deref(),
+            Error::Send { source, exit } => exit.as_deref().or(source.exit_report()),
             Error::Exited(report) => Some(report),
             Error::Serialize(_) | Error::Shutdown(_) => None,
         }
@@ -48,8 +48,11 @@ impl fmt::Display for Error {
             Error::Send { source, exit } => {
                 write!(f, "could not send to the MCP server: {source}")?;
                 match exit {
-                    Some(report) => write!(f, "; the server {report}"),
-                    None => Ok(()),
+                    // Said once: a send refused for the end carries the report.
+                    Some(report) if source.exit_report().is_none() => {
+                        write!(f, "; the server {report}")
+                    }
+                    _ => Ok(()),
                 }
             }
             Error::Exited(report) => write!(f, "the MCP server {report}"),

@@ -173,13 +173,16 @@ impl<R: ServiceRole> ChildwireTransport<R> {
 
     fn new(transport: Wire, limit: usize) -> Self {
         let (sender, receiver) = transport.split();
+        // The transport fills it too: a report learnt by any path (a
+        // failed send, the drop) reaches the handles.
+        let exit = sender.exit_slot();
         Self {
             sender,
             receiver,
             pending: Pending::default(),
             ready: VecDeque::new(),
             limit,
-            exit: ExitSlot::new(),
+            exit,
             ended: false,
         }
     }

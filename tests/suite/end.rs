@@ -1,0 +1,155 @@
+//! The end is never lost (C33): once the child has exited, every way a user meets its end carries
+//! the exit report; no send returns `Ok` after the end is known, the runtime's drop included.
+
+use std::time::Duration;
+
+use futures_util::StreamExt;
+
+use super::rt::{self, Command, Exit, ExitReport, Received, SendErrorKind, Transport};
+use super::support::*;
+
+/// How many times each runtime runs the child that exits at once: the report used to be lost in
+/// a race between the exit, stderr's EOF and the caller, so one run proves little.
+const RUNS: usize = 200;
+
+/// What the child says on stderr before it exits with code 3.
+const SAID: &str = "cannot open database";
+
+/// A child that fails at startup, as a server without its database does.
+fn exits_at_once() -> Command {
+    let mut cmd = Command::new("sh");
+    cmd.args(["-c", &format!("echo {SAID} >&2; exit 3")]);
+    if let Some(tag) = tag() {
+        cmd.env(TAG_VAR, tag);
+    }
+    cmd
+}
+
+/// The report of that child, whatever path it came by.
+fn assert_exited_at_once(report: &ExitReport, path: &str) {
+    assert_eq!(report.exit, Exit::Code(3), "{path}: {report}");
+    assert!(report.stderr_tail.contains(SAID), "{path}: {report}");
+    let text = report.to_string();
+    assert!(text.contains("exited with code 3"), "{path}: {text}");
+    assert!(text.contains(SAID), "{path}: {text}");
+}
+
+/// Sends until a send fails, as a client that starts talking at once does; the send that fails
+/// carries the report. Sends before the end may succeed (the pipe takes them).
+async fn send_until_it_fails(t: &Transport) {
+    let error = within(STEP, "a send to fail", async {
+        loop {
+            if let Err(err) = t
+                .send("{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"ping\"}")
+                .await
+            {
+                return err;
+            }
+        }
+    })
+    .await;
+    assert!(
+        matches!(error.kind(), SendErrorKind::Closed(_)),
+        "send: {error}"
+    );
+    let report = error
+        .exit_report()
+        .unwrap_or_else(|| panic!("the failed send carries no report: {error}"));
+    assert_exited_at_once(report, "send");
+    assert!(error.to_string().contains(SAID), "send: {error}");
+}
+
+/// The receiver's way: `recv` (or the `Stream`), the report last, then the end.
+async fn receive_the_report(t: &mut Transport, as_stream: bool) {
+    let item = if as_stream {
+        within(STEP, "the stream", t.next()).await
+    } else {
+        within(STEP, "recv", t.recv()).await
+    };
+    match item {
+        Some(Received::Exited(report)) => assert_exited_at_once(&report, "recv"),
+        other => panic!("expected the exit report, got {other:?}"),
+    }
+    assert!(
+        within(STEP, "recv after the report", t.recv())
+            .await
+            .is_none()
+    );
+}
+
+#[test]
+fn c33_a_child_that_exits_at_once_is_reported_on_every_path() {
+    run_for(Duration::from_secs(600), async {
+        for run in 0..RUNS {
+            let mut t = start(&exits_at_once(), config());
+            let pid = pid_of(&t);
+            let exit = t.exit_handle();
+            // Each path first in turn: the first to meet the end must get the report too.
+            match run % 4 {
+                0 => {
+                    send_until_it_fails(&t).await;
+                    receive_the_report(&mut t, false).await;
+                }
+                1 => {
+                    receive_the_report(&mut t, true).await;
+                    send_until_it_fails(&t).await;
+                }
+                2 => {
+                    let report = within(STEP, "the exit handle", exit.wait()).await;
+                    assert_exited_at_once(&report.expect("a report"), "exit handle");
+                    send_until_it_fails(&t).await;
+                }
+                _ => {}
+            }
+            let report = within(STEP, "shutdown", t.shutdown())
+                .await
+                .unwrap_or_else(|err| panic!("shutdown: {err}"));
+            assert_exited_at_once(&report, "shutdown");
+            // The handle outlives the transport.
+            drop(t);
+            let report = within(STEP, "the exit handle after the drop", exit.wait()).await;
+            assert_exited_at_once(&report.expect("a report"), "exit handle");
+            assert_reaped(pid).await;
+        }
+    });
+}
+
+#[test]
+fn c33_after_the_runtime_is_dropped_no_send_succeeds() {
+    run(async {
+        let cmd = misbehave(&["ignore-eof"]);
+        let started =
+            rt::on_a_dropped_runtime(move || Transport::spawn(&cmd, config()).expect("spawn"));
+        let t = match started {
+            Ok(t) => t,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+        let sent = within(STEP, "send after the runtime was dropped", t.send("late")).await;
+        let err = sent.expect_err("a send after the runtime is gone must not succeed");
+        assert!(matches!(err.kind(), SendErrorKind::Closed(_)), "{err}");
+        let report = err
+            .exit_report()
+            .unwrap_or_else(|| panic!("no report: {err}"));
+        assert_killed(report);
+    });
+}
+
+#[test]
+fn c33_a_transport_dropped_unclosed_kills_its_child_and_its_exit_handle_says_so() {
+    run(async {
+        let mut t = start_misbehave(&["echo"]);
+        let pid = pid_of(&t);
+        roundtrip(&mut t, "alive").await;
+        let exit = t.exit_handle();
+        drop(t);
+        let report = within(STEP, "the exit handle after the drop", exit.wait())
+            .await
+            .expect("the report of a child killed on drop");
+        assert_killed(&report);
+        assert!(!report.shutdown_requested, "{report}");
+        assert_reaped(pid).await;
+    });
+}
