@@ -127,6 +127,31 @@ fn c26_a_double_fork_daemon_holding_stdout_is_ended_at_shutdown_and_at_drop() {
     });
 }
 
+/// A grandchild that left the session, opened the child's stdout (or stderr) anew read-write and
+/// closed its own stdio holds that pipe through a descriptor that is neither the child's write-only
+/// end nor the host's read-only one: it is a holder all the same, ended and reported.
+fn a_read_write_reopener_is_ended_and_reported(pipe: &str) {
+    run(async {
+        linux_only!();
+        let report = escapee_is_ended(&["setsid", pipe], Ending::Shutdown)
+            .await
+            .expect("a report");
+        assert_reports_one_pipe_holder(&report);
+        assert_eq!(report.exit, Exit::Code(0));
+        escapee_is_ended(&["setsid", pipe, "ignore-term"], Ending::Drop).await;
+    });
+}
+
+#[test]
+fn c34_a_grandchild_holding_stdout_read_write_is_ended_and_reported() {
+    a_read_write_reopener_is_ended_and_reported("reopen-stdout-rw");
+}
+
+#[test]
+fn c34_a_grandchild_holding_stderr_read_write_is_ended_and_reported() {
+    a_read_write_reopener_is_ended_and_reported("reopen-stderr-rw");
+}
+
 #[test]
 fn c26_a_clean_child_reports_nothing_left_behind() {
     run(async {
