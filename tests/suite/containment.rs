@@ -311,6 +311,44 @@ fn c27_a_dropped_runtime_leaves_no_zombie_and_the_receiver_gets_the_report() {
 }
 
 #[test]
+fn c34_a_pipe_holding_escapee_is_ended_when_the_runtime_is_dropped() {
+    run(async {
+        linux_only!();
+        let tag = tag().expect("a tag");
+        let tagged = tag.clone();
+        let cmd = misbehave(&["grandchild", "setsid", "hold-pipes", "ignore-term"]);
+        // The runtime is dropped only once the grandchild runs outside the child's group and is
+        // asleep (it said it was ready: with the child gone before that, its own write would end
+        // it). The sweep of the stopping driver (handed to a thread, not waited for) must find it
+        // by the pipes it holds.
+        let started = rt::on_a_dropped_runtime(move || {
+            let t = Transport::spawn(&cmd, config()).expect("spawn");
+            let pid = t.id().expect("a pid");
+            let escaped = childwire_conformance::wait_until(STEP, || {
+                procfs::live_processes_with_env(TAG_VAR, &tagged)
+                    .into_iter()
+                    .filter_map(proc_stat)
+                    .any(|stat| stat.pgrp != pid && stat.pid != pid && stat.state == 'S')
+            });
+            (t, escaped)
+        });
+        let (t, escaped) = match started {
+            Ok(started) => started,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+        assert!(escaped, "the grandchild left the child's group");
+        drop(t);
+        eventually(STEP, "nothing the child started is left", || {
+            procfs::live_processes_with_env(TAG_VAR, &tag).is_empty()
+        })
+        .await;
+    });
+}
+
+#[test]
 fn c27_spawning_from_a_thread_outside_any_runtime_fails_first_or_works() {
     run(async {
         let cmd = misbehave(&["echo"]);

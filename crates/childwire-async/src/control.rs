@@ -475,7 +475,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
                         sup.handle_signal_failed(signal, err, now);
                     }
                 }
-                Action::Sweep => sup.handle_swept(self.tracking.sweep(), now),
+                Action::Sweep => sup.handle_swept(self.tracking.sweep_stopping(), now),
             }
         }
     }

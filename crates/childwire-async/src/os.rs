@@ -233,29 +233,17 @@ impl Tracking {
     /// (no writer on the child's stdout or stderr, nobody in its group),
     /// it reads nothing of any other process. Otherwise the `/proc` scan
     /// runs on the sweeper thread, shared with every sweep waiting then,
-    /// and this waits for it. A sweep asked before the child's exit (its
-    /// driver stops: the runtime shuts down) is handed to that thread and
-    /// not waited for; the report then counts nothing.
+    /// and this waits for it. A sweep asked before the child's exit is
+    /// handed over as by [`sweep_stopping`](Self::sweep_stopping).
     pub(crate) fn sweep(&self) -> Swept {
         #[cfg(target_os = "linux")]
         {
-            let group = self.group.then_some(self.pid).flatten();
-            let target = linux::Target {
-                child: self.pid,
-                group,
-                pipes: linux::inodes(&self.pipes),
-                started: self.started,
-                in_cgroup: self
-                    .cgroup
-                    .as_ref()
-                    .map(Cgroup::members)
-                    .unwrap_or_default(),
-            };
+            let target = self.target();
             let exited = self.pidfd.as_ref().is_none_or(linux::exited);
-            let swept = if !exited {
-                sweeper::detach(linux::Sweep::new(target));
-                Swept::default()
-            } else if linux::left_behind(&self.pipes, group) {
+            if !exited {
+                return self.sweep_stopping();
+            }
+            let swept = if linux::left_behind(&self.pipes, target.group) {
                 sweeper::run(linux::Sweep::new(target))
             } else {
                 // Nothing holds the pipes and the group is empty: only the
@@ -265,15 +253,7 @@ impl Tracking {
                     held_pipes: false,
                 }
             };
-            if let Some(cgroup) = &self.cgroup {
-                // Whatever was forked between the scan and now. The count
-                // is the scan's: the cgroup's may include the child itself.
-                cgroup.kill();
-            }
-            // The group's late forks, if any; ESRCH is the usual answer.
-            if let Some(pgid) = group {
-                let _ = send(pgid, Signal::Kill, true);
-            }
+            self.kill_late_forks();
             swept
         }
         #[cfg(windows)]
@@ -302,6 +282,52 @@ impl Tracking {
                 let _ = send(pid, Signal::Kill, true);
             }
             Swept::default()
+        }
+    }
+
+    /// [`sweep`](Self::sweep) for a driver that stops (its runtime shuts
+    /// down): nothing here waits for a scan. On Linux the search for what
+    /// the child left is handed to the sweeper thread, which ends and logs
+    /// it; the group and the cgroup are sent SIGKILL now. What is ended is
+    /// not counted: the report says nothing was.
+    pub(crate) fn sweep_stopping(&self) -> Swept {
+        #[cfg(target_os = "linux")]
+        {
+            sweeper::detach(linux::Sweep::new(self.target()));
+            self.kill_late_forks();
+            Swept::default()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            self.sweep()
+        }
+    }
+
+    /// What the sweep looks for.
+    #[cfg(target_os = "linux")]
+    fn target(&self) -> linux::Target {
+        linux::Target {
+            child: self.pid,
+            group: self.group.then_some(self.pid).flatten(),
+            pipes: linux::inodes(&self.pipes),
+            started: self.started,
+            in_cgroup: self
+                .cgroup
+                .as_ref()
+                .map(Cgroup::members)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// SIGKILL to the cgroup and the group, for whatever was forked since
+    /// the sweep looked; ESRCH is the usual answer.
+    #[cfg(target_os = "linux")]
+    fn kill_late_forks(&self) {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.kill();
+        }
+        if let (Some(pgid), true) = (self.pid, self.group) {
+            let _ = send(pgid, Signal::Kill, true);
         }
     }
 
