@@ -286,14 +286,19 @@ impl Tracking {
     }
 
     /// [`sweep`](Self::sweep) for a driver that stops (its runtime shuts
-    /// down): nothing here waits for a scan. On Linux the search for what
-    /// the child left is handed to the sweeper thread, which ends and logs
-    /// it; the group and the cgroup are sent SIGKILL now. What is ended is
-    /// not counted: the report says nothing was.
+    /// down): nothing here waits for a scan. On Linux, unless the child has
+    /// exited and left nothing behind, the search for what it left is
+    /// handed to the sweeper thread, which ends and logs it; the group and
+    /// the cgroup are sent SIGKILL now. What is ended is not counted: the
+    /// report says nothing was.
     pub(crate) fn sweep_stopping(&self) -> Swept {
         #[cfg(target_os = "linux")]
         {
-            sweeper::detach(linux::Sweep::new(self.target()));
+            let target = self.target();
+            let exited = self.pidfd.as_ref().is_none_or(linux::exited);
+            if !exited || linux::left_behind(&self.pipes, target.group) {
+                sweeper::detach(linux::Sweep::new(target));
+            }
             self.kill_late_forks();
             Swept::default()
         }
