@@ -127,6 +127,31 @@ fn c26_a_double_fork_daemon_holding_stdout_is_ended_at_shutdown_and_at_drop() {
     });
 }
 
+/// A grandchild that left the session, opened the child's stdout (or stderr) anew read-write and
+/// closed its own stdio holds that pipe through a descriptor that is neither the child's write-only
+/// end nor the host's read-only one: it is a holder all the same, ended and reported.
+fn a_read_write_reopener_is_ended_and_reported(pipe: &str) {
+    run(async {
+        linux_only!();
+        let report = escapee_is_ended(&["setsid", pipe], Ending::Shutdown)
+            .await
+            .expect("a report");
+        assert_reports_one_pipe_holder(&report);
+        assert_eq!(report.exit, Exit::Code(0));
+        escapee_is_ended(&["setsid", pipe, "ignore-term"], Ending::Drop).await;
+    });
+}
+
+#[test]
+fn c34_a_grandchild_holding_stdout_read_write_is_ended_and_reported() {
+    a_read_write_reopener_is_ended_and_reported("reopen-stdout-rw");
+}
+
+#[test]
+fn c34_a_grandchild_holding_stderr_read_write_is_ended_and_reported() {
+    a_read_write_reopener_is_ended_and_reported("reopen-stderr-rw");
+}
+
 #[test]
 fn c26_a_clean_child_reports_nothing_left_behind() {
     run(async {
@@ -282,6 +307,44 @@ fn c27_a_dropped_runtime_leaves_no_zombie_and_the_receiver_gets_the_report() {
             Ok(report) => assert_killed(&report),
             Err(err) => panic!("shutdown after the end: {err}"),
         }
+    });
+}
+
+#[test]
+fn c34_a_pipe_holding_escapee_is_ended_when_the_runtime_is_dropped() {
+    run(async {
+        linux_only!();
+        let tag = tag().expect("a tag");
+        let tagged = tag.clone();
+        let cmd = misbehave(&["grandchild", "setsid", "hold-pipes", "ignore-term"]);
+        // The runtime is dropped only once the grandchild runs outside the child's group and is
+        // asleep (it said it was ready: with the child gone before that, its own write would end
+        // it). The sweep of the stopping driver (handed to a thread, not waited for) must find it
+        // by the pipes it holds.
+        let started = rt::on_a_dropped_runtime(move || {
+            let t = Transport::spawn(&cmd, config()).expect("spawn");
+            let pid = t.id().expect("a pid");
+            let escaped = childwire_conformance::wait_until(STEP, || {
+                procfs::live_processes_with_env(TAG_VAR, &tagged)
+                    .into_iter()
+                    .filter_map(proc_stat)
+                    .any(|stat| stat.pgrp != pid && stat.pid != pid && stat.state == 'S')
+            });
+            (t, escaped)
+        });
+        let (t, escaped) = match started {
+            Ok(started) => started,
+            Err(why) => {
+                eprintln!("skipped: {why}");
+                return;
+            }
+        };
+        assert!(escaped, "the grandchild left the child's group");
+        drop(t);
+        eventually(STEP, "nothing the child started is left", || {
+            procfs::live_processes_with_env(TAG_VAR, &tag).is_empty()
+        })
+        .await;
     });
 }
 

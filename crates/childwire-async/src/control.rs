@@ -177,7 +177,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         }
         while let Some(action) = sup.poll_action() {
             progress = true;
-            self.carry_out(sup, action, now);
+            self.carry_out(sup, action, now, false);
         }
         self.stderr_lines
             .extend(std::iter::from_fn(|| sup.poll_stderr_line()));
@@ -437,12 +437,13 @@ impl<R: Runtime, F: Framing> Control<R, F> {
     /// The actions of a driver that stops: no timer will run them later.
     fn carry_out_final_actions(&self, sup: &mut Supervisor, now: Instant) {
         while let Some(action) = sup.poll_action() {
-            self.carry_out(sup, action, now);
+            self.carry_out(sup, action, now, true);
         }
     }
 
     /// Carries out one of the supervisor's actions, and reports back.
-    fn carry_out(&self, sup: &mut Supervisor, action: Action, now: Instant) {
+    /// `stopping`: the driver is being dropped with its runtime.
+    fn carry_out(&self, sup: &mut Supervisor, action: Action, now: Instant, stopping: bool) {
         match action {
             Action::CloseStdin => {
                 let mut out = lock(&self.link.out);
@@ -455,7 +456,13 @@ impl<R: Runtime, F: Framing> Control<R, F> {
                 }
             }
             Action::Sweep => {
-                let swept = self.tracking.sweep();
+                // A stopping driver never waits for a scan: it hands the
+                // search for escapees to the sweeper thread.
+                let swept = if stopping {
+                    self.tracking.sweep_stopping()
+                } else {
+                    self.tracking.sweep()
+                };
                 if swept.ended > 0 {
                     tracing::warn!(program = %self.program, "ended {} process(es) the child left behind", swept.ended);
                 }

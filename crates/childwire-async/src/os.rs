@@ -4,9 +4,11 @@
 //! What each platform covers:
 //! - Linux: signals go to the child's process group; the sweep after its
 //!   exit ends what is left of the group, every process (in any group or
-//!   session) that still holds the child's end of one of its pipes, and,
-//!   with [`Containment::Cgroup`], everything in its cgroup. Processes are
-//!   signalled through pidfds, so a recycled PID is never hit.
+//!   session) that still holds one of its pipes (either end, any access
+//!   mode), and, with [`Containment::Cgroup`], everything in its cgroup.
+//!   Processes are signalled through pidfds, so a recycled PID is never
+//!   hit. Its cost follows the child's own tree, not the machine's process
+//!   count: see `os/linux.rs`.
 //! - Other Unix (macOS, BSDs): the process group only. A descendant that
 //!   left the group is not found.
 //! - Windows: every child in a job object of its own, created with
@@ -41,6 +43,10 @@
 
 use childwire_core::{Action, Command, Containment, Exit, Signal, SignalError, Swept};
 
+#[cfg(target_os = "linux")]
+mod linux;
+#[cfg(target_os = "linux")]
+mod sweeper;
 #[cfg(windows)]
 mod windows;
 
@@ -222,26 +228,32 @@ impl Tracking {
 
     /// Carries out [`Action::Sweep`]: SIGKILL to everything the child left
     /// behind that this platform can find, each process counted once.
+    ///
+    /// On Linux its cost follows the child's own tree: when nothing is left
+    /// (no writer on the child's stdout or stderr, nobody in its group),
+    /// it reads nothing of any other process. Otherwise the `/proc` scan
+    /// runs on the sweeper thread, shared with every sweep waiting then,
+    /// and this waits for it. A sweep asked before the child's exit is
+    /// handed over as by [`sweep_stopping`](Self::sweep_stopping).
     pub(crate) fn sweep(&self) -> Swept {
         #[cfg(target_os = "linux")]
         {
-            let group = self.group.then_some(self.pid).flatten();
-            let target = linux::Target {
-                child: self.pid,
-                group,
-                pipes: &self.pipes,
-                started: self.started,
+            let target = self.target();
+            let exited = self.pidfd.as_ref().is_none_or(linux::exited);
+            if !exited {
+                return self.sweep_stopping();
+            }
+            let swept = if linux::left_behind(&self.pipes, target.group) {
+                sweeper::run(linux::Sweep::new(target))
+            } else {
+                // Nothing holds the pipes and the group is empty: only the
+                // cgroup, which lists its own members, may hold anything.
+                Swept {
+                    ended: linux::live_cgroup_members(&target),
+                    held_pipes: false,
+                }
             };
-            let swept = linux::sweep(&target, self.cgroup.as_ref());
-            if let Some(cgroup) = &self.cgroup {
-                // Whatever was forked between the scan and now. The count
-                // is the scan's: the cgroup's may include the child itself.
-                cgroup.kill();
-            }
-            // The group's late forks, if any; ESRCH is the usual answer.
-            if let Some(pgid) = group {
-                let _ = send(pgid, Signal::Kill, true);
-            }
+            self.kill_late_forks();
             swept
         }
         #[cfg(windows)]
@@ -270,6 +282,57 @@ impl Tracking {
                 let _ = send(pid, Signal::Kill, true);
             }
             Swept::default()
+        }
+    }
+
+    /// [`sweep`](Self::sweep) for a driver that stops (its runtime shuts
+    /// down): nothing here waits for a scan. On Linux, unless the child has
+    /// exited and left nothing behind, the search for what it left is
+    /// handed to the sweeper thread, which ends and logs it; the group and
+    /// the cgroup are sent SIGKILL now. What is ended is not counted: the
+    /// report says nothing was.
+    pub(crate) fn sweep_stopping(&self) -> Swept {
+        #[cfg(target_os = "linux")]
+        {
+            let target = self.target();
+            let exited = self.pidfd.as_ref().is_none_or(linux::exited);
+            if !exited || linux::left_behind(&self.pipes, target.group) {
+                sweeper::detach(linux::Sweep::new(target));
+            }
+            self.kill_late_forks();
+            Swept::default()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            self.sweep()
+        }
+    }
+
+    /// What the sweep looks for.
+    #[cfg(target_os = "linux")]
+    fn target(&self) -> linux::Target {
+        linux::Target {
+            child: self.pid,
+            group: self.group.then_some(self.pid).flatten(),
+            pipes: linux::inodes(&self.pipes),
+            started: self.started,
+            in_cgroup: self
+                .cgroup
+                .as_ref()
+                .map(Cgroup::members)
+                .unwrap_or_default(),
+        }
+    }
+
+    /// SIGKILL to the cgroup and the group, for whatever was forked since
+    /// the sweep looked; ESRCH is the usual answer.
+    #[cfg(target_os = "linux")]
+    fn kill_late_forks(&self) {
+        if let Some(cgroup) = &self.cgroup {
+            cgroup.kill();
+        }
+        if let (Some(pgid), true) = (self.pid, self.group) {
+            let _ = send(pgid, Signal::Kill, true);
         }
     }
 
@@ -334,332 +397,4 @@ pub(crate) fn exit_of(status: std::process::ExitStatus) -> Exit {
         }
     }
     Exit::Code(status.code().unwrap_or(-1))
-}
-
-#[cfg(target_os = "linux")]
-mod linux {
-    use std::collections::BTreeSet;
-    use std::fs;
-    use std::os::fd::{AsFd, OwnedFd};
-    use std::time::{Duration, Instant};
-
-    use childwire_core::{Exit, Swept};
-    use rustix::process::{Pid, PidfdFlags, Signal, pidfd_open, pidfd_send_signal};
-
-    use crate::cgroup::Cgroup;
-    use crate::runtime::PipeIds;
-
-    /// Scans rounds: a holder may fork between a scan and its kill; its
-    /// children hold the pipes too and are found by the next round.
-    const ROUNDS: usize = 3;
-
-    pub(super) fn pid(pid: u32) -> Option<Pid> {
-        Pid::from_raw(i32::try_from(pid).ok()?)
-    }
-
-    /// Why a process is the child's leftover.
-    #[derive(Clone, Copy, PartialEq, Eq)]
-    enum Found {
-        /// In the child's process group.
-        Group,
-        /// In the child's cgroup.
-        Cgroup,
-        /// Holds the child's end of one of its pipes.
-        Pipe,
-    }
-
-    /// What the sweep looks for.
-    pub(super) struct Target<'a> {
-        /// The child itself is no leftover: when the driver stops it is
-        /// swept before its own death, and ended by its own SIGKILL.
-        pub(super) child: Option<u32>,
-        /// The child's process group, if it leads one.
-        pub(super) group: Option<u32>,
-        pub(super) pipes: &'a PipeIds,
-        /// The child's start time: older processes cannot hold its pipes
-        /// (they were created with it), so their descriptors are not read.
-        pub(super) started: u64,
-    }
-
-    /// Finds every live process (other than this one and the child) that
-    /// is in the child's group, in its cgroup, or holds the child's end of
-    /// one of its pipes, and ends each through a pidfd after checking again,
-    /// through that pidfd's process, that it still qualifies (so a PID
-    /// recycled between the scan and the kill is never hit).
-    pub(super) fn sweep(target: &Target<'_>, cgroup: Option<&Cgroup>) -> Swept {
-        let host = Host::me();
-        let mut ended = BTreeSet::new();
-        let mut held_pipes = false;
-        for _ in 0..ROUNDS {
-            let in_cgroup: BTreeSet<u32> = cgroup.map(Cgroup::members).unwrap_or_default();
-            let mut killed_now = false;
-            for pid in processes() {
-                if pid == host.pid || Some(pid) == target.child || ended.contains(&pid) {
-                    continue;
-                }
-                let Some(found) = qualifies(pid, target, &in_cgroup, &host) else {
-                    continue;
-                };
-                let Some(fd) = self::pid(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok())
-                else {
-                    continue;
-                };
-                // The pidfd pins the process that had this PID when it was
-                // opened; if it still qualifies, the kill hits it and only it.
-                if qualifies(pid, target, &in_cgroup, &host) != Some(found) {
-                    continue;
-                }
-                if pidfd_send_signal(&fd, Signal::KILL).is_ok() {
-                    held_pipes |= found == Found::Pipe;
-                    ended.insert(pid);
-                    killed_now = true;
-                }
-            }
-            if !killed_now {
-                break;
-            }
-        }
-        Swept {
-            ended: u32::try_from(ended.len()).unwrap_or(u32::MAX),
-            held_pipes,
-        }
-    }
-
-    /// Every PID in `/proc` (threads are not listed there, only processes).
-    fn processes() -> impl Iterator<Item = u32> {
-        fs::read_dir("/proc")
-            .into_iter()
-            .flatten()
-            .filter_map(|entry| entry.ok()?.file_name().to_str()?.parse().ok())
-    }
-
-    fn qualifies(
-        pid: u32,
-        target: &Target<'_>,
-        in_cgroup: &BTreeSet<u32>,
-        host: &Host,
-    ) -> Option<Found> {
-        let stat = stat(pid)?;
-        if matches!(stat.state, 'Z' | 'X') {
-            // Dead already: a zombie holds no pipe and needs no signal.
-            return None;
-        }
-        if host.forked_without_exec(pid, &stat) {
-            return None;
-        }
-        if target.group == Some(stat.pgrp) {
-            return Some(Found::Group);
-        }
-        if in_cgroup.contains(&pid) {
-            return Some(Found::Cgroup);
-        }
-        (stat.started >= target.started && holds_pipe(pid, target.pipes)).then_some(Found::Pipe)
-    }
-
-    /// This process, to tell its own spawns in progress from leftovers.
-    struct Host {
-        pid: u32,
-        /// The device and inode of its executable.
-        exe: Option<(u64, u64)>,
-    }
-
-    impl Host {
-        fn me() -> Self {
-            let pid = std::process::id();
-            Self {
-                pid,
-                exe: exe_id(pid),
-            }
-        }
-
-        /// Whether `pid` is a fork of this process that has not exec'd yet:
-        /// one of its own spawns in progress (another transport's, or any
-        /// other). Until its exec such a fork holds a copy of every
-        /// descriptor of this process, the child's ends of the pipes of a
-        /// spawn under way in another thread among them, so it can look
-        /// like a holder of this child's pipes. Killed, its spawn reports
-        /// success for a program that could not run, or a new child dies
-        /// at birth. A leftover reparented to this process (a subreaper, or
-        /// PID 1 in a container) is spared only if it runs this very
-        /// executable.
-        fn forked_without_exec(&self, pid: u32, stat: &Stat) -> bool {
-            stat.ppid == self.pid && self.exe.is_some() && exe_id(pid) == self.exe
-        }
-    }
-
-    /// The device and inode of the executable `pid` runs.
-    fn exe_id(pid: u32) -> Option<(u64, u64)> {
-        use std::os::unix::fs::MetadataExt;
-        let exe = fs::metadata(format!("/proc/{pid}/exe")).ok()?;
-        Some((exe.dev(), exe.ino()))
-    }
-
-    /// The fields of `/proc/PID/stat` the sweep reads.
-    struct Stat {
-        state: char,
-        ppid: u32,
-        pgrp: u32,
-        /// Clock ticks since boot.
-        started: u64,
-    }
-
-    fn stat(pid: u32) -> Option<Stat> {
-        let line = fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-        // The command name may hold spaces and parentheses: count from the
-        // last `)`. Then: state, ppid, pgrp, ... starttime is the 20th.
-        let fields: Vec<&str> = line
-            .get(line.rfind(')')? + 1..)?
-            .split_whitespace()
-            .collect();
-        Some(Stat {
-            state: fields.first()?.chars().next()?,
-            ppid: fields.get(1)?.parse().ok()?,
-            pgrp: fields.get(2)?.parse().ok()?,
-            started: fields.get(19)?.parse().ok()?,
-        })
-    }
-
-    /// When `pid` started, in clock ticks since boot.
-    pub(super) fn start_time(pid: u32) -> Option<u64> {
-        stat(pid).map(|stat| stat.started)
-    }
-
-    /// Whether `pid` holds the child's end of one of `pipes`. Only the
-    /// child's end counts: the parent's ends are close-on-exec, but a
-    /// process this host is forking right now holds them until its exec,
-    /// and must not be taken for an escaped descendant.
-    fn holds_pipe(pid: u32, pipes: &PipeIds) -> bool {
-        if pipes.0.is_empty() {
-            return false;
-        }
-        // Unreadable (another user's process): it cannot hold our pipes
-        // unless it was given them, and then we may not signal it anyway.
-        let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
-            return false;
-        };
-        fds.filter_map(Result::ok).any(|fd| {
-            let Ok(target) = fs::read_link(fd.path()) else {
-                return false;
-            };
-            let Some(inode) = target
-                .to_str()
-                .and_then(|t| t.strip_prefix("pipe:["))
-                .and_then(|t| t.strip_suffix(']'))
-                .and_then(|t| t.parse::<u64>().ok())
-            else {
-                return false;
-            };
-            pipes.0.iter().any(|&(ino, child_writes)| {
-                ino == inode && writes(pid, &fd.file_name()) == Some(child_writes)
-            })
-        })
-    }
-
-    /// Whether descriptor `fd` of `pid` is open for writing (`O_WRONLY`).
-    fn writes(pid: u32, fd: &std::ffi::OsStr) -> Option<bool> {
-        let info = fs::read_to_string(format!("/proc/{pid}/fdinfo/{}", fd.to_str()?)).ok()?;
-        let flags = info.lines().find_map(|l| l.strip_prefix("flags:"))?.trim();
-        let flags = u32::from_str_radix(flags, 8).ok()?;
-        Some(flags & 0o3 == 0o1)
-    }
-
-    /// Waits until the process of `pidfd` has exited (its pidfd becomes
-    /// readable), then reads its status without reaping it (`WNOWAIT`).
-    pub(super) fn wait_exited(pidfd: &OwnedFd, limit: Duration) -> Option<Exit> {
-        use rustix::event::{PollFd, PollFlags, Timespec, poll};
-        use rustix::process::{WaitId, WaitIdOptions, waitid};
-        let deadline = Instant::now() + limit;
-        loop {
-            let left = deadline.saturating_duration_since(Instant::now());
-            let timeout = Timespec {
-                tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
-                tv_nsec: i64::from(left.subsec_nanos()),
-            };
-            let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
-            match poll(&mut fds, Some(&timeout)) {
-                Ok(0) => return None,
-                Ok(_) => break,
-                Err(rustix::io::Errno::INTR) => continue,
-                Err(_) => return None,
-            }
-        }
-        let status = waitid(
-            WaitId::PidFd(pidfd.as_fd()),
-            WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
-        )
-        .ok()??;
-        if let Some(signal) = status.terminating_signal() {
-            return Some(Exit::Signal(signal));
-        }
-        status.exit_status().map(Exit::Code)
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use std::os::fd::{AsFd, AsRawFd, BorrowedFd};
-        use std::os::unix::process::CommandExt;
-
-        use rustix::io::{read, write};
-        use rustix::pipe::{PipeFlags, pipe_with};
-
-        use super::*;
-
-        /// A spawn in progress in another thread, forked but held before
-        /// its exec, holds the child's end of a pipe the sweep looks for
-        /// (as it would hold the pipes of a spawn under way when it
-        /// forked). The sweep must leave it be: killed there, its spawn
-        /// would report success for a program that never ran.
-        #[test]
-        fn the_sweep_spares_a_fork_of_this_host_that_has_not_exec_d_yet() {
-            // A child's stdin: the host writes, the child's end reads.
-            let pipe = || pipe_with(PipeFlags::CLOEXEC).expect("pipe");
-            let (child_end, host_end) = pipe();
-            let pipes = PipeIds::of(host_end.as_fd(), []);
-            let (ready_r, ready_w) = pipe();
-            let (go_r, go_w) = pipe();
-            let (ready_w_raw, go_r_raw) = (ready_w.as_raw_fd(), go_r.as_raw_fd());
-            let mut fork = std::process::Command::new("true");
-            #[allow(unsafe_code)]
-            // SAFETY: the closure only makes two system calls on descriptors
-            // that stay open until the spawn returns.
-            unsafe {
-                fork.pre_exec(move || {
-                    let (ready, go) = (
-                        BorrowedFd::borrow_raw(ready_w_raw),
-                        BorrowedFd::borrow_raw(go_r_raw),
-                    );
-                    write(ready, b"r")?;
-                    read(go, &mut [0u8; 1])?;
-                    Ok(())
-                });
-            }
-            let spawning = std::thread::spawn(move || fork.spawn().and_then(|mut c| c.wait()));
-            read(&ready_r, &mut [0u8; 1]).expect("the fork is before its exec");
-
-            let swept = sweep(
-                &Target {
-                    child: None,
-                    group: None,
-                    pipes: &pipes,
-                    started: 0,
-                },
-                None,
-            );
-            write(&go_w, b"g").expect("let the fork go on");
-            let status = spawning
-                .join()
-                .expect("the spawning thread")
-                .expect("spawned");
-            drop((child_end, ready_w, go_r));
-
-            assert_eq!(
-                swept.ended, 0,
-                "the host's own fork was taken for a leftover"
-            );
-            assert!(
-                status.success(),
-                "the fork went on to run its program: {status}"
-            );
-        }
-    }
 }

@@ -112,11 +112,30 @@ pub struct SpawnedChild {
 }
 
 /// The identities of a child's pipes: for each, its inode number and
-/// whether the child's end is the writing one. Processes holding the child's
-/// end of one of them are the child's (or escaped from it) and are ended
-/// after its exit (Linux).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct PipeIds(pub(crate) Vec<(u64, bool)>);
+/// whether the child's end is the writing one. Processes holding one of
+/// them (either end, in any access mode) are the child's (or escaped from
+/// it) and are ended after its exit (Linux).
+///
+/// On Unix it also keeps a copy of the parent's end of each pipe the child
+/// writes (stdout, stderr): after the exit, that copy tells with one `poll`
+/// whether any writer is left, so the search for holders runs only when
+/// something still holds them. The copies are read ends: they never keep
+/// the child from seeing its stdin close.
+#[derive(Debug, Clone, Default)]
+pub struct PipeIds {
+    pub(crate) ids: Vec<(u64, bool)>,
+    #[cfg(unix)]
+    pub(crate) watch: Vec<std::sync::Arc<std::os::fd::OwnedFd>>,
+}
+
+/// Two `PipeIds` are equal when they name the same pipes.
+impl PartialEq for PipeIds {
+    fn eq(&self, other: &Self) -> bool {
+        self.ids == other.ids
+    }
+}
+
+impl Eq for PipeIds {}
 
 impl PipeIds {
     /// The pipes of a child from the parent's ends of them: `stdin` (the
@@ -131,13 +150,17 @@ impl PipeIds {
         #[allow(clippy::unnecessary_cast)]
         let inode = |fd| rustix::fs::fstat(fd).ok().map(|stat| stat.st_ino as u64);
         let mut ids = Vec::with_capacity(3);
+        let mut watch = Vec::with_capacity(2);
         ids.extend(inode(stdin).map(|ino| (ino, false)));
-        ids.extend(
-            written_by_child
-                .into_iter()
-                .filter_map(|fd| inode(fd).map(|ino| (ino, true))),
-        );
-        Self(ids)
+        for fd in written_by_child {
+            let Some(ino) = inode(fd) else { continue };
+            ids.push((ino, true));
+            // A duplicate shares the open file: it sees the writers leave.
+            if let Ok(copy) = rustix::io::fcntl_dupfd_cloexec(fd, 0) {
+                watch.push(std::sync::Arc::new(copy));
+            }
+        }
+        Self { ids, watch }
     }
 }
 

@@ -21,6 +21,7 @@ use crate::rt::{ExampleRuntime, Program};
 pub mod log;
 pub mod options;
 mod pump;
+mod verbatim;
 
 pub use options::{Parsed, RelayOptions, USAGE, parse};
 

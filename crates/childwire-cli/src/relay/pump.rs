@@ -26,6 +26,7 @@ use childwire_core::jsonrpc::oversized_error;
 use super::exit_code;
 use super::log::{Direction, Log};
 use super::options::RelayOptions;
+use super::verbatim::{Verbatim, send_line};
 use crate::rt::ExampleRuntime;
 
 /// Exit codes of the relay's own failures, as shells use them.
@@ -88,7 +89,7 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
     config.max_send_size(limit);
     config.stdin_grace(options.stdin_grace);
     config.term_grace(options.term_grace);
-    let child = match Transport::<R>::spawn(&command, config) {
+    let child = match Transport::<R, Verbatim>::spawn_with(Verbatim, &command, config) {
         Ok(child) => child,
         Err(err) => {
             note!("relay: {err}");
@@ -156,7 +157,7 @@ const CAUGHT: [Signal; 1] = [Signal::Int];
 /// relay's own error answers name.
 struct Ends<'a, R: ExampleRuntime> {
     to_host: &'a Sender<R>,
-    to_child: &'a Sender<R>,
+    to_child: &'a Sender<R, Verbatim>,
     log: Option<&'a Log>,
     limit: usize,
 }
@@ -188,7 +189,7 @@ async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R>, ends: Ends
                 if let Some(log) = ends.log {
                     log.message(Direction::ToChild, &message);
                 }
-                match ends.to_child.send(message).await {
+                match send_line(ends.to_child, message.into_bytes()).await {
                     Ok(()) => {}
                     // The child takes no more (it exited or closed its
                     // stdin): reading on would be pointless.
@@ -218,7 +219,7 @@ async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R>, ends: Ends
 /// returns once everything before it was written; signals to relay are
 /// handled on the way.
 async fn child_to_host<'a, R: ExampleRuntime>(
-    mut from_child: Receiver<R>,
+    mut from_child: Receiver<R, Verbatim>,
     ends: Ends<'a, R>,
     stop: &mut Stop<'a>,
 ) -> Option<ExitReport> {
@@ -343,7 +344,7 @@ impl<'a> Stop<'a> {
     }
 
     /// Starts the child's shutdown; its report arrives like any other.
-    fn shut_down<R: ExampleRuntime>(&mut self, to_child: &'a Sender<R>) {
+    fn shut_down<R: ExampleRuntime>(&mut self, to_child: &'a Sender<R, Verbatim>) {
         if self.shutdown.is_some() {
             return;
         }
@@ -358,7 +359,7 @@ impl<'a> Stop<'a> {
     /// closed session with SIGHUP): the first runs the MCP shutdown on the
     /// child, whose end then arrives as the exit report like any other; a
     /// second one means "now": SIGKILL to the child's group at once.
-    fn on_signal<R: ExampleRuntime>(&mut self, signal: Signal, to_child: &'a Sender<R>) {
+    fn on_signal<R: ExampleRuntime>(&mut self, signal: Signal, to_child: &'a Sender<R, Verbatim>) {
         self.signalled += 1;
         let name = signal_name(signal);
         if self.signalled == 1 {

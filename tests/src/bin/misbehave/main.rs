@@ -20,6 +20,7 @@
 //! | `branch [ignore-term]`       | (the tree's middle) start a sleeper, report `ready LEAF` on stderr, block forever |
 //! | `grandchild [ignore-term] [hold-pipes] [setsid\|setpgid\|double-fork]` | start `misbehave sleeper [ignore-term]`, print `{"grandchild":PID}` once it is ready, echo, exit 0 (see below) |
 //! | `sleeper [ignore-term]`      | (the grandchild) report ready on stderr, block forever |
+//! | `grandchild setsid\|setpgid reopen-stdout-rw\|reopen-stderr-rw` | as `grandchild`, but the sleeper opens its parent's stdout (or stderr) anew, read-write, through `/proc/PPID/fd/N` (Linux), then closes its own stdio: a holder no write-only check finds |
 //! | `daemonize [ignore-term]`    | (the double fork's middle) start a `setsid` sleeper with this stdin/stdout, write its PID to stderr, exit 0 |
 //!
 //! The grandchild escapes its parent's process group with `setsid` (a new session, as Python's
@@ -152,6 +153,8 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
                     "setsid",
                     "setpgid",
                     "double-fork",
+                    "reopen-stdout-rw",
+                    "reopen-stderr-rw",
                 ],
             )?;
             let escape = if flags.has("setsid") {
@@ -166,7 +169,21 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
                     "setsid, setpgid and double-fork are Unix's".into(),
                 ));
             }
-            let pid = if flags.has("double-fork") {
+            let reopen = ["reopen-stdout-rw", "reopen-stderr-rw"]
+                .into_iter()
+                .find(|flag| flags.has(flag));
+            if reopen.is_some() && (!cfg!(target_os = "linux") || matches!(escape, Escape::Stay)) {
+                return Err(Failure::Usage(
+                    "reopen-*-rw needs /proc (Linux) and setsid or setpgid".into(),
+                ));
+            }
+            let pid = if let Some(reopen) = reopen {
+                let mut args = vec!["sleeper", reopen];
+                if flags.has("ignore-term") {
+                    args.push("ignore-term");
+                }
+                start_waiting(&args, false, escape)?.0
+            } else if flags.has("double-fork") {
                 daemonize_grandchild(flags.has("ignore-term"), flags.has("hold-pipes"))?
             } else {
                 start_grandchild(flags.has("ignore-term"), flags.has("hold-pipes"), escape)?
@@ -182,11 +199,26 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             writeln!(io::stderr(), "{pid}")?;
         }
         "sleeper" => {
-            if Flags::parse(rest, &["ignore-term"])?.has("ignore-term") {
+            let flags = Flags::parse(
+                rest,
+                &["ignore-term", "reopen-stdout-rw", "reopen-stderr-rw"],
+            )?;
+            if flags.has("ignore-term") {
                 unix::ignore_sigterm()?;
             }
+            // The parent's pipe, opened anew read-write: held until the end.
+            let held = if flags.has("reopen-stdout-rw") {
+                Some(reopen_parents_rw(1)?)
+            } else if flags.has("reopen-stderr-rw") {
+                Some(reopen_parents_rw(2)?)
+            } else {
+                None
+            };
             // stderr is the parent's private readiness pipe (see `start_grandchild`).
             writeln!(io::stderr(), "ready")?;
+            if held.is_some() {
+                unix::close_stdio();
+            }
             block_forever();
         }
         "tree" => {
@@ -440,6 +472,23 @@ fn start_waiting(args: &[&str], hold_pipes: bool, escape: Escape) -> io::Result<
     };
     // Not waited for on purpose: it is meant to outlive us, as a launcher's child would.
     Ok((child.id(), rest.to_owned()))
+}
+
+/// The parent's descriptor `fd` opened anew, read-write, through `/proc` (for a pipe, a new open
+/// file on the same pipe, with both access modes).
+#[cfg(unix)]
+fn reopen_parents_rw(fd: u32) -> io::Result<std::fs::File> {
+    let parent = std::os::unix::process::parent_id();
+    std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(format!("/proc/{parent}/fd/{fd}"))
+}
+
+/// `/proc` is Linux's (the scenario refuses these flags elsewhere).
+#[cfg(not(unix))]
+fn reopen_parents_rw(_fd: u32) -> io::Result<std::fs::File> {
+    Err(io::Error::new(io::ErrorKind::Unsupported, "no /proc here"))
 }
 
 /// The double fork of a daemon: `misbehave daemonize` starts the `setsid` sleeper (with our

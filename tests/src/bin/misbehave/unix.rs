@@ -63,6 +63,22 @@ pub(crate) fn pgid() -> io::Result<u32> {
     u32::try_from(pgid).map_err(|_| io::Error::last_os_error())
 }
 
+/// Closes stdin, stdout and stderr: what a daemon does once it holds what it needs.
+#[cfg(unix)]
+pub(crate) fn close_stdio() {
+    for fd in 0..=2 {
+        // SAFETY: closing descriptors 0-2, which no Rust value of this program owns (std's
+        // handles only name them); nothing reads or writes them after this.
+        unsafe {
+            libc::close(fd);
+        }
+    }
+}
+
+/// Without stdio descriptors to close there is nothing to do.
+#[cfg(not(unix))]
+pub(crate) fn close_stdio() {}
+
 /// Process groups are a Unix notion.
 #[cfg(not(unix))]
 pub(crate) fn pgid() -> io::Result<u32> {
