@@ -170,7 +170,7 @@ impl Checker {
             }
             Op::Exit(exit) => {
                 if self.exit.is_none() {
-                    self.exit = Some((exit, self.now, self.ended_by()));
+                    self.exit = Some((exit, self.now, self.ended_by(exit)));
                 }
                 self.lc.handle_exit(exit, self.now);
             }
@@ -247,9 +247,12 @@ impl Checker {
         Ok(())
     }
 
-    /// How an exit observed now must be reported.
-    fn ended_by(&self) -> EndedBy {
-        if self.kill_delivered {
+    /// How an exit observed now must be reported. A death by SIGTERM is
+    /// SIGTERM's doing even when SIGKILL went out before the exit was seen
+    /// (a clock that jumps past the term grace).
+    fn ended_by(&self, exit: Exit) -> EndedBy {
+        let died_of_term = exit == Exit::Signal(Signal::Term.number());
+        if self.kill_delivered && !(self.term_delivered && died_of_term) {
             EndedBy::Sigkill
         } else if self.term_delivered {
             EndedBy::Sigterm
