@@ -139,7 +139,7 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     );
     if c.polluted > 0 {
         say!(
-            "stdout: {} lines were not JSON messages (named above)",
+            "stdout lines that were not JSON messages: {} (named above)",
             c.polluted
         );
     }
