@@ -242,6 +242,46 @@ fn server_requests_notifications_and_an_unknown_protocol_are_handled() {
     );
 }
 
+// The server is a POSIX shell script.
+#[cfg(unix)]
+#[test]
+fn c39_a_banner_on_stdout_is_named_and_stderr_lines_show_their_level() {
+    // Prints a banner on stdout before its first message, logs a JSON-lines
+    // warning on stderr, then answers initialize.
+    let script = r#"
+        echo 'Starting server on stdio...'
+        echo '{"level":"warn","msg":"no config file, using defaults"}' >&2
+        read -r init
+        echo '{"jsonrpc":"2.0","id":1,"result":{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"bannered","version":"0"}}}'
+        cat >/dev/null
+    "#;
+    let out = mcp_client(&["--show-stderr", "sh", "-c", script]);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    for expected in [
+        "<- stdout line 1 is not a JSON message: text, like a banner",
+        "\"Starting server on stdio...\"",
+        "server: bannered 0",
+        "stdout lines that were not JSON messages: 1",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+    assert_eq!(
+        stdout.matches("is not a JSON message").count(),
+        1,
+        "{stdout}"
+    );
+    assert!(
+        out.stderr
+            .contains(r#"server stderr  warn | {"level":"warn","msg":"no config file"#),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn c11_a_missing_server_is_explained_with_a_failure_code() {
     let out = mcp_client(&["/definitely/not/an/mcp/server", "--flag"]);

@@ -6,6 +6,8 @@ use std::collections::BTreeSet;
 #[cfg(unix)]
 use childwire_conformance::{pid_exists, process_alive};
 
+use childwire_core::stderr_level::Level;
+
 use super::rt::{self, EnvPolicy, Exit};
 #[cfg(unix)]
 use super::rt::{Lines, Transport};
@@ -99,6 +101,37 @@ fn c13_a_std_command_built_by_the_caller_gets_pipes_and_a_process_group() {
         );
         let report = finish(t).await;
         assert_eq!(report.exit, Exit::Code(0));
+    });
+}
+
+#[test]
+fn c39_stderr_lines_carry_the_level_of_json_lines_pino_and_prefixed_logs() {
+    run(async {
+        let mut config = config();
+        let mut stderr = config.stderr_stream();
+        let mut t = start(&misbehave(&["stderr-levels"]), config);
+        let pid = pid_of(&t);
+        let lines = rt::spawn(async move {
+            let mut lines = Vec::new();
+            while let Some(line) = stderr.next_leveled().await {
+                lines.push((line.level(), line.raw().clone()));
+            }
+            lines
+        });
+        let (_, report) = drain_to_exit(&mut t).await;
+        assert_reaped(pid).await;
+        assert_eq!(report.exit, Exit::Code(0));
+        let lines = within(STEP, "the stream ends with the transport", lines).await;
+        let levels: Vec<_> = lines.iter().map(|(level, _)| *level).collect();
+        assert_eq!(
+            levels,
+            [Some(Level::Warn), Some(Level::Error), Some(Level::Info)]
+        );
+        assert_eq!(
+            &lines[2].1[..],
+            b"INFO: listening on stdio",
+            "the raw line is kept"
+        );
     });
 }
 

@@ -30,6 +30,7 @@ mod inbound;
 mod kill;
 mod lifecycle;
 mod outbound;
+mod pollution;
 mod spawn;
 mod stderr;
 mod support;

@@ -112,6 +112,13 @@ pub(super) fn config() -> Config {
     config
 }
 
+/// [`config`] with stdout pollution named (see `pollution.rs`).
+pub(super) fn polluted_config() -> Config {
+    let mut config = config();
+    config.pollution(Some(rt::PollutionPolicy::Deliver));
+    config
+}
+
 /// Spawns or panics with the spawn error's message.
 pub(super) fn start(cmd: &Command, config: Config) -> Transport {
     Transport::spawn(cmd, config).unwrap_or_else(|err| panic!("spawn failed: {err}"))

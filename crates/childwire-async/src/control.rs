@@ -4,6 +4,7 @@
 //! exit reads the rest of stdout within the receive bound. Every decision is
 //! the supervisor's; this task only carries events and actions.
 
+use childwire_core::stderr_level::{Level, level_of};
 use std::future::Future;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -289,7 +290,14 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             return false;
         }
         for line in self.stderr_lines.drain(..) {
-            tracing::debug!(target: "childwire::stderr", program = %self.program, "{}", String::from_utf8_lossy(&line));
+            // The level the line names is read only if the event is enabled.
+            tracing::debug!(
+                target: "childwire::stderr",
+                program = %self.program,
+                child_level = level_of(&line).map_or("none", Level::as_str),
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
             if let (Some(callback), false) = (&self.on_stderr_line, self.callback_panicked) {
                 if catch_unwind(AssertUnwindSafe(|| callback(&line))).is_err() {
                     tracing::error!(program = %self.program, "the stderr callback panicked; it is not called again");

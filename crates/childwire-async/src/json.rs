@@ -3,7 +3,9 @@
 
 use std::fmt;
 
-use childwire_core::{ExitReport, Framing, Malformed, Message, Oversized, Received, SendError};
+use childwire_core::{
+    ExitReport, Framing, Malformed, Message, Oversized, PollutionNotice, Received, SendError,
+};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
@@ -55,6 +57,10 @@ pub enum RecvJsonError {
     Oversized(Oversized),
     /// Bytes that break the framing were dropped; the stream goes on.
     Malformed(Malformed),
+    /// A line on stdout that is not a JSON message was named (a banner, a
+    /// log line, the other framing); the line itself follows, as a
+    /// [`Parse`](Self::Parse) error, unless the policy drops it.
+    Pollution(PollutionNotice),
     /// The child ended: the last item.
     Exited(Box<ExitReport>),
 }
@@ -67,6 +73,7 @@ impl fmt::Display for RecvJsonError {
             }
             RecvJsonError::Oversized(notice) => notice.fmt(f),
             RecvJsonError::Malformed(notice) => notice.fmt(f),
+            RecvJsonError::Pollution(notice) => notice.fmt(f),
             RecvJsonError::Exited(report) => write!(f, "the child {report}"),
         }
     }
@@ -92,6 +99,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                 .map_err(|error| RecvJsonError::Parse { message, error }),
             Received::Oversized(notice) => Err(RecvJsonError::Oversized(notice)),
             Received::Malformed(notice) => Err(RecvJsonError::Malformed(notice)),
+            Received::Pollution(notice) => Err(RecvJsonError::Pollution(notice)),
             Received::Exited(report) => Err(RecvJsonError::Exited(report)),
             // A variant added later: not a message of type T.
             _ => return None,

@@ -245,6 +245,10 @@ impl<F: Framing> Link<F> {
         counters.malformed = stats.malformed;
         counters.blank_lines = stats.blank_lines;
         counters.stderr_bytes = stderr_bytes;
+        if let Some(pollution) = inn.inbound.pollution_counts() {
+            counters.polluted = pollution.polluted;
+            counters.polluted_dropped = pollution.dropped;
+        }
         counters
     }
 }

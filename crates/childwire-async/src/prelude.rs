@@ -31,8 +31,8 @@ pub use bytes::Bytes;
 pub use childwire_core::{
     ChannelConfig, Closed, Command, ConfigError, Containment, ContentLength, Counters,
     EncodeErrorKind, EndedBy, EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed,
-    MalformedReason, Message, Oversized, Received, SendError, SendErrorKind, SpawnError,
-    StderrMode, StderrTailConfig,
+    MalformedReason, Message, Oversized, PollutionKind, PollutionNotice, PollutionPolicy, Received,
+    SendError, SendErrorKind, SpawnError, StderrLine, StderrMode, StderrTailConfig,
 };
 
 #[cfg(feature = "serde")]

@@ -11,7 +11,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use childwire_core::{Command, StderrMode};
+use childwire_core::{Command, StderrLine, StderrMode};
 use futures_core::Stream;
 
 use crate::StderrCallback;
@@ -107,6 +107,32 @@ impl StderrLines {
     /// The next line, or `None` once stderr is over.
     pub async fn next_line(&mut self) -> Option<Bytes> {
         std::future::poll_fn(|cx| Pin::new(&mut *self).poll_next(cx)).await
+    }
+
+    /// The next line with its level, or `None` once stderr is over: the
+    /// level a JSON-lines log (`level`, `lvl`, `severity`, pino's numbers)
+    /// or a prefix (`INFO:`, `[warn]`, `npm ERR!`) names, the raw line
+    /// kept. Stderr is where servers log: most lines are not errors.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
+    /// use childwire_async::{Command, Config, Transport};
+    /// use childwire_core::stderr_level::Level;
+    ///
+    /// let mut config = Config::default();
+    /// let mut stderr = config.stderr_stream();
+    /// let server = Transport::<R>::spawn(&Command::new("npx"), config)?;
+    /// while let Some(line) = stderr.next_leveled().await {
+    ///     let text = String::from_utf8_lossy(line.raw());
+    ///     match line.level() {
+    ///         Some(level) if level >= Level::Error => eprintln!("server error: {text}"),
+    ///         _ => eprintln!("server: {text}"),
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn next_leveled(&mut self) -> Option<StderrLine> {
+        self.next_line().await.map(StderrLine::new)
     }
 }
 

@@ -56,10 +56,14 @@ pub struct Config {
 
 impl Config {
     /// Calls `callback` with each line the child writes to stderr, in
-    /// addition to `tracing` (target `childwire::stderr`) and, with the
-    /// default [`StderrMode::Show`](crate::StderrMode::Show), this process's
-    /// stderr: a callback that shows the lines itself goes with
-    /// [`StderrMode::Capture`](crate::StderrMode::Capture).
+    /// addition to `tracing` (target `childwire::stderr`, the level the
+    /// line names in the field `child_level`) and, with the default
+    /// [`StderrMode::Show`](crate::StderrMode::Show), this process's
+    /// stderr, as the child wrote it: a callback that shows the lines
+    /// itself goes with [`StderrMode::Capture`](crate::StderrMode::Capture).
+    /// [`level_of`](childwire_core::stderr_level::level_of) reads a line's
+    /// level (JSON-lines logs, pino, `INFO:` prefixes): most stderr lines
+    /// are logs, not errors.
     pub fn on_stderr_line(
         &mut self,
         callback: impl Fn(&[u8]) + Send + Sync + 'static,

@@ -102,7 +102,8 @@ impl<F: Framing> Channel<F> {
     /// A channel framing both directions with `framing`, within `config`.
     pub fn new(framing: F, config: &ChannelConfig) -> Self {
         Self {
-            inbound: Inbound::new(&framing, config.max_message_size, config.recv_high_water),
+            inbound: Inbound::new(&framing, config.max_message_size, config.recv_high_water)
+                .with_pollution(config.pollution),
             outbound: Outbound::new(
                 framing,
                 config.max_send_size,
@@ -224,6 +225,7 @@ impl<F: Framing> Channel<F> {
 /// The counters of a channel's two halves.
 pub fn counters<F: Framing>(inbound: &Inbound<F>, outbound: &Outbound<F>) -> Counters {
     let stats = inbound.stats();
+    let pollution = inbound.pollution_counts();
     Counters {
         messages_in: stats.messages,
         bytes_in: stats.bytes,
@@ -233,5 +235,7 @@ pub fn counters<F: Framing>(inbound: &Inbound<F>, outbound: &Outbound<F>) -> Cou
         malformed: stats.malformed,
         blank_lines: stats.blank_lines,
         stderr_bytes: 0,
+        polluted: pollution.map_or(0, |counts| counts.polluted),
+        polluted_dropped: pollution.map_or(0, |counts| counts.dropped),
     }
 }

@@ -7,6 +7,7 @@ use std::time::Duration;
 use crate::decoder::DEFAULT_MAX_MESSAGE_SIZE;
 use crate::encoder::DEFAULT_HIGH_WATER;
 use crate::lifecycle::LifecycleConfig;
+use crate::pollution::PollutionPolicy;
 use crate::stderr_tail::StderrTailConfig;
 
 /// The default receive high-water mark: 4 MiB of messages waiting for the
@@ -34,6 +35,16 @@ pub struct ChannelConfig {
     /// before sending fails as stalled and the write side is closed.
     /// Default: no limit.
     pub write_timeout: Option<Duration>,
+    /// Whether to name stdout pollution and framing mismatch: a line that
+    /// is not a JSON message (a banner, a log line, `Content-Length`
+    /// framing on an NDJSON channel, or NDJSON on a `Content-Length` one)
+    /// is reported once per kind as a `Pollution` notice, before it, with
+    /// the [`PollutionPolicy`] deciding whether the line itself is still
+    /// delivered. Default: `None`, no detection: every line is delivered
+    /// as it came, with no notice. An MCP host wants
+    /// `Some(PollutionPolicy::Deliver)`: the same lines, each cause named
+    /// once.
+    pub pollution: Option<PollutionPolicy>,
 }
 
 impl Default for ChannelConfig {
@@ -44,6 +55,7 @@ impl Default for ChannelConfig {
             send_high_water: DEFAULT_HIGH_WATER,
             recv_high_water: DEFAULT_RECV_HIGH_WATER,
             write_timeout: None,
+            pollution: None,
         }
     }
 }
@@ -98,6 +110,8 @@ impl Config {
         recv_high_water: usize => channel.recv_high_water;
         /// Sets [`ChannelConfig::write_timeout`].
         write_timeout: Option<Duration> => channel.write_timeout;
+        /// Sets [`ChannelConfig::pollution`].
+        pollution: Option<PollutionPolicy> => channel.pollution;
         /// Sets [`LifecycleConfig::stdin_grace`].
         stdin_grace: Duration => lifecycle.stdin_grace;
         /// Sets [`LifecycleConfig::term_grace`].

@@ -415,6 +415,10 @@ impl FrameDecoder for ContentLengthDecoder {
     fn max_message_size(&self) -> usize {
         ContentLengthDecoder::max_message_size(self)
     }
+
+    fn dropping_head(&self) -> Option<&[u8]> {
+        self.parser.dropping_head()
+    }
 }
 
 /// Bytes the [`Parser`] reads from: the decoder's frozen input, or the
@@ -492,6 +496,15 @@ impl Parser {
             body: BytesMut::new(),
             max_message_size,
             stats: DecoderStats::default(),
+        }
+    }
+
+    /// The bytes dropped after a broken header block, while its notice
+    /// is not given yet.
+    pub(crate) fn dropping_head(&self) -> Option<&[u8]> {
+        match &self.state {
+            State::Resync(resync) => resync.pending_head(),
+            _ => None,
         }
     }
 

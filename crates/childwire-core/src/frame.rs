@@ -7,6 +7,8 @@ use std::str::Utf8Error;
 
 use bytes::Bytes;
 
+use crate::pollution::PollutionNotice;
+
 /// How many bytes of a dropped frame are kept in [`Oversized::head`] and
 /// [`Malformed::head`]: enough to see what it was.
 pub const OVERSIZED_HEAD_LEN: usize = 1024;
@@ -39,6 +41,14 @@ pub enum Frame {
     /// from the next frame the decoder can find. Line framing never yields
     /// this: every byte sequence is made of lines.
     Malformed(Malformed),
+    /// A line on stdout that is not a JSON message (a banner, a log line,
+    /// the other framing), named once per kind, just before that line (or
+    /// before the [`Malformed`] notice of a `Content-Length` header block
+    /// it broke). Only from an [`Inbound`](crate::inbound::Inbound) with
+    /// pollution detection on (see
+    /// [`ChannelConfig::pollution`](crate::config::ChannelConfig::pollution));
+    /// a decoder never yields it.
+    Pollution(PollutionNotice),
 }
 
 /// One message: the bytes of a frame, without its framing.

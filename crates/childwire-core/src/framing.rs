@@ -74,6 +74,20 @@ pub trait FrameDecoder: fmt::Debug + Send + 'static {
 
     /// The largest message delivered; longer ones become notices.
     fn max_message_size(&self) -> usize;
+
+    /// The first bytes (up to [`OVERSIZED_HEAD_LEN`](crate::frame::OVERSIZED_HEAD_LEN))
+    /// of a broken frame being dropped whose [`Frame::Malformed`] notice is
+    /// not given yet, or `None`.
+    ///
+    /// A `Content-Length` decoder gives the notice only once the next
+    /// header (or the end of the stream) shows where the broken part ends;
+    /// an NDJSON peer never writes one. This lets an
+    /// [`Inbound`](crate::inbound::Inbound) name the mismatch as soon as
+    /// the first line is in. The default, for framings that never drop
+    /// bytes this way, is `None`.
+    fn dropping_head(&self) -> Option<&[u8]> {
+        None
+    }
 }
 
 /// A wire format: creates the [`FrameDecoder`] for inbound bytes, and frames

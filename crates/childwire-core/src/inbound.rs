@@ -6,8 +6,9 @@ use std::mem::size_of;
 
 use bytes::Bytes;
 
-use crate::frame::{DecoderStats, Frame};
+use crate::frame::{DecoderStats, Frame, Malformed, MalformedReason};
 use crate::framing::{FrameDecoder, Framing, Lines};
+use crate::pollution::{NOTICE_HEAD_LEN, PollutionCounts, PollutionDetector, PollutionPolicy};
 
 /// What a queued frame costs beyond its bytes: the frame itself in the
 /// queue, and its share of the buffer header its bytes hang from. Counting
@@ -38,6 +39,11 @@ pub struct Inbound<F: Framing = Lines> {
     cost: usize,
     high_water: usize,
     eof: bool,
+    /// Names lines that are not JSON messages; `None`: off.
+    pollution: Option<PollutionDetector>,
+    /// The broken header block being dropped now was already looked at,
+    /// from its first line: its `Malformed` notice is not looked at again.
+    named_early: bool,
 }
 
 impl<F: Framing> Inbound<F> {
@@ -51,7 +57,36 @@ impl<F: Framing> Inbound<F> {
             cost: 0,
             high_water,
             eof: false,
+            pollution: None,
+            named_early: false,
         }
+    }
+
+    /// The same half, naming stdout pollution and framing mismatch with
+    /// `policy` (`None`: off, as [`new`](Self::new) makes it): each kind of
+    /// line that is not a JSON message is announced once by a
+    /// [`Frame::Pollution`] notice queued just before it.
+    ///
+    /// ```
+    /// use childwire_core::{Frame, Inbound, Lines, PollutionPolicy};
+    ///
+    /// let mut inbound = Inbound::new(&Lines, 1 << 20, 1 << 20)
+    ///     .with_pollution(Some(PollutionPolicy::Deliver));
+    /// inbound.handle_data(b"Starting server on stdio\n{\"id\":1}\n");
+    /// let Some(Frame::Pollution(notice)) = inbound.poll_received() else { panic!() };
+    /// assert!(notice.to_string().contains("banner"));
+    /// assert!(matches!(inbound.poll_received(), Some(Frame::Message(m)) if &m[..] == b"Starting server on stdio"));
+    /// assert!(matches!(inbound.poll_received(), Some(Frame::Message(_))));
+    /// ```
+    #[must_use]
+    pub fn with_pollution(mut self, policy: Option<PollutionPolicy>) -> Self {
+        self.pollution = policy.map(PollutionDetector::new);
+        self
+    }
+
+    /// The pollution counters, with detection on.
+    pub fn pollution_counts(&self) -> Option<&PollutionCounts> {
+        self.pollution.as_ref().map(PollutionDetector::counts)
     }
 
     /// Bytes read from the peer.
@@ -136,10 +171,52 @@ impl<F: Framing> Inbound<F> {
 
     fn collect(&mut self) {
         let (queue, cost_sum) = (&mut self.queue, &mut self.cost);
-        self.decoder.drain_frames(|frame| {
+        let mut push = |frame: Frame| {
             *cost_sum += cost(&frame);
             queue.push_back(frame);
+        };
+        let Some(detector) = self.pollution.as_mut() else {
+            self.decoder.drain_frames(push);
+            return;
+        };
+        let named_early = &mut self.named_early;
+        self.decoder.drain_frames(|frame| match &frame {
+            Frame::Message(message) => {
+                let observed = detector.observe(message);
+                if let Some(notice) = observed.notice {
+                    push(Frame::Pollution(notice));
+                }
+                if observed.deliver {
+                    push(frame);
+                }
+            }
+            Frame::Malformed(malformed) => {
+                if !std::mem::take(named_early) {
+                    if let Some(notice) = detector.observe_malformed(malformed) {
+                        push(Frame::Pollution(notice));
+                    }
+                }
+                push(frame);
+            }
+            _ => push(frame),
         });
+        // A `Content-Length` decoder drops a broken header block up to the
+        // next header, which an NDJSON peer never writes: name it from its
+        // first line, not when the stream ends.
+        if self.named_early {
+            return;
+        }
+        let Some(head) = self.decoder.dropping_head() else {
+            return;
+        };
+        if memchr::memchr(b'\n', head).is_none() && head.len() < NOTICE_HEAD_LEN {
+            return;
+        }
+        self.named_early = true;
+        let block = Malformed::new(MalformedReason::InvalidHeader, Bytes::copy_from_slice(head));
+        if let Some(notice) = detector.observe_malformed(&block) {
+            push(Frame::Pollution(notice));
+        }
     }
 }
 
@@ -164,5 +241,6 @@ fn cost(frame: &Frame) -> usize {
             Frame::Message(m) => m.len(),
             Frame::Oversized(o) => o.head.len() + o.json_rpc_id().map_or(0, |id| id.len()),
             Frame::Malformed(m) => m.head.len(),
+            Frame::Pollution(p) => p.head.len(),
         }
 }

@@ -363,6 +363,13 @@ pub struct Observed {
 /// One channel's pollution reporter: reports each [`PollutionKind`] once,
 /// with its bytes, and counts every line.
 ///
+/// Once a framing mismatch is named
+/// ([`ContentLengthHeader`](PollutionKind::ContentLengthHeader) or
+/// [`JsonOnContentLength`](PollutionKind::JsonOnContentLength)), later
+/// lines of other kinds are only counted: they are what the other framing
+/// looks like through this one (an LSP body glued to the next header reads
+/// as broken JSON), and one notice names the cause.
+///
 /// Call [`observe`](Self::observe) with each message the decoder delivers,
 /// before handing it on, and [`observe_malformed`](Self::observe_malformed)
 /// with each [`Malformed`] notice of a `Content-Length` decoder.
@@ -370,6 +377,8 @@ pub struct Observed {
 pub struct PollutionDetector {
     policy: PollutionPolicy,
     reported: [bool; PollutionKind::ALL.len()],
+    /// A framing mismatch was named: no more notices.
+    mismatch_named: bool,
     counts: PollutionCounts,
 }
 
@@ -438,10 +447,14 @@ impl PollutionDetector {
         self.counts.polluted += 1;
         self.counts.by_kind[kind.index()] += 1;
         let reported = &mut self.reported[kind.index()];
-        if *reported {
+        if *reported || self.mismatch_named {
             return None;
         }
         *reported = true;
+        self.mismatch_named = matches!(
+            kind,
+            PollutionKind::ContentLengthHeader | PollutionKind::JsonOnContentLength
+        );
         Some(PollutionNotice {
             kind,
             line: self.counts.lines,

@@ -25,6 +25,13 @@ pub struct Counters {
     pub blank_lines: u64,
     /// Bytes the child wrote to stderr.
     pub stderr_bytes: u64,
+    /// Lines on stdout that were not JSON messages (and `Content-Length`
+    /// header blocks that were another framing), with pollution detection
+    /// on (see [`ChannelConfig::pollution`](crate::config::ChannelConfig::pollution)).
+    pub polluted: u64,
+    /// Of them, lines dropped by
+    /// [`PollutionPolicy::Drop`](crate::pollution::PollutionPolicy::Drop).
+    pub polluted_dropped: u64,
 }
 
 /// How the child ended, with its stderr tail and counters.

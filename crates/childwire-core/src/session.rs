@@ -19,6 +19,7 @@ use crate::inbound::Inbound;
 use crate::joint;
 use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError, Swept};
 use crate::outbound::{Closed, Outbound, SendError};
+use crate::pollution::PollutionNotice;
 use crate::report::{Counters, ExitReport};
 use crate::supervisor::Supervisor;
 
@@ -33,6 +34,10 @@ pub enum Received {
     /// Bytes that break the wire format were dropped; the session goes on.
     /// Never with line framing.
     Malformed(Malformed),
+    /// A line on stdout that is not a JSON message (a banner, a log line,
+    /// the other framing), named once per kind, just before it; the session
+    /// goes on. See [`ChannelConfig::pollution`](crate::config::ChannelConfig::pollution).
+    Pollution(PollutionNotice),
     /// The child's end. Always the last item, after every message it wrote.
     /// Boxed: it is much larger than a message, and items move through
     /// queues.
@@ -46,6 +51,7 @@ impl From<Frame> for Received {
             Frame::Message(m) => Received::Message(m),
             Frame::Oversized(o) => Received::Oversized(o),
             Frame::Malformed(m) => Received::Malformed(m),
+            Frame::Pollution(p) => Received::Pollution(p),
         }
     }
 }
@@ -154,7 +160,8 @@ impl<F: Framing> Session<F> {
     pub fn with_framing(framing: F, config: &Config, process_group: bool, now: Instant) -> Self {
         let channel = &config.channel;
         Self {
-            inbound: Inbound::new(&framing, channel.max_message_size, channel.recv_high_water),
+            inbound: Inbound::new(&framing, channel.max_message_size, channel.recv_high_water)
+                .with_pollution(channel.pollution),
             outbound: Outbound::new(
                 framing,
                 channel.max_send_size,

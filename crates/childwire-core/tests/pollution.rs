@@ -94,6 +94,7 @@ fn c39_an_lsp_server_spoken_to_as_ndjson_is_named_once() {
     );
     let mut detector = PollutionDetector::default();
     let (_, notices) = through_lines(&mut detector, wire.as_bytes());
+    assert_eq!(notices.len(), 1, "one notice names the cause: {notices:?}");
     assert_eq!(notices[0].kind, PollutionKind::ContentLengthHeader);
     assert_eq!(notices[0].line, 1);
     assert!(

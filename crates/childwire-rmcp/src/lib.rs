@@ -216,6 +216,9 @@ impl<R: ServiceRole> ChildwireTransport<R> {
             }
             Received::Oversized(notice) => self.oversized(&notice),
             Received::Exited(report) => self.exited(*report),
+            // A banner or the other framing on stdout, named once (with
+            // `ChannelConfig::pollution` on); the line itself follows.
+            Received::Pollution(notice) => tracing::warn!("the MCP server: {notice}"),
             other => tracing::warn!("{other:?}"),
         }
     }

@@ -344,6 +344,9 @@ impl ChildwireTransport {
                 inbound.ready.push_back(payload);
             }
             Received::Oversized(notice) => self.oversized(inbound, &notice),
+            // A banner or the other framing on stdout, named once (with
+            // `ChannelConfig::pollution` on); the line itself follows.
+            Received::Pollution(notice) => tracing::warn!("the MCP server: {notice}"),
             Received::Exited(report) => {
                 if report.unexpected() {
                     tracing::warn!("the MCP server {report}");

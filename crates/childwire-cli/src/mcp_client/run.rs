@@ -3,8 +3,10 @@
 
 use std::time::Duration;
 
+use childwire::core::stderr_level::{Level, level_of};
 use childwire::{
-    Command, Config, EnvPolicy, ExitReport, Runtime, SpawnError, StderrMode, Transport,
+    Command, Config, EnvPolicy, ExitReport, PollutionPolicy, Runtime, SpawnError, StderrMode,
+    Transport,
 };
 use serde_json::{Map, Value, json};
 
@@ -64,9 +66,17 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     });
     command.stderr(StderrMode::Capture);
     let mut config = Config::default();
+    // A banner or the other framing on stdout is named, not just misread.
+    config.pollution(Some(PollutionPolicy::Deliver));
     if options.show_stderr {
         config.on_stderr_line(|line: &[u8]| {
-            note!("   server stderr | {}", String::from_utf8_lossy(line));
+            // The level the line names (JSON-lines logs, pino, `INFO:`):
+            // stderr is logs, and most of it is not an error.
+            let level = level_of(line).map_or("", Level::as_str);
+            note!(
+                "   server stderr {level:>5} | {}",
+                String::from_utf8_lossy(line)
+            );
         });
     }
 
@@ -127,6 +137,12 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
         c.oversized,
         c.stderr_bytes
     );
+    if c.polluted > 0 {
+        say!(
+            "stdout lines that were not JSON messages: {} (named above)",
+            c.polluted
+        );
+    }
 
     match outcome {
         Outcome::Done if report.shutdown_requested => 0,

@@ -178,6 +178,11 @@ impl<R: Runtime> Session<R> {
                         return Err(Failure::Oversized(notice.len));
                     }
                 }
+                Some(Received::Pollution(notice)) => {
+                    // A banner, a log line or the other framing on stdout:
+                    // named once; the line itself follows.
+                    say!("<- {notice}");
+                }
                 Some(Received::Exited(report)) => {
                     self.exited = Some((*report).clone());
                     return Err(Failure::Exited(report));

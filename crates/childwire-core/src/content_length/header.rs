@@ -506,6 +506,11 @@ impl Resync {
         !self.sent
     }
 
+    /// The dropped bytes so far, while the notice is not given yet.
+    pub(super) fn pending_head(&self) -> Option<&[u8]> {
+        (!self.sent).then_some(&self.head[..])
+    }
+
     /// Bytes held: see the memory bound on the decoder.
     pub(super) fn held(&self) -> usize {
         self.head.capacity()

@@ -44,10 +44,19 @@ pub(crate) fn lie_then_good_frames(lie: Lie) -> io::Result<()> {
         }
         Lie::LfOnly => {}
     }
-    for n in 0..GOOD_FRAMES {
+    good_frames_with(GOOD_FRAMES, |n| matches!(lie, Lie::LfOnly) && n % 2 == 0)
+}
+
+/// Writes `count` good frames, as an LSP server would.
+pub(crate) fn good_frames(count: usize) -> io::Result<()> {
+    good_frames_with(count, |_| false)
+}
+
+/// Writes `count` good frames; those `sloppy` says end header lines with `\n` alone.
+fn good_frames_with(count: usize, sloppy: impl Fn(usize) -> bool) -> io::Result<()> {
+    for n in 0..count {
         let body = format!("{{\"jsonrpc\":\"2.0\",\"method\":\"n\",\"params\":{n}}}");
-        let sloppy = matches!(lie, Lie::LfOnly) && n % 2 == 0;
-        let eol = if sloppy { "\n" } else { "\r\n" };
+        let eol = if sloppy(n) { "\n" } else { "\r\n" };
         write_piece(format!("Content-Length: {}{eol}{eol}{body}", body.len()).as_bytes())?;
     }
     Ok(())

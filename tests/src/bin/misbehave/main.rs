@@ -33,6 +33,7 @@
 //! | `no-read`                    | print `{"ready":true}`, block forever without reading stdin |
 //! | `fail-start`                 | `Error: Cannot find module 'x'` on stderr, exit 1 |
 //! | `stderr-then-exit CODE`      | three stderr lines, exit with CODE |
+//! | `stderr-levels`              | three log lines on stderr (JSON-lines `warn`, pino `50`, `INFO:` prefix), exit 0 |
 //! | `print-env`                  | one `KEY=VALUE` line per variable (sorted), exit 0 |
 //! | `print-cwd`                  | `cwd=PATH`, exit 0 |
 //! | `print-args ARGS...`         | one `[I]=ARG` line per argument, exit 0 |
@@ -40,6 +41,8 @@
 //! | `print-stderr`               | `stderr=TARGET`, what fd 2 is (`/dev/null`, `pipe:[N]`, ...; Linux), exit 0 |
 //! | `slow-reader`                | echo one line per 10 ms |
 //! | `garbage BYTES SEED`         | BYTES pseudo-random bytes (dense in `\n`, `\r`, invalid UTF-8), `\n{"after":"garbage"}`, echo |
+//! | `banner`                     | `Starting server on stdio...` and `Listening for JSON-RPC on stdin`, then echo (stdout pollution) |
+//! | `lsp`                        | three Content-Length frames `{"jsonrpc":"2.0","method":"n","params":I}` (an LSP server), then echo |
 //! | `content-length-lie KIND`    | Content-Length framing: one lie (`short`: a header claiming fewer bytes than its body; `over-long`: a 9000-byte header block; `lf-only`: every other frame's header lines end with `\n`), then 20 good frames `{"jsonrpc":"2.0","method":"n","params":I}`, exit 0 |
 //!
 //! "Block forever" never ends on its own: only a signal does. Write errors (the reader went away)
@@ -117,6 +120,14 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
         }
         "invalid-utf8" => {
             say(b"\xff\xfe bad\n{\"s\":\"\xc3\x28\"}\n\xed\xa0\x80 surrogate\n{\"valid\":true}\n")?;
+            echo(ECHO)?;
+        }
+        "banner" => {
+            say(b"Starting server on stdio...\nListening for JSON-RPC on stdin\n")?;
+            echo(ECHO)?;
+        }
+        "lsp" => {
+            content_length::good_frames(3)?;
             echo(ECHO)?;
         }
         "blank-lines" => {
@@ -266,6 +277,16 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
                 writeln!(err, "stderr line {i} of 3")?;
             }
             return Ok(code);
+        }
+        "stderr-levels" => {
+            let mut err = io::stderr().lock();
+            writeln!(err, r#"{{"level":"warn","message":"disk almost full"}}"#)?;
+            writeln!(
+                err,
+                r#"{{"level":50,"time":1,"pid":7,"msg":"tool failed"}}"#
+            )?;
+            writeln!(err, "INFO: listening on stdio")?;
+            return Ok(0);
         }
         "print-env" => {
             let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();

@@ -1,0 +1,92 @@
+//! Stdout pollution and framing mismatch are named, once, and the session goes on (C39).
+//!
+//! A server that prints a banner before its JSON, an LSP server spoken to as NDJSON, and an
+//! NDJSON server on a `Content-Length` channel each give one `Received::Pollution` notice naming
+//! the cause, then the transport carries on as before.
+
+use childwire_core::ContentLength;
+
+use super::rt::{self, PollutionKind, Received};
+use super::support::*;
+
+#[test]
+fn c39_a_banner_then_json_server_gives_one_notice_naming_a_banner_then_its_messages() {
+    run(async {
+        let mut t = start(&misbehave(&["banner"]), polluted_config());
+        let Received::Pollution(notice) = recv(&mut t).await else {
+            panic!("the banner is named first");
+        };
+        assert_eq!(notice.kind, PollutionKind::Text);
+        assert_eq!(notice.line, 1);
+        assert!(notice.to_string().contains("banner"), "{notice}");
+        assert!(notice.head.starts_with(b"Starting server"), "{notice}");
+        // The default policy still delivers the lines, and names the second one no more.
+        assert_eq!(text(&mut t).await, "Starting server on stdio...");
+        assert_eq!(text(&mut t).await, "Listening for JSON-RPC on stdin");
+        roundtrip(&mut t, r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await;
+        let report = finish(t).await;
+        assert!(report.success(), "{report}");
+        assert_eq!(report.counters.polluted, 2, "{report:?}");
+    });
+}
+
+#[test]
+fn c39_an_lsp_server_spoken_to_as_ndjson_gives_one_notice_naming_content_length_framing() {
+    run(async {
+        let t = start(&misbehave(&["lsp"]), polluted_config());
+        let pid = pid_of(&t);
+        let (tx, mut rx) = t.split();
+        let Some(Received::Pollution(notice)) = within(STEP, "recv", rx.recv()).await else {
+            panic!("the header line is named first");
+        };
+        assert_eq!(notice.kind, PollutionKind::ContentLengthHeader);
+        assert!(
+            notice.to_string().contains("`Content-Length:` header"),
+            "{notice}"
+        );
+        // Then only messages: the bodies glued to the next header are not named again.
+        let (messages, report) = finish_split(pid, tx, rx).await;
+        assert!(report.success(), "{report}");
+        assert_eq!(messages.len(), 4, "{messages:?}");
+        assert_eq!(
+            messages.last().map(Vec::as_slice),
+            Some(&br#"{"jsonrpc":"2.0","method":"n","params":2}"#[..])
+        );
+        assert_eq!(report.counters.polluted, 3, "{report:?}");
+    });
+}
+
+#[test]
+fn c39_an_ndjson_server_on_a_content_length_channel_gives_one_notice_naming_ndjson() {
+    run(async {
+        // `no-read` prints one JSON line and blocks: the notice must come from that line, not
+        // from the end of the stream.
+        let cmd = misbehave(&["no-read"]);
+        let mut t = rt::Transport::spawn_with(ContentLength, &cmd, polluted_config())
+            .unwrap_or_else(|err| panic!("spawn failed: {err}"));
+        let pid = t.id().expect("a running child has a pid");
+        let Some(Received::Pollution(notice)) = within(STEP, "recv", t.recv()).await else {
+            panic!("the JSON line is named while the child runs");
+        };
+        assert_eq!(notice.kind, PollutionKind::JsonOnContentLength);
+        assert!(
+            notice.to_string().contains("newline-delimited JSON"),
+            "{notice}"
+        );
+        assert_eq!(&notice.head[..], b"{\"ready\":true}\n");
+        // The session goes on: sending works, and shutdown ends the child as usual.
+        within(
+            STEP,
+            "send",
+            t.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#),
+        )
+        .await
+        .expect("send");
+        let report = within(STEP, "shutdown", t.shutdown())
+            .await
+            .expect("shutdown");
+        assert_reaped(pid).await;
+        assert_ended_after_stdin_grace(&report);
+        assert_eq!(report.counters.polluted, 1, "{report:?}");
+    });
+}
