@@ -32,6 +32,7 @@ mod lifecycle;
 mod outbound;
 mod spawn;
 mod stderr;
+mod supervised;
 mod support;
 #[cfg(windows)]
 mod windows;
