@@ -7,8 +7,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use super::rt::{
-    Closed, Exit, ExitReport, GiveUpReason, Received, SendErrorKind, Supervised, SupervisedEvent,
-    Supervision,
+    self, Closed, Exit, ExitReport, GiveUpReason, Received, SendErrorKind, Supervised,
+    SupervisedEvent, Supervision, WhileDown,
 };
 use super::support::*;
 
@@ -268,5 +268,100 @@ fn c37_pending_requests_get_error_responses_on_restart_and_on_exit() {
             within(STEP, "recv after the end", s.recv()).await.is_none(),
             "nothing after the last error response"
         );
+    });
+}
+
+#[test]
+fn c36_a_child_that_dies_during_reinit_counts_as_a_crash() {
+    run(async {
+        // The step waits for a greeting the crashing child never sends: it sees the end instead.
+        let mut s = Supervised::spawn(&misbehave(&["fail-start"]), config(), supervision(1), |t| {
+            Box::pin(async move {
+                match t.recv().await {
+                    Some(Received::Message(_)) => Ok(()),
+                    other => Err(format!("no greeting: {other:?}").into()),
+                }
+            })
+        })
+        .expect("spawn");
+        assert_eq!(exited(&mut s).await.exit, Exit::Code(1));
+        match event(&mut s).await {
+            SupervisedEvent::ReinitFailed { generation, error } => {
+                assert_eq!(generation, 2);
+                assert!(error.to_string().contains("no greeting"), "{error}");
+            }
+            other => panic!("expected the failed re-initialization, got {other:?}"),
+        }
+        let report = exited(&mut s).await;
+        assert_eq!(report.exit, Exit::Code(1), "{report}");
+        match event(&mut s).await {
+            SupervisedEvent::GaveUp(verdict) => assert_eq!(verdict.reports.len(), 2),
+            other => panic!("expected the verdict, got {other:?}"),
+        }
+        assert!(
+            within(STEP, "recv after the verdict", s.recv())
+                .await
+                .is_none()
+        );
+    });
+}
+
+/// An echo child whose re-initialization is one `INIT` round trip.
+#[cfg(unix)]
+fn echo_supervised(while_down: WhileDown) -> Supervised {
+    let mut supervision = supervision(3);
+    supervision.while_down = while_down;
+    Supervised::spawn(&misbehave(&["echo"]), config(), supervision, |t| {
+        Box::pin(async move {
+            t.send(INIT).await?;
+            match t.recv().await {
+                Some(Received::Message(m)) if m.bytes() == INIT.as_bytes() => Ok(()),
+                other => Err(format!("no answer to init: {other:?}").into()),
+            }
+        })
+    })
+    .expect("spawn")
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_a_send_while_the_child_is_down_waits_for_the_next_generation() {
+    run(async {
+        let mut s = echo_supervised(WhileDown::Wait);
+        kill_9(s.id().expect("a pid"));
+        exited(&mut s).await;
+        // Down until the next recv restarts it: this send waits for the re-initialized child.
+        let sender = s.sender();
+        let sent = rt::spawn(async move { sender.send(r#"{"queued":true}"#).await.is_ok() });
+        restarted(&mut s, 2).await;
+        assert!(
+            within(STEP, "the waiting send", sent).await,
+            "sent to generation 2"
+        );
+        assert_eq!(text_of(&mut s).await, r#"{"queued":true}"#);
+        within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
+    });
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_a_send_while_the_child_is_down_fails_at_once_when_asked() {
+    run(async {
+        let mut s = echo_supervised(WhileDown::Fail);
+        kill_9(s.id().expect("a pid"));
+        exited(&mut s).await;
+        let refused = within(STEP, "send while down", s.send("{}"))
+            .await
+            .expect_err("the child is down");
+        assert_eq!(refused.kind(), SendErrorKind::Closed(Closed::Exited));
+        let report = refused.exit_report().expect("the last report");
+        assert_eq!(report.exit, Exit::Signal(9), "{report}");
+        restarted(&mut s, 2).await;
+        roundtrip_supervised(&mut s, r#"{"after":"restart"}"#).await;
+        within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
     });
 }

@@ -211,6 +211,9 @@ pub struct Supervised<R: Runtime, F: Framing = Lines> {
     /// The running generation's re-initialization failed: its end is
     /// unexpected whatever its report says.
     reinit_failed: bool,
+    /// That generation's report from its shutdown: the step may have
+    /// received the receiver's copy already.
+    reinit_end: Option<ExitReport>,
     rt: R,
 }
 
@@ -269,6 +272,7 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
             queue: VecDeque::new(),
             reports: VecDeque::new(),
             reinit_failed: false,
+            reinit_end: None,
             rt,
         })
     }
@@ -321,14 +325,21 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
             match &mut self.phase {
                 Phase::Over => return None,
                 Phase::Running(rx) => match rx.recv().await {
-                    Some(Received::Exited(report)) => self.ended(*report),
+                    Some(Received::Exited(report)) => {
+                        self.reinit_end = None;
+                        self.ended(*report);
+                    }
                     Some(item) => {
                         self.note_received(&item);
                         return Some(SupervisedEvent::Received(item));
                     }
-                    // A child's stream ends with its report; without one
-                    // the driver is gone: nothing more will come.
-                    None => self.finish(),
+                    // A child's stream ends with its report, unless a
+                    // failed re-initialization step received it; without
+                    // one the driver is gone: nothing more will come.
+                    None => match self.reinit_end.take() {
+                        Some(report) => self.ended(report),
+                        None => self.finish(),
+                    },
                 },
                 Phase::Waiting(at) => {
                     let at = *at;
@@ -479,8 +490,9 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
             self.reinit_failed = true;
             self.queue
                 .push_back(SupervisedEvent::ReinitFailed { generation, error });
-            // Its end comes through the receiver, counted as unexpected.
-            let _ = tx.shutdown().await;
+            // Its end comes through the receiver (or from here, if the
+            // step took the receiver's copy), counted as unexpected.
+            self.reinit_end = tx.shutdown().await.ok();
             return;
         }
         let stopped = {
