@@ -252,7 +252,7 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
         let mut policy = RestartPolicy::new(supervision.restart, supervision.seed);
         policy.handle_started(rt.now());
         let shared = Shared::new(
-            tx,
+            Arc::new(tx),
             supervision.while_down,
             config.channel.write_timeout,
             supervision.track_requests,
@@ -485,6 +485,7 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
         let generation = self.policy.generations();
         let reinit = (self.reinit)(&mut transport).await;
         let (tx, rx) = transport.split();
+        let tx = Arc::new(tx);
         self.phase = Phase::Running(rx);
         if let Err(error) = reinit {
             self.reinit_failed = true;
@@ -498,7 +499,7 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
         let stopped = {
             let mut slot = self.shared.lock();
             if !slot.stopped {
-                slot.sender = Some(tx.clone());
+                slot.sender = Some(Arc::clone(&tx));
                 slot.generation = slot.generation.wrapping_add(1);
                 slot.wake_all();
             }
