@@ -365,3 +365,44 @@ fn c36_a_send_while_the_child_is_down_fails_at_once_when_asked() {
             .expect("shutdown");
     });
 }
+
+#[cfg(unix)]
+#[test]
+fn c36_a_shutdown_while_the_child_is_down_is_not_restarted() {
+    run(async {
+        let mut s = echo_supervised(WhileDown::Wait);
+        let pid = s.id().expect("a pid");
+        kill_9(pid);
+        exited(&mut s).await;
+        // Down: the shutdown has no child to end, and returns the last report.
+        let report = within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("the last report");
+        assert_eq!(report.exit, Exit::Signal(9), "{report}");
+        assert!(
+            within(STEP, "recv after shutdown", s.recv())
+                .await
+                .is_none(),
+            "no restart after a shutdown"
+        );
+        assert_eq!(s.id(), None);
+        assert_eq!(s.generation(), 1);
+        assert_reaped(pid).await;
+    });
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_dropping_the_supervised_side_releases_a_waiting_sender() {
+    run(async {
+        let mut s = echo_supervised(WhileDown::Wait);
+        kill_9(s.id().expect("a pid"));
+        exited(&mut s).await;
+        let sender = s.sender();
+        drop(s);
+        let refused = within(STEP, "send after the drop", sender.send("{}"))
+            .await
+            .expect_err("nothing restarts the child any more");
+        assert_eq!(refused.kind(), SendErrorKind::Closed(Closed::Closing));
+    });
+}

@@ -165,7 +165,12 @@ enum Phase<R: Runtime, F: Framing> {
 /// childwire's I/O: keep receiving (a sender waiting for the next
 /// generation waits for `recv` to make it). `recv` is cancel-safe, except
 /// that dropping it during a re-initialization abandons that generation
-/// (the child is killed) and the next `recv` spawns a fresh one.
+/// (the child is killed) and the next `recv` spawns a fresh one. The
+/// re-initialization step bounds its own waits (a child that never
+/// answers it holds `recv` as long as the step waits).
+///
+/// Dropping it ends the supervision: the running child is killed, as for
+/// a dropped [`Transport`], and [`SupervisedSender`]s fail.
 ///
 /// ```no_run
 /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
@@ -513,6 +518,19 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
             self.queue
                 .push_back(SupervisedEvent::Restarted { generation });
         }
+    }
+}
+
+impl<R: Runtime, F: Framing> Drop for Supervised<R, F> {
+    /// Without its receiving side nothing restarts the child or reads it:
+    /// senders stop waiting and sending, and the running child, once no
+    /// send holds it, is killed like a dropped [`Transport`].
+    fn drop(&mut self) {
+        let mut slot = self.shared.lock();
+        slot.stopped = true;
+        slot.over = true;
+        slot.sender = None;
+        slot.wake_all();
     }
 }
 
