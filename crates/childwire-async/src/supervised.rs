@@ -10,129 +10,29 @@
 
 use std::collections::VecDeque;
 use std::fmt;
-use std::future::{Future, poll_fn};
-use std::pin::Pin;
+use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::Instant;
 
-use childwire_core::pending::{EndCause, UnansweredRequest};
+use childwire_core::pending::EndCause;
 use childwire_core::restart::MAX_HISTORY;
 use childwire_core::{
-    Command, ExitReport, Framing, Generation, GiveUpReason, Lines, Received, RestartConfig,
-    RestartPolicy, RestartVerdict, SendError, SpawnError,
+    Command, ExitReport, Framing, Generation, GiveUpReason, Lines, Received, RestartPolicy,
+    RestartVerdict, SendError, SpawnError,
 };
 
 use crate::runtime::Runtime;
 use crate::transport::{Config, Receiver, ShutdownError, Transport};
 
+mod config;
+mod event;
 mod slot;
 
+pub use config::{DEFAULT_SEED, Supervision, WhileDown};
+pub use event::{GaveUp, ReinitError, ReinitFuture, SupervisedEvent};
 use slot::Shared;
-pub use slot::{SupervisedSender, WhileDown};
-
-/// The error a re-initialization step fails with.
-pub type ReinitError = Box<dyn std::error::Error + Send + Sync>;
-
-/// The future a re-initialization step returns, borrowing the transport.
-pub type ReinitFuture<'a> = Pin<Box<dyn Future<Output = Result<(), ReinitError>> + Send + 'a>>;
-
-/// The jitter seed used when the caller gives none: restarts are then
-/// spaced the same way every run.
-pub const DEFAULT_SEED: u64 = 0x6368_696c_6477_6972;
-
-/// How a [`Supervised`] child is restarted, and what it does meanwhile.
-///
-/// ```
-/// use std::time::Duration;
-/// use childwire_async::{Supervision, WhileDown};
-///
-/// let mut supervision = Supervision::default();
-/// supervision.restart.budget = 3;
-/// supervision.restart.initial_backoff = Duration::from_millis(100);
-/// supervision.track_requests = true;
-/// supervision.while_down = WhileDown::Fail;
-/// ```
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct Supervision {
-    /// Backoff, budget and window of the restarts.
-    pub restart: RestartConfig,
-    /// The seed of the backoff's jitter. Default [`DEFAULT_SEED`].
-    pub seed: u64,
-    /// Track outgoing JSON-RPC requests, and answer those still pending
-    /// when a generation ends with [`SupervisedEvent::Unanswered`] error
-    /// responses. Default off.
-    pub track_requests: bool,
-    /// What a send does while the child is down. Default
-    /// [`WhileDown::Wait`].
-    pub while_down: WhileDown,
-}
-
-impl Default for Supervision {
-    fn default() -> Self {
-        Self {
-            restart: RestartConfig::default(),
-            seed: DEFAULT_SEED,
-            track_requests: false,
-            while_down: WhileDown::Wait,
-        }
-    }
-}
-
-/// What [`Supervised::recv`] hands out.
-#[derive(Debug)]
-#[non_exhaustive]
-pub enum SupervisedEvent {
-    /// An item of the running generation: a message, a notice, or its
-    /// end ([`Received::Exited`], each generation's exit report).
-    Received(Received),
-    /// A request the child ended before answering, with the JSON-RPC error
-    /// response that answers it (it names the exit, the stderr line that
-    /// says why, and whether a restart follows). After that generation's
-    /// report.
-    Unanswered(UnansweredRequest),
-    /// The child was spawned again and re-initialized: traffic resumes.
-    Restarted {
-        /// The new generation's number (the first spawn is 1).
-        generation: u32,
-    },
-    /// The re-initialization of this generation failed: it is shut down,
-    /// and its end counts as unexpected.
-    ReinitFailed {
-        /// The generation.
-        generation: u32,
-        /// Why, in the step's words.
-        error: ReinitError,
-    },
-    /// Spawning a new generation failed; the policy decides what follows.
-    SpawnFailed(SpawnError),
-    /// The restart budget is spent: no more generations. Last.
-    GaveUp(Box<GaveUp>),
-}
-
-/// The final verdict of a [`Supervised`] child that kept ending.
-#[derive(Debug, Clone, PartialEq)]
-#[non_exhaustive]
-pub struct GaveUp {
-    /// Why, said in words by its `Display`.
-    pub reason: GiveUpReason,
-    /// The generations that counted toward the verdict, oldest first.
-    pub history: Vec<Generation>,
-    /// The exit reports of those generations (spawns that failed have
-    /// none), oldest first.
-    pub reports: Vec<ExitReport>,
-}
-
-impl fmt::Display for GaveUp {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "gave up restarting the child: {}", self.reason)?;
-        if let Some(last) = self.reports.last() {
-            write!(f, "; last {last}")?;
-        }
-        Ok(())
-    }
-}
+pub use slot::SupervisedSender;
 
 type Reinit<R, F> =
     Box<dyn for<'a> FnMut(&'a mut Transport<R, F>) -> ReinitFuture<'a> + Send + 'static>;

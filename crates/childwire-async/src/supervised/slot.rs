@@ -11,21 +11,9 @@ use std::time::Duration;
 use childwire_core::pending::PendingRequests;
 use childwire_core::{Closed, ExitReport, Framing, IdScanner, SendError, SendErrorKind};
 
+use super::config::WhileDown;
 use crate::runtime::Runtime;
 use crate::transport::{Sender, ShutdownError};
-
-/// What a send does while the child is down (between its exit and the end
-/// of the next generation's re-initialization).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum WhileDown {
-    /// Wait for the next generation, at most the config's `write_timeout`
-    /// (without one, until the restart or the verdict), then send to it.
-    #[default]
-    Wait,
-    /// Fail at once with [`Closed::Exited`] and the last exit report.
-    Fail,
-}
 
 /// The state behind one lock. Lock order: never held across an await.
 pub(super) struct Slot<R: Runtime, F: Framing> {
