@@ -33,6 +33,7 @@ mod outbound;
 mod pollution;
 mod spawn;
 mod stderr;
+mod supervised;
 mod support;
 #[cfg(windows)]
 mod windows;

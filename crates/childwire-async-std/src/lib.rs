@@ -123,3 +123,8 @@ pub type Transport<F = Lines> = childwire_async::Transport<AsyncStd, F>;
 pub type Sender<F = Lines> = childwire_async::Sender<AsyncStd, F>;
 /// The receiving half of a [`Transport`].
 pub type Receiver<F = Lines> = childwire_async::Receiver<AsyncStd, F>;
+/// A child process restarted when it ends unexpectedly (see
+/// [`childwire_async::Supervised`]).
+pub type Supervised<F = Lines> = childwire_async::Supervised<AsyncStd, F>;
+/// The cloneable sending side of a [`Supervised`] child.
+pub type SupervisedSender<F = Lines> = childwire_async::SupervisedSender<AsyncStd, F>;

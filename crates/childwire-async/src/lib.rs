@@ -43,6 +43,7 @@ mod runtime;
 pub mod spawn;
 mod spawner;
 mod stderr_lines;
+mod supervised;
 mod transport;
 mod wake;
 
@@ -56,4 +57,8 @@ pub use runtime::{
     NoRuntime, PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer, child_pipes,
 };
 pub use stderr_lines::{STDERR_LINES_PENDING, StderrLines};
+pub use supervised::{
+    DEFAULT_SEED, GaveUp, ReinitError, ReinitFuture, Supervised, SupervisedEvent, SupervisedSender,
+    Supervision, WhileDown,
+};
 pub use transport::{Config, Receiver, Sender, ShutdownError, StderrCallback, Transport};

@@ -13,10 +13,14 @@
 //! types ([`SpawnError`], [`SendError`], [`ShutdownError`], [`ConfigError`],
 //! [`NoRuntime`], and with the `serde` feature [`SendJsonError`] and
 //! [`RecvJsonError`]), the traits a pipe implements ([`PipeRead`],
-//! [`PipeWrite`]), and [`Bytes`], the type the `Sink` takes.
+//! [`PipeWrite`]), [`Bytes`], the type the `Sink` takes, and what a
+//! supervised child is configured with and hands out ([`Supervision`],
+//! [`RestartConfig`], [`WhileDown`], [`SupervisedEvent`], [`GaveUp`],
+//! [`UnansweredRequest`]).
 //!
-//! Each runtime module adds its own `Transport`, `Sender` and `Receiver`
-//! (the generic ones bound to its runtime) and its constructors.
+//! Each runtime module adds its own `Transport`, `Sender`, `Receiver`,
+//! `Supervised` and `SupervisedSender` (the generic ones bound to its
+//! runtime) and its constructors.
 //!
 //! ```
 //! use childwire_async::prelude::*;
@@ -28,12 +32,14 @@
 //! ```
 
 pub use bytes::Bytes;
+pub use childwire_core::pending::UnansweredRequest;
 pub use childwire_core::{
     ChannelConfig, Closed, Command, ConfigError, Containment, ContentLength, Counters,
     EncodeErrorKind, EndedBy, EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed,
     MalformedReason, Message, Oversized, PollutionKind, PollutionNotice, PollutionPolicy, Received,
     SendError, SendErrorKind, SpawnError, StderrLine, StderrMode, StderrTailConfig,
 };
+pub use childwire_core::{Generation, GiveUpReason, RestartConfig};
 
 #[cfg(feature = "serde")]
 pub use crate::json::{RecvJsonError, SendJsonError};
@@ -42,4 +48,7 @@ pub use crate::requests;
 pub use crate::{
     Config, ExitHandle, ExitSlot, NoRuntime, PipeRead, PipeWrite, STDERR_LINES_PENDING,
     ShutdownError, StderrCallback, StderrLines,
+};
+pub use crate::{
+    DEFAULT_SEED, GaveUp, ReinitError, ReinitFuture, SupervisedEvent, Supervision, WhileDown,
 };

@@ -258,3 +258,8 @@ pub type Transport<F = Lines> = childwire_async::Transport<Tokio, F>;
 pub type Sender<F = Lines> = childwire_async::Sender<Tokio, F>;
 /// The receiving half of a [`Transport`].
 pub type Receiver<F = Lines> = childwire_async::Receiver<Tokio, F>;
+/// A child process restarted when it ends unexpectedly (see
+/// [`childwire_async::Supervised`]).
+pub type Supervised<F = Lines> = childwire_async::Supervised<Tokio, F>;
+/// The cloneable sending side of a [`Supervised`] child.
+pub type SupervisedSender<F = Lines> = childwire_async::SupervisedSender<Tokio, F>;

@@ -123,7 +123,10 @@ pub use childwire_async::prelude::*;
 // The runtime-generic handles and the trait to bind another runtime: write
 // `fn serve<R: Runtime>(t: Transport<R>)` once and call it with any runtime
 // module's transport.
-pub use childwire_async::{PipeIds, Receiver, Runtime, Sender, SpawnedChild, Timer, Transport};
+pub use childwire_async::{
+    PipeIds, Receiver, Runtime, Sender, SpawnedChild, Supervised, SupervisedSender, Timer,
+    Transport,
+};
 /// The sans-IO core: the framer on its own (usable over any byte stream),
 /// the encoder, the lifecycle and session state machines.
 pub use childwire_core as core;

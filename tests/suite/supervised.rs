@@ -1,0 +1,408 @@
+//! A supervised child (C36, C37): restarted after an unexpected end and re-initialized before
+//! traffic resumes, given up on when it keeps crashing, and its unanswered requests answered with
+//! errors when it ends.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::time::Duration;
+
+use super::rt::{
+    self, Closed, Exit, ExitReport, GiveUpReason, Received, SendErrorKind, Supervised,
+    SupervisedEvent, Supervision, WhileDown,
+};
+use super::support::*;
+
+/// What each re-initialization sends; the echo child answers with the same line.
+const INIT: &str = r#"{"jsonrpc":"2.0","method":"init"}"#;
+
+/// Restarts quick enough for a test, with no jitter.
+fn supervision(budget: u32) -> Supervision {
+    let mut supervision = Supervision::default();
+    supervision.restart.initial_backoff = Duration::from_millis(10);
+    supervision.restart.jitter = 0.0;
+    supervision.restart.budget = budget;
+    supervision
+}
+
+/// The next event; panics if the supervision ended or stalls.
+async fn event(s: &mut Supervised) -> SupervisedEvent {
+    within(STEP, "supervised recv", s.recv())
+        .await
+        .expect("the supervision ended early")
+}
+
+/// The next event, which must be a generation's exit report.
+async fn exited(s: &mut Supervised) -> ExitReport {
+    match event(s).await {
+        SupervisedEvent::Received(Received::Exited(report)) => *report,
+        other => panic!("expected an exit report, got {other:?}"),
+    }
+}
+
+/// The next event, which must be a message; its text.
+async fn text_of(s: &mut Supervised) -> String {
+    match event(s).await {
+        SupervisedEvent::Received(Received::Message(m)) => {
+            String::from_utf8(m.bytes().to_vec()).expect("UTF-8")
+        }
+        other => panic!("expected a message, got {other:?}"),
+    }
+}
+
+/// The next event, which must be the restart of `generation`.
+async fn restarted(s: &mut Supervised, generation: u32) {
+    match event(s).await {
+        SupervisedEvent::Restarted { generation: g } => assert_eq!(g, generation),
+        other => panic!("expected restart #{generation}, got {other:?}"),
+    }
+}
+
+async fn roundtrip_supervised(s: &mut Supervised, msg: &str) {
+    within(STEP, "send", s.send(msg))
+        .await
+        .unwrap_or_else(|err| panic!("send {msg:?} failed: {err}"));
+    assert_eq!(text_of(s).await, msg);
+}
+
+#[cfg(unix)]
+fn kill_9(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-KILL", &pid.to_string()])
+        .status()
+        .expect("run kill");
+    assert!(status.success(), "kill -KILL {pid}");
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_a_killed_child_is_restarted_and_the_session_goes_on_after_reinit() {
+    run(async {
+        let reinits = Arc::new(AtomicU32::new(0));
+        let counted = Arc::clone(&reinits);
+        let mut s = Supervised::spawn(&misbehave(&["echo"]), config(), supervision(3), move |t| {
+            let counted = Arc::clone(&counted);
+            Box::pin(async move {
+                t.send(INIT).await?;
+                match t.recv().await {
+                    Some(Received::Message(m)) if m.bytes() == INIT.as_bytes() => {}
+                    other => return Err(format!("no answer to init: {other:?}").into()),
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+        })
+        .expect("spawn");
+        roundtrip_supervised(&mut s, r#"{"before":"kill"}"#).await;
+        let first = s.id().expect("a pid");
+        kill_9(first);
+
+        let report = exited(&mut s).await;
+        assert_eq!(report.exit, Exit::Signal(9), "{report}");
+        assert!(report.unexpected());
+        restarted(&mut s, 2).await;
+        assert_eq!(reinits.load(Ordering::SeqCst), 1, "re-initialized once");
+        let second = s.id().expect("the new generation's pid");
+        assert_ne!(first, second);
+        assert_reaped(first).await;
+
+        // The init exchange was the step's; the caller sees only its own traffic.
+        roundtrip_supervised(&mut s, r#"{"after":"restart"}"#).await;
+
+        let report = within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
+        assert!(!report.unexpected(), "{report}");
+        let last = exited(&mut s).await;
+        assert!(!last.unexpected(), "{last}");
+        assert!(
+            within(STEP, "recv after shutdown", s.recv())
+                .await
+                .is_none(),
+            "a shutdown is not restarted"
+        );
+        assert_eq!(reinits.load(Ordering::SeqCst), 1);
+        assert_reaped(second).await;
+        let refused = s
+            .send("{}")
+            .await
+            .expect_err("no generation after shutdown");
+        assert_eq!(refused.kind(), SendErrorKind::Closed(Closed::Closing));
+    });
+}
+
+#[test]
+fn c36_a_crash_loop_ends_in_the_budgets_verdict_with_every_report() {
+    run(async {
+        let mut s = Supervised::spawn(
+            &misbehave(&["fail-start"]),
+            config(),
+            supervision(2),
+            |_| Box::pin(async { Ok(()) }),
+        )
+        .expect("spawn");
+        let mut reports = Vec::new();
+        let verdict = loop {
+            match event(&mut s).await {
+                SupervisedEvent::Received(Received::Exited(report)) => reports.push(*report),
+                SupervisedEvent::Restarted { generation } => {
+                    assert_eq!(generation as usize, reports.len() + 1);
+                }
+                SupervisedEvent::GaveUp(verdict) => break verdict,
+                other => panic!("unexpected event: {other:?}"),
+            }
+        };
+        assert!(
+            within(STEP, "recv after the verdict", s.recv())
+                .await
+                .is_none(),
+            "the verdict is last"
+        );
+        assert_eq!(reports.len(), 3, "the first run and two restarts");
+        assert!(matches!(
+            verdict.reason,
+            GiveUpReason::BudgetSpent { restarts: 2, .. }
+        ));
+        assert_eq!(verdict.history.len(), 3);
+        assert_eq!(
+            verdict.history.iter().map(|g| g.number).collect::<Vec<_>>(),
+            [1, 2, 3]
+        );
+        assert_eq!(verdict.reports, reports);
+        for report in &verdict.reports {
+            assert_eq!(report.exit, Exit::Code(1), "{report}");
+            assert!(
+                report.stderr_tail.contains("Cannot find module"),
+                "{report}"
+            );
+        }
+        let text = verdict.to_string();
+        assert!(text.contains("after 2 restarts in a row"), "{text}");
+        let refused = s
+            .send("{}")
+            .await
+            .expect_err("no generation after the verdict");
+        assert_eq!(refused.kind(), SendErrorKind::Closed(Closed::Exited));
+        assert!(refused.exit_report().is_some(), "{refused}");
+    });
+}
+
+/// A request with this id, which the `no-read` child never answers.
+fn request(id: &str) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call"}}"#)
+}
+
+/// The error responses that follow a generation's report, up to the next other event.
+async fn unanswered(s: &mut Supervised, count: usize) -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for _ in 0..count {
+        match event(s).await {
+            SupervisedEvent::Unanswered(request) => out.push((
+                String::from_utf8(request.id.to_vec()).expect("UTF-8"),
+                String::from_utf8(request.response.to_vec()).expect("UTF-8"),
+            )),
+            other => panic!("expected an error response, got {other:?}"),
+        }
+    }
+    out
+}
+
+#[cfg(unix)]
+#[test]
+fn c37_pending_requests_get_error_responses_on_restart_and_on_exit() {
+    run(async {
+        let mut supervision = supervision(3);
+        supervision.track_requests = true;
+        let ready = r#"{"ready":true}"#;
+        let mut s = Supervised::spawn(&misbehave(&["no-read"]), config(), supervision, move |t| {
+            Box::pin(async move {
+                match t.recv().await {
+                    Some(Received::Message(m)) if m.bytes() == ready.as_bytes() => Ok(()),
+                    other => Err(format!("not ready: {other:?}").into()),
+                }
+            })
+        })
+        .expect("spawn");
+        assert_eq!(text_of(&mut s).await, ready);
+        for id in ["1", r#""a""#] {
+            within(STEP, "send", s.send(request(id)))
+                .await
+                .expect("send");
+        }
+        // A notification waits for no answer.
+        within(STEP, "send", s.send(r#"{"jsonrpc":"2.0","method":"note"}"#))
+            .await
+            .expect("send");
+        kill_9(s.id().expect("a pid"));
+
+        let report = exited(&mut s).await;
+        assert_eq!(report.exit, Exit::Signal(9), "{report}");
+        let errors = unanswered(&mut s, 2).await;
+        assert_eq!(errors[0].0, "1");
+        assert_eq!(errors[1].0, r#""a""#);
+        for (id, response) in &errors {
+            assert!(
+                response.starts_with(&format!(r#"{{"jsonrpc":"2.0","id":{id},"error":"#)),
+                "{response}"
+            );
+            assert!(response.contains("killed by SIGKILL"), "{response}");
+            assert!(response.contains(r#""restarting":true"#), "{response}");
+        }
+        restarted(&mut s, 2).await;
+
+        within(STEP, "send", s.send(request("2")))
+            .await
+            .expect("send");
+        // The child never reads: the shutdown ends it with SIGTERM.
+        within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
+        exited(&mut s).await;
+        let errors = unanswered(&mut s, 1).await;
+        assert_eq!(errors[0].0, "2");
+        assert!(
+            errors[0].1.contains(r#""restarting":false"#),
+            "{}",
+            errors[0].1
+        );
+        assert!(
+            within(STEP, "recv after the end", s.recv()).await.is_none(),
+            "nothing after the last error response"
+        );
+    });
+}
+
+#[test]
+fn c36_a_child_that_dies_during_reinit_counts_as_a_crash() {
+    run(async {
+        // The step waits for a greeting the crashing child never sends: it sees the end instead.
+        let mut s = Supervised::spawn(&misbehave(&["fail-start"]), config(), supervision(1), |t| {
+            Box::pin(async move {
+                match t.recv().await {
+                    Some(Received::Message(_)) => Ok(()),
+                    other => Err(format!("no greeting: {other:?}").into()),
+                }
+            })
+        })
+        .expect("spawn");
+        assert_eq!(exited(&mut s).await.exit, Exit::Code(1));
+        match event(&mut s).await {
+            SupervisedEvent::ReinitFailed { generation, error } => {
+                assert_eq!(generation, 2);
+                assert!(error.to_string().contains("no greeting"), "{error}");
+            }
+            other => panic!("expected the failed re-initialization, got {other:?}"),
+        }
+        let report = exited(&mut s).await;
+        assert_eq!(report.exit, Exit::Code(1), "{report}");
+        match event(&mut s).await {
+            SupervisedEvent::GaveUp(verdict) => assert_eq!(verdict.reports.len(), 2),
+            other => panic!("expected the verdict, got {other:?}"),
+        }
+        assert!(
+            within(STEP, "recv after the verdict", s.recv())
+                .await
+                .is_none()
+        );
+    });
+}
+
+/// An echo child whose re-initialization is one `INIT` round trip.
+#[cfg(unix)]
+fn echo_supervised(while_down: WhileDown) -> Supervised {
+    let mut supervision = supervision(3);
+    supervision.while_down = while_down;
+    Supervised::spawn(&misbehave(&["echo"]), config(), supervision, |t| {
+        Box::pin(async move {
+            t.send(INIT).await?;
+            match t.recv().await {
+                Some(Received::Message(m)) if m.bytes() == INIT.as_bytes() => Ok(()),
+                other => Err(format!("no answer to init: {other:?}").into()),
+            }
+        })
+    })
+    .expect("spawn")
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_a_send_while_the_child_is_down_waits_for_the_next_generation() {
+    run(async {
+        let mut s = echo_supervised(WhileDown::Wait);
+        kill_9(s.id().expect("a pid"));
+        exited(&mut s).await;
+        // Down until the next recv restarts it: this send waits for the re-initialized child.
+        let sender = s.sender();
+        let sent = rt::spawn(async move { sender.send(r#"{"queued":true}"#).await.is_ok() });
+        restarted(&mut s, 2).await;
+        assert!(
+            within(STEP, "the waiting send", sent).await,
+            "sent to generation 2"
+        );
+        assert_eq!(text_of(&mut s).await, r#"{"queued":true}"#);
+        within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
+    });
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_a_send_while_the_child_is_down_fails_at_once_when_asked() {
+    run(async {
+        let mut s = echo_supervised(WhileDown::Fail);
+        kill_9(s.id().expect("a pid"));
+        exited(&mut s).await;
+        let refused = within(STEP, "send while down", s.send("{}"))
+            .await
+            .expect_err("the child is down");
+        assert_eq!(refused.kind(), SendErrorKind::Closed(Closed::Exited));
+        let report = refused.exit_report().expect("the last report");
+        assert_eq!(report.exit, Exit::Signal(9), "{report}");
+        restarted(&mut s, 2).await;
+        roundtrip_supervised(&mut s, r#"{"after":"restart"}"#).await;
+        within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
+    });
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_a_shutdown_while_the_child_is_down_is_not_restarted() {
+    run(async {
+        let mut s = echo_supervised(WhileDown::Wait);
+        let pid = s.id().expect("a pid");
+        kill_9(pid);
+        exited(&mut s).await;
+        // Down: the shutdown has no child to end, and returns the last report.
+        let report = within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("the last report");
+        assert_eq!(report.exit, Exit::Signal(9), "{report}");
+        assert!(
+            within(STEP, "recv after shutdown", s.recv())
+                .await
+                .is_none(),
+            "no restart after a shutdown"
+        );
+        assert_eq!(s.id(), None);
+        assert_eq!(s.generation(), 1);
+        assert_reaped(pid).await;
+    });
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_dropping_the_supervised_side_releases_a_waiting_sender() {
+    run(async {
+        let mut s = echo_supervised(WhileDown::Wait);
+        kill_9(s.id().expect("a pid"));
+        exited(&mut s).await;
+        let sender = s.sender();
+        drop(s);
+        let refused = within(STEP, "send after the drop", sender.send("{}"))
+            .await
+            .expect_err("nothing restarts the child any more");
+        assert_eq!(refused.kind(), SendErrorKind::Closed(Closed::Closing));
+    });
+}
