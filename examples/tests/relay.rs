@@ -469,3 +469,60 @@ fn c02_the_default_limit_lets_a_25_mb_message_through_both_ways() {
     assert!(!out.stderr.contains("dropped"), "{}", out.stderr);
     assert!(out.stdout == input, "{} bytes back", out.stdout.len());
 }
+
+/// A message costs the relay itself plus a constant in memory, never itself twice: the child →
+/// host direction writes a long line to the host in pieces, as the other direction does to the
+/// child. The relay's peak resident memory is read from `/proc` once the whole line reached the
+/// host, while the relay still runs (its child sleeps after the line).
+#[cfg(target_os = "linux")]
+#[test]
+fn c25_a_long_line_from_the_child_costs_the_relay_itself_plus_a_constant() {
+    use std::io::{Read as _, Write as _};
+    use std::process::{Command, Stdio};
+
+    const LINE: usize = 32 << 20;
+    const CONSTANT: usize = 20 << 20;
+    let dir = std::env::temp_dir().join(format!("childwire-relay-c25-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("line");
+    let mut line = b"{\"id\":1,\"result\":\"".to_vec();
+    line.resize(LINE - 3, b'a');
+    line.extend_from_slice(b"\"}\n");
+    std::fs::File::create(&file)
+        .unwrap()
+        .write_all(&line)
+        .unwrap();
+
+    let script = format!("cat '{}'; exec sleep 60", file.display());
+    let mut relay = Command::new(example("relay"))
+        .args(["--quiet", "--", "sh", "-c", &script])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut got = vec![0; LINE];
+    let read = relay.stdout.take().unwrap().read_exact(&mut got);
+    let status = std::fs::read_to_string(format!("/proc/{}/status", relay.id()));
+    // Ends the relay before any assertion can fail; its child dies with it (parent-death signal).
+    let _ = relay.kill();
+    let _ = relay.wait();
+    let _ = std::fs::remove_dir_all(&dir);
+
+    read.expect("the whole line from the relay");
+    let status = status.expect("the relay's /proc status");
+    assert!(got == line, "the line came back changed");
+    let peak_kib: usize = status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmHWM:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmHWM in /proc/PID/status");
+    let peak = peak_kib * 1024;
+    assert!(
+        peak <= LINE + CONSTANT,
+        "relay peaked at {} MiB for a {} MiB line (at most {} MiB expected)",
+        peak >> 20,
+        LINE >> 20,
+        (LINE + CONSTANT) >> 20
+    );
+}

@@ -13,6 +13,7 @@ use std::task::Poll;
 use std::time::Instant;
 
 use childwire::{ChannelConfig, NoRuntime, Runtime, Transport};
+use childwire_core::Framing;
 
 /// The async runtimes childwire has an adapter for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -57,29 +58,59 @@ impl fmt::Display for RuntimeChoice {
     }
 }
 
-/// A runtime the examples run on: childwire's [`Runtime`], plus the
-/// transport over this process's own stdin and stdout that each adapter
-/// offers as `stdio()` (the relay talks to its host through it).
+/// A runtime the examples run on: childwire's [`Runtime`], plus a transport
+/// over this process's own stdin and stdout (the relay talks to its host
+/// through it).
 pub trait ExampleRuntime: Runtime {
-    /// NDJSON over this process's stdin and stdout, with `config`'s limits.
-    fn stdio(config: &ChannelConfig) -> Result<Transport<Self>, NoRuntime>;
+    /// `framing` over this process's stdin and stdout, with `config`'s limits.
+    fn stdio_with<F: Framing>(
+        framing: F,
+        config: &ChannelConfig,
+    ) -> Result<Transport<Self, F>, NoRuntime>;
 }
 
 impl ExampleRuntime for childwire::tokio::Tokio {
-    fn stdio(config: &ChannelConfig) -> Result<Transport<Self>, NoRuntime> {
-        childwire::tokio::stdio(config)
+    fn stdio_with<F: Framing>(
+        framing: F,
+        config: &ChannelConfig,
+    ) -> Result<Transport<Self, F>, NoRuntime> {
+        use childwire::tokio::TokioIo;
+        Transport::from_pipes_with(
+            framing,
+            TokioIo(tokio::io::stdin()),
+            TokioIo(tokio::io::stdout()),
+            config,
+        )
     }
 }
 
 impl ExampleRuntime for childwire::smol::Smol {
-    fn stdio(config: &ChannelConfig) -> Result<Transport<Self>, NoRuntime> {
-        childwire::smol::stdio(config)
+    fn stdio_with<F: Framing>(
+        framing: F,
+        config: &ChannelConfig,
+    ) -> Result<Transport<Self, F>, NoRuntime> {
+        use childwire::smol::FuturesIo;
+        Transport::from_pipes_with(
+            framing,
+            FuturesIo(smol::Unblock::new(std::io::stdin())),
+            FuturesIo(smol::Unblock::new(std::io::stdout())),
+            config,
+        )
     }
 }
 
 impl ExampleRuntime for childwire::async_std::AsyncStd {
-    fn stdio(config: &ChannelConfig) -> Result<Transport<Self>, NoRuntime> {
-        childwire::async_std::stdio(config)
+    fn stdio_with<F: Framing>(
+        framing: F,
+        config: &ChannelConfig,
+    ) -> Result<Transport<Self, F>, NoRuntime> {
+        use childwire::async_std::FuturesIo;
+        Transport::from_pipes_with(
+            framing,
+            FuturesIo(async_std::io::stdin()),
+            FuturesIo(async_std::io::stdout()),
+            config,
+        )
     }
 }
 

@@ -9,7 +9,16 @@
 //! backpressure reaches whoever writes on the other side. The two pumps run
 //! in one future; the relay ends with the child's exit report, whether or
 //! not its own stdin has ended.
+//!
+//! Both sides send with the [`Verbatim`] framing, a long line in pieces, so
+//! a message costs itself plus a piece in either direction, never itself
+//! twice. The relay's stdout has one writer, the child → host pump: a line
+//! going out in pieces must not have anything else written between them,
+//! so the relay's own answers to the host wait in [`Ends::answers`] until
+//! the line in flight is out.
 
+use std::cell::RefCell;
+use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io::{self, Write};
 use std::pin::{Pin, pin};
@@ -21,6 +30,7 @@ use childwire::{
     ChannelConfig, Closed, Command, Config, ExitReport, Oversized, Received, Receiver,
     SendErrorKind, Sender, StderrMode, Transport,
 };
+use childwire_core::Framing;
 use childwire_core::jsonrpc::oversized_error;
 
 use super::exit_code;
@@ -59,7 +69,7 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
     let mut host_config = ChannelConfig::default();
     host_config.max_message_size = limit;
     host_config.max_send_size = limit;
-    let host = match R::stdio(&host_config) {
+    let host = match R::stdio_with(Verbatim, &host_config) {
         Ok(host) => host,
         Err(err) => {
             note!("relay: {err}");
@@ -103,9 +113,11 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
 
     let (to_host, from_host) = host.split();
     let (to_child, from_child) = child.split();
+    let answers = RefCell::new(VecDeque::new());
     let ends = Ends {
         to_host: &to_host,
         to_child: &to_child,
+        answers: &answers,
         log: log.as_ref(),
         limit,
     };
@@ -122,7 +134,9 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
         let mut outbound = pin!(child_to_host(from_child, ends, &mut stop));
         // The stdin pump ends at the host's EOF (having started the child's
         // shutdown) or once the child takes no more; the relay ends with
-        // the exit report, even if the host never closes its side.
+        // the exit report, even if the host never closes its side. The
+        // stdin pump goes first: an answer it queues for the host is seen
+        // by the other pump in the same poll.
         poll_fn(|cx| {
             if !inbound_done {
                 inbound_done = inbound.as_mut().poll(cx).is_ready();
@@ -153,11 +167,15 @@ const CAUGHT: [Signal; 3] = [Signal::Term, Signal::Int, Signal::Hup];
 #[cfg(not(unix))]
 const CAUGHT: [Signal; 1] = [Signal::Int];
 
-/// What both pumps write to: the two senders, the log, and the limit
-/// relay's own error answers name.
+/// What both pumps write to: the two senders, the relay's own answers for
+/// the host, the log, and the limit those answers name.
 struct Ends<'a, R: ExampleRuntime> {
-    to_host: &'a Sender<R>,
+    /// Written by the child → host pump alone.
+    to_host: &'a Sender<R, Verbatim>,
     to_child: &'a Sender<R, Verbatim>,
+    /// The relay's answers to the host's oversized requests, for the child
+    /// → host pump to write between two lines.
+    answers: &'a RefCell<VecDeque<Bytes>>,
     log: Option<&'a Log>,
     limit: usize,
 }
@@ -173,7 +191,7 @@ impl<R: ExampleRuntime> Copy for Ends<'_, R> {}
 
 /// Sends the host's messages to the child until the host's stdin ends, then
 /// shuts the child down the MCP way.
-async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R>, ends: Ends<'_, R>) {
+async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R, Verbatim>, ends: Ends<'_, R>) {
     while let Some(item) = next(&mut from_host, ends.log).await {
         match item {
             Received::Message(message) => {
@@ -198,9 +216,10 @@ async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R>, ends: Ends
                 }
             }
             Received::Oversized(notice) => {
-                // Never reaches the child; relay answers it in its place.
+                // Never reaches the child; relay answers it in its place,
+                // through the one writer of stdout.
                 if let Some(answer) = oversized(Direction::ToChild, &notice, ends.limit, ends.log) {
-                    let _ = ends.to_host.send(answer).await;
+                    ends.answers.borrow_mut().push_back(answer);
                 }
             }
             // Line framing yields no other notice.
@@ -227,18 +246,27 @@ async fn child_to_host<'a, R: ExampleRuntime>(
     // drained (to its report), but no longer written.
     let mut host_gone = false;
     loop {
-        let item = poll_fn(|cx| {
+        let next = poll_fn(|cx| {
             if let Poll::Ready(signal) = stop.poll_signal(cx) {
-                return Poll::Ready(Err(signal));
+                return Poll::Ready(Next::Signal(signal));
             }
-            from_child.poll_recv(cx).map(Ok)
+            if let Some(answer) = ends.answers.borrow_mut().pop_front() {
+                return Poll::Ready(Next::Answer(answer));
+            }
+            from_child.poll_recv(cx).map(Next::Item)
         });
-        let item = match item.await {
-            Err(signal) => {
+        let item = match next.await {
+            Next::Signal(signal) => {
                 stop.on_signal(signal, ends.to_child);
                 continue;
             }
-            Ok(item) => item?,
+            Next::Answer(answer) => {
+                if !host_gone {
+                    write_to_host(ends, stop, answer, &mut host_gone).await;
+                }
+                continue;
+            }
+            Next::Item(item) => item?,
         };
         let answer = match item {
             Received::Message(message) => {
@@ -272,26 +300,45 @@ async fn child_to_host<'a, R: ExampleRuntime>(
                 continue;
             }
         };
-        if host_gone {
-            continue;
+        if !host_gone {
+            write_to_host(ends, stop, answer, &mut host_gone).await;
         }
-        if let Err(err) = ends.to_host.send(answer).await {
-            host_gone = true;
-            let why = match err.kind() {
-                SendErrorKind::Closed(Closed::PeerClosed) => "the host closed it".to_owned(),
-                _ => err.to_string(),
-            };
-            note!("relay: writing stdout failed ({why}); shutting the child down");
-            stop.shut_down(ends.to_child);
-        }
+    }
+}
+
+/// What the child → host pump takes next.
+enum Next {
+    Signal(Signal),
+    /// One of the relay's own answers for the host.
+    Answer(Bytes),
+    /// From the child; `None` once its runtime is gone.
+    Item(Option<Received>),
+}
+
+/// Writes one line to the host; when stdout fails, the host is gone: the
+/// child is shut down and nothing more is written.
+async fn write_to_host<'a, R: ExampleRuntime>(
+    ends: Ends<'a, R>,
+    stop: &mut Stop<'a>,
+    line: Bytes,
+    host_gone: &mut bool,
+) {
+    if let Err(err) = send_line(ends.to_host, line).await {
+        *host_gone = true;
+        let why = match err.kind() {
+            SendErrorKind::Closed(Closed::PeerClosed) => "the host closed it".to_owned(),
+            _ => err.to_string(),
+        };
+        note!("relay: writing stdout failed ({why}); shutting the child down");
+        stop.shut_down(ends.to_child);
     }
 }
 
 /// The next item from `receiver`; the log is flushed whenever none is
 /// ready at once, so a burst is logged in a few writes and a lone message
 /// at once.
-async fn next<R: ExampleRuntime>(
-    receiver: &mut Receiver<R>,
+async fn next<R: ExampleRuntime, F: Framing>(
+    receiver: &mut Receiver<R, F>,
     log: Option<&Log>,
 ) -> Option<Received> {
     if let Poll::Ready(item) = poll_fn(|cx| Poll::Ready(receiver.poll_recv(cx))).await {

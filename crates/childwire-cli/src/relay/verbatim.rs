@@ -1,11 +1,11 @@
-//! The framing of relay's child transport: lines in, as NDJSON reads them,
-//! and bytes out exactly as given, so a long line can go to the child in
+//! The framing of both of relay's transports: lines in, as NDJSON reads
+//! them, and bytes out exactly as given, so a long line can go out in
 //! pieces.
 //!
-//! The child's transport copies what it is given into its send queue. A
-//! whole line sent at once is a second copy of it (the first is the line
-//! read from the host), so a 50 MiB line would cost 100 MiB; sent in
-//! [`PIECE`]s, it costs itself plus one piece and the queue's bound.
+//! A transport copies what it is given into its send queue. A whole line
+//! sent at once is a second copy of it (the first is the line read from the
+//! other side), so a 50 MiB line would cost 100 MiB; sent in [`PIECE`]s, it
+//! costs itself plus one piece and the queue's bound.
 
 use bytes::{BufMut, Bytes, BytesMut};
 use childwire::{SendError, Sender};
@@ -13,7 +13,7 @@ use childwire_core::{EncodeErrorKind, Framing, LineDecoder, Lines};
 
 use crate::rt::ExampleRuntime;
 
-/// Bytes per piece of a long line on its way to the child.
+/// Bytes per piece of a long line on its way out.
 pub(super) const PIECE: usize = 64 * 1024;
 
 /// Lines in, bytes out as given (the sender adds the newline).
@@ -47,24 +47,24 @@ impl Framing for Verbatim {
     }
 }
 
-/// Sends `line` and its newline to the child: at once when it is short,
-/// else in [`PIECE`]s (sent one after the other by this one task, so
-/// nothing comes between them).
+/// Sends `line` and its newline: at once when it is short, else in
+/// [`PIECE`]s, one after the other by this one task. Nothing comes between
+/// them as long as this task is the sender's only writer.
 pub(super) async fn send_line<R: ExampleRuntime>(
-    to_child: &Sender<R, Verbatim>,
+    to: &Sender<R, Verbatim>,
     line: Bytes,
 ) -> Result<(), SendError<Bytes>> {
     if line.len() < PIECE {
         let mut framed = BytesMut::with_capacity(line.len() + 1);
         framed.extend_from_slice(&line);
         framed.put_u8(b'\n');
-        return to_child.send(framed.freeze()).await;
+        return to.send(framed.freeze()).await;
     }
     let mut at = 0;
     while at < line.len() {
         let end = line.len().min(at + PIECE);
-        to_child.send(line.slice(at..end)).await?;
+        to.send(line.slice(at..end)).await?;
         at = end;
     }
-    to_child.send(Bytes::from_static(b"\n")).await
+    to.send(Bytes::from_static(b"\n")).await
 }
