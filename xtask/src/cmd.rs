@@ -127,3 +127,34 @@ pub(crate) fn parse_seconds(what: &str, value: &str) -> Result<u64, String> {
         )),
     }
 }
+
+/// `apt-get install -y PACKAGES` (Debian's packages, for what a step needs
+/// and a fresh machine lacks), as root or through sudo; after an
+/// `apt-get update` when the package lists are stale or absent.
+pub(crate) fn apt_install(packages: &[&str]) -> Result<(), String> {
+    let apt = |args: &[&str]| {
+        let mut command = if is_root() {
+            Command::new("apt-get")
+        } else {
+            let mut sudo = Command::new("sudo");
+            sudo.arg("apt-get");
+            sudo
+        };
+        command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
+        command
+    };
+    let install = || {
+        let mut install = apt(&["install", "-y"]);
+        install.args(packages);
+        install
+    };
+    if run(&mut install()).is_err() {
+        run(&mut apt(&["update"]))?;
+        run(&mut install())?;
+    }
+    Ok(())
+}
+
+fn is_root() -> bool {
+    output(Command::new("id").arg("-u")).is_some_and(|uid| uid.trim() == "0")
+}

@@ -15,21 +15,7 @@ pub(crate) fn ensure() -> Result<(), String> {
         return Ok(());
     }
     eprintln!("bench: valgrind is missing; installing the `{PACKAGE}` package");
-    let apt = |args: &[&str]| {
-        let mut command = if is_root() {
-            Command::new("apt-get")
-        } else {
-            let mut sudo = Command::new("sudo");
-            sudo.arg("apt-get");
-            sudo
-        };
-        command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
-        command
-    };
-    if cmd::run(&mut apt(&["install", "-y", PACKAGE])).is_err() {
-        cmd::run(&mut apt(&["update"]))?;
-        cmd::run(&mut apt(&["install", "-y", PACKAGE]))?;
-    }
+    cmd::apt_install(&[PACKAGE])?;
     match version() {
         Some(version) => {
             eprintln!("bench: installed {version}");
@@ -42,8 +28,4 @@ pub(crate) fn ensure() -> Result<(), String> {
 /// `valgrind-3.19.0`, or `None` when valgrind does not start.
 fn version() -> Option<String> {
     cmd::output(Command::new("valgrind").arg("--version")).map(|v| v.trim().to_string())
-}
-
-fn is_root() -> bool {
-    cmd::output(Command::new("id").arg("-u")).is_some_and(|uid| uid.trim() == "0")
 }

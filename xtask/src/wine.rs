@@ -225,35 +225,13 @@ fn ensure_packages() -> Result<(), String> {
         return Ok(());
     }
     eprintln!("wine: {MINGW_GCC} or a Wine loader is missing; installing {PACKAGES:?}");
-    let apt = |args: &[&str]| {
-        let mut command = if is_root() {
-            Command::new("apt-get")
-        } else {
-            let mut sudo = Command::new("sudo");
-            sudo.arg("apt-get");
-            sudo
-        };
-        command.args(args).env("DEBIAN_FRONTEND", "noninteractive");
-        command
-    };
-    let mut install = apt(&["install", "-y"]);
-    install.args(PACKAGES);
-    if cmd::run(&mut install).is_err() {
-        cmd::run(&mut apt(&["update"]))?;
-        let mut install = apt(&["install", "-y"]);
-        install.args(PACKAGES);
-        cmd::run(&mut install)?;
-    }
+    cmd::apt_install(PACKAGES)?;
     if !has_program(MINGW_GCC) {
         return Err(format!("{MINGW_GCC} is still missing after installing"));
     }
     find_loader()
         .map(|_| ())
         .ok_or_else(|| format!("no Wine loader after installing (looked for {WINE_LOADERS:?})"))
-}
-
-fn is_root() -> bool {
-    cmd::output(Command::new("id").arg("-u")).is_some_and(|uid| uid.trim() == "0")
 }
 
 /// Whether `program` starts (`--version` answers).
