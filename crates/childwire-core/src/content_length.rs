@@ -548,6 +548,18 @@ impl Parser {
         // Nested, not a let-chain: those need Rust 1.88, the crates 1.85.
         if block.is_fresh() {
             if let Some((len, end)) = canonical_header(src) {
+                // The usual frame: the usual header and a body within the
+                // limit, wholly in this chunk. Delivered without leaving
+                // the fresh block's state: building the body state and a
+                // new block for each message cost some 40 instructions of
+                // a 64 B message's 440 (`cargo xtask bench --check`).
+                let body = usize::try_from(len)
+                    .ok()
+                    .filter(|&n| n != 0 && n <= self.max_message_size && src.len() - end >= n);
+                if let Some(len) = body {
+                    src.skip(end);
+                    return Some(self.deliver(src.take(len)));
+                }
                 src.skip(end);
                 return self.after_header(len);
             }
@@ -658,9 +670,15 @@ impl Parser {
             std::mem::take(&mut self.body).freeze()
         };
         self.state = State::Header(Block::new());
+        Some(self.deliver(message))
+    }
+
+    /// A whole body, counted and handed out.
+    #[inline]
+    fn deliver(&mut self, body: Bytes) -> Frame {
         self.stats.messages += 1;
-        self.stats.bytes += len as u64;
-        Some(Frame::Message(Message::new(message)))
+        self.stats.bytes += body.len() as u64;
+        Frame::Message(Message::new(body))
     }
 
     /// Makes room in `body` for `incoming` more bytes of a body of `len`,
