@@ -11,7 +11,7 @@ use childwire::{
 use serde_json::{Map, Value, json};
 
 use super::options::{ClientOptions, ToolCall};
-use super::session::{Failure, Session};
+use super::session::{Failure, Link, Session, pid_text};
 use super::{describe, locate};
 use crate::protocol::{
     HANDSHAKE_PROTOCOL_VERSIONS, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
@@ -20,6 +20,9 @@ use crate::protocol::{
     is_stateless, supported_protocol_version,
 };
 use crate::rt::RuntimeChoice;
+
+mod restart;
+mod stop;
 
 /// The name this client gives in `clientInfo`.
 const CLIENT_NAME: &str = "childwire-mcp-client";
@@ -88,43 +91,18 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
         runtime: options.runtime,
         inherit_env: options.inherit_env,
     };
-    let transport = match server.spawn::<R>("") {
-        Ok(transport) => transport,
-        Err(err) => {
-            note!("{}", explain_spawn(&err));
-            return 1;
-        }
-    };
-
-    let mut session = Session::new(transport, options.timeout);
     let discovery = Discovery {
         timeout: options.discover_timeout.min(options.timeout),
         sibling: options.discover_sibling,
         server: &server,
     };
-    let outcome = match converse(
-        &mut session,
-        options.protocol,
-        &discovery,
-        options.call.as_ref(),
-        bundled,
-    )
-    .await
-    {
-        Ok(outcome) => outcome,
-        Err(failed) => Outcome::Failed(failed),
+    let ended = if options.restart {
+        restart::session::<R>(&options, &discovery, bundled).await
+    } else {
+        session::<R>(&options, &discovery, bundled).await
     };
-    if matches!(outcome, Outcome::Done | Outcome::ToolError(_)) {
-        say!(
-            "-> shutdown: close stdin, SIGTERM if still running 2 s later, SIGKILL 2 s after that"
-        );
-    }
-    let report = match session.shutdown().await {
-        Ok(report) => report,
-        Err(stopped) => {
-            note!("mcp_client: {stopped}");
-            return 1;
-        }
+    let Some((outcome, report)) = ended else {
+        return 1;
     };
     say!("server {report}");
     let c = &report.counters;
@@ -166,6 +144,54 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     }
 }
 
+/// The session on one server process: spawned, conversed with, shut down;
+/// what came of it and the server's exit report, or `None` when that could
+/// not be had (said on stderr).
+async fn session<R: Runtime>(
+    options: &ClientOptions,
+    discovery: &Discovery<'_>,
+    bundled: bool,
+) -> Option<(Outcome, ExitReport)> {
+    let transport = match discovery.server.spawn::<R>("") {
+        Ok(transport) => transport,
+        Err(err) => {
+            note!("{}", explain_spawn(&err));
+            return None;
+        }
+    };
+    let mut session = Session::new(transport, options.timeout);
+    let outcome = match converse(
+        &mut session,
+        options.protocol,
+        discovery,
+        options.call.as_ref(),
+        bundled,
+        |_| {},
+    )
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(failed) => Outcome::Failed(failed),
+    };
+    say_shutdown(&outcome);
+    match session.shutdown().await {
+        Ok(report) => Some((outcome, report)),
+        Err(stopped) => {
+            note!("mcp_client: {stopped}");
+            None
+        }
+    }
+}
+
+/// Says how the server is shut down, after a session that went well.
+fn say_shutdown(outcome: &Outcome) {
+    if matches!(outcome, Outcome::Done | Outcome::ToolError(_)) {
+        say!(
+            "-> shutdown: close stdin, SIGTERM if still running 2 s later, SIGKILL 2 s after that"
+        );
+    }
+}
+
 /// How to start the server: for the session, again after it exited on
 /// `server/discover`, or as a disposable sibling.
 struct Server<'a> {
@@ -181,12 +207,16 @@ impl Server<'_> {
     /// (" again", " as a disposable sibling").
     fn spawn<R: Runtime>(&self, what: &str) -> Result<Transport<R>, SpawnError> {
         let transport = Transport::<R>::spawn(self.command, self.config.clone())?;
+        self.say_spawned(what, transport.id());
+        Ok(transport)
+    }
+
+    /// Says that the server runs as process `pid`.
+    fn say_spawned(&self, what: &str, pid: Option<u32>) {
         say!(
             "spawned {}{what} (pid {}) on {}, {} environment",
             self.shown,
-            transport
-                .id()
-                .map_or_else(|| "?".to_owned(), |pid| pid.to_string()),
+            pid_text(pid),
             self.runtime,
             if self.inherit_env {
                 "inherited"
@@ -194,7 +224,6 @@ impl Server<'_> {
                 "minimal"
             },
         );
-        Ok(transport)
     }
 }
 
@@ -208,17 +237,31 @@ struct Discovery<'a> {
     server: &'a Server<'a>,
 }
 
-/// The conversation: handshake (or discovery), tools, one call.
-async fn converse<R: Runtime>(
-    session: &mut Session<R>,
+/// How the session was opened: what a restarted server's re-initialization
+/// repeats (`--restart`).
+#[derive(Debug, Clone, Copy)]
+struct Opened {
+    /// The revision offered in `initialize`, or the stateless one in use.
+    protocol: &'static str,
+    /// No handshake: the revision goes in every request's `_meta`.
+    stateless: bool,
+    /// The server declared tools: they are listed again.
+    tools: bool,
+}
+
+/// The conversation: handshake (or discovery), tools, one call; `opened`
+/// hears how the session was opened.
+async fn converse<L: Link>(
+    session: &mut Session<L>,
     protocol: &'static str,
     discovery: &Discovery<'_>,
     call: Option<&ToolCall>,
     bundled: bool,
+    opened: impl FnOnce(Opened),
 ) -> Result<Outcome, StepFailed> {
-    let init = if is_stateless(protocol) {
+    let (init, offered, stateless) = if is_stateless(protocol) {
         let discovered = if discovery.sibling {
-            discover_on_sibling::<R>(discovery, protocol).await?
+            discover_on_sibling::<L::Rt>(discovery, protocol).await?
         } else {
             discover(session, protocol, discovery.timeout, "").await?
         };
@@ -226,27 +269,35 @@ async fn converse<R: Runtime>(
             Discovered::Stateless(result, chosen) => {
                 say!("   no handshake: every request carries protocol {chosen} in _meta");
                 session.set_meta(meta(chosen));
-                result
+                (result, chosen, true)
             }
-            Discovered::Handshake(version) => initialize(session, version).await?,
+            Discovered::Handshake(version) => (initialize(session, version).await?, version, false),
             Discovered::ServerGone(version) => {
-                let transport =
-                    discovery
-                        .server
-                        .spawn::<R>(" again")
-                        .map_err(|err| StepFailed {
-                            step: "initialize".to_owned(),
-                            failure: Failure::Spawn(err.to_string()),
-                        })?;
-                session.replace_transport(transport);
-                initialize(session, version).await?
+                if L::SUPERVISED {
+                    say!(
+                        "   the server is restarted, as --restart asks; initialize goes to the new process"
+                    );
+                }
+                session
+                    .renew(|| discovery.server.spawn::<L::Rt>(" again"))
+                    .map_err(|err| StepFailed {
+                        step: "initialize".to_owned(),
+                        failure: Failure::Spawn(err.to_string()),
+                    })?;
+                (initialize(session, version).await?, version, false)
             }
         }
     } else {
-        initialize(session, protocol).await?
+        (initialize(session, protocol).await?, protocol, false)
     };
+    let tools = init.pointer("/capabilities/tools").is_some();
+    opened(Opened {
+        protocol: offered,
+        stateless,
+        tools,
+    });
 
-    if init.pointer("/capabilities/tools").is_none() {
+    if !tools {
         say!("   the server declares no tools capability: nothing to list or call");
         return Ok(Outcome::Done);
     }
@@ -315,8 +366,8 @@ enum Discovered {
 /// request with -32601 or -32602, another error, an empty result, nothing
 /// at all, or by exiting, so the fallback is not keyed to one code, and
 /// waits at most `timeout`.
-async fn discover<R: Runtime>(
-    session: &mut Session<R>,
+async fn discover<L: Link>(
+    session: &mut Session<L>,
     protocol: &'static str,
     timeout: Duration,
     place: &str,
@@ -384,7 +435,8 @@ async fn discover<R: Runtime>(
                  {protocol}; falling back to initialize on a new server process",
                 report.exit
             );
-            if place.is_empty() {
+            // Under supervision the session showed it as it came.
+            if place.is_empty() && !L::SUPERVISED {
                 say!("   server {report}");
             }
             return Ok(Discovered::ServerGone(LATEST_PROTOCOL_VERSION));
@@ -456,8 +508,8 @@ fn error_name(code: i64) -> &'static str {
 
 /// `initialize` offering `protocol`, then `notifications/initialized`;
 /// returns the `initialize` result.
-async fn initialize<R: Runtime>(
-    session: &mut Session<R>,
+async fn initialize<L: Link>(
+    session: &mut Session<L>,
     protocol: &str,
 ) -> Result<Value, StepFailed> {
     say!("-> initialize (protocol {protocol})");
@@ -540,7 +592,7 @@ fn choose(wanted: &'static str, offered: &[String]) -> Option<&'static str> {
 }
 
 /// `tools/list`, following `nextCursor` through every page.
-async fn list_tools<R: Runtime>(session: &mut Session<R>) -> Result<(), StepFailed> {
+async fn list_tools<L: Link>(session: &mut Session<L>) -> Result<(), StepFailed> {
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
