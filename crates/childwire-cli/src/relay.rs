@@ -18,6 +18,7 @@ use childwire::{Exit, ExitReport};
 
 use crate::rt::{ExampleRuntime, Program};
 
+mod child;
 pub mod log;
 pub mod options;
 mod pump;

@@ -250,6 +250,13 @@ impl Running {
         rustix::process::kill_process(pid, signal).unwrap();
     }
 
+    /// Sends `signal` to process `pid` (one the program started).
+    #[cfg(unix)]
+    pub(crate) fn signal_pid(&self, pid: u32, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(pid.try_into().unwrap()).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
     /// Waits until a stderr line satisfies `wanted` and returns it; fails
     /// the test if none has by `deadline`.
     pub(crate) fn wait_for_stderr(
