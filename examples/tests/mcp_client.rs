@@ -618,10 +618,13 @@ fn assert_survives_kill_9(args: &[&str], deadline: Duration) -> String {
 #[cfg(unix)]
 #[test]
 fn c36_restart_survives_a_kill_9_of_the_bundled_server_and_lists_tools_again() {
-    let stdout = assert_survives_kill_9(&[], DEADLINE);
-    assert_eq!(stdout.matches("<- 2 tools").count(), 2, "{stdout}");
-    // The session itself ran once: the tool was called before the kill.
-    assert_eq!(stdout.matches("<- result: 42").count(), 1, "{stdout}");
+    for runtime in ["tokio", "smol", "async-std"] {
+        let stdout = assert_survives_kill_9(&["--runtime", runtime], DEADLINE);
+        assert!(stdout.contains(&format!(" on {runtime}, ")), "{stdout}");
+        assert_eq!(stdout.matches("<- 2 tools").count(), 2, "{stdout}");
+        // The session itself ran once: the tool was called before the kill.
+        assert_eq!(stdout.matches("<- result: 42").count(), 1, "{stdout}");
+    }
 }
 
 #[cfg(unix)]
