@@ -305,7 +305,7 @@ fn c10_a_server_that_dies_during_the_handshake_shows_its_stderr_tail() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     for expected in [
-        "the server ended during initialize",
+        "mcp_client: the server ended during initialize",
         "exited with code 3",
         "Error: Cannot find module 'left-pad'",
         "| starting up",

@@ -21,6 +21,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// unknown request). Never longer than `--timeout`.
 pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The name the program's messages start with, as the example; the
+/// `childwire` command sets its own (`childwire probe`).
+pub const NAME: &str = "mcp_client";
+
 /// The help text.
 pub const USAGE: &str = "\
 Usage: mcp_client [OPTIONS] [--] [CMD [ARGS...]]
@@ -83,6 +87,8 @@ pub struct ToolCall {
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientOptions {
+    /// The name its messages start with ([`NAME`] unless set).
+    pub name: &'static str,
     /// The server to run; `None` for the bundled example server.
     pub server: Option<ChildCommand>,
     /// The tool to call, if any.
@@ -117,6 +123,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
     let mut call = None;
     let mut arguments = None;
     let mut options = ClientOptions {
+        name: NAME,
         server: None,
         call: None,
         env: Vec::new(),

@@ -47,15 +47,16 @@ enum Outcome {
 }
 
 pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
+    let name = options.name;
     let bundled = options.server.is_none();
     let (program, args) = match &options.server {
         Some(server) => (server.program.clone(), server.args.clone()),
         None => match locate::bundled_server(|| {
-            note!("mcp_client: building the bundled example server (first run only)...");
+            note!("{name}: building the bundled example server (first run only)...");
         }) {
             Ok(path) => (path.into_os_string(), Vec::new()),
             Err(err) => {
-                note!("mcp_client: {err}");
+                note!("{name}: {err}");
                 return 1;
             }
         },
@@ -126,19 +127,20 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
         Outcome::Done if report.shutdown_requested => 0,
         Outcome::Done => {
             note!(
-                "mcp_client: the server ended before it was asked to.{}",
+                "{name}: the server ended before it was asked to.{}",
                 tail(&report)
             );
             1
         }
-        Outcome::ToolError(name) => {
+        Outcome::ToolError(tool) => {
             note!(
-                "mcp_client: the tool `{name}` reported an error (isError: true); its message is above."
+                "{}: the tool `{tool}` reported an error (isError: true); its message is above.",
+                options.name
             );
             1
         }
         Outcome::Failed(failed) => {
-            note!("{}", explain(&failed, &report, &shown));
+            note!("{}", explain(name, &failed, &report, &shown));
             1
         }
     }
@@ -155,7 +157,7 @@ async fn session<R: Runtime>(
     let transport = match discovery.server.spawn::<R>("") {
         Ok(transport) => transport,
         Err(err) => {
-            note!("{}", explain_spawn(&err));
+            note!("{}", explain_spawn(options.name, &err));
             return None;
         }
     };
@@ -177,7 +179,7 @@ async fn session<R: Runtime>(
     match session.shutdown().await {
         Ok(report) => Some((outcome, report)),
         Err(stopped) => {
-            note!("mcp_client: {stopped}");
+            note!("{}: {stopped}", options.name);
             None
         }
     }
@@ -656,16 +658,16 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
-fn explain_spawn(err: &SpawnError) -> String {
+fn explain_spawn(name: &str, err: &SpawnError) -> String {
     format!(
-        "mcp_client: {err}. Check the command and that its program is installed: servers \
+        "{name}: {err}. Check the command and that its program is installed: servers \
          published on npm run with `npx` (Node.js), Python ones with `uvx` (uv)."
     )
 }
 
 /// One paragraph: which step failed, why, how the server ended, what to
 /// try; then the server's last stderr lines.
-fn explain(failed: &StepFailed, report: &ExitReport, shown: &str) -> String {
+fn explain(name: &str, failed: &StepFailed, report: &ExitReport, shown: &str) -> String {
     let StepFailed { step, failure } = failed;
     let tail = tail(report);
     // The report's own one-line stderr summary would repeat what the tail
@@ -675,17 +677,17 @@ fn explain(failed: &StepFailed, report: &ExitReport, shown: &str) -> String {
     let report = &brief;
     let paragraph = match failure {
         Failure::Exited(_) => format!(
-            "mcp_client: the server ended during {step}: {report}. It may have crashed on \
+            "{name}: the server ended during {step}: {report}. It may have crashed on \
              start-up or may not be an MCP stdio server; its stderr is below."
         ),
         Failure::Timeout(after) => format!(
-            "mcp_client: the server did not answer {step} within {}, so it was shut down \
+            "{name}: the server did not answer {step} within {}, so it was shut down \
              ({report}). A first `npx -y` or `uvx` run may still be downloading the server \
              (raise --timeout); a program that is not an MCP stdio server never answers. \
              Command: {shown}",
             describe::seconds(*after)
         ),
-        other => format!("mcp_client: {step} failed: {other}. The server was shut down: {report}."),
+        other => format!("{name}: {step} failed: {other}. The server was shut down: {report}."),
     };
     format!("{paragraph}{tail}")
 }

@@ -73,7 +73,7 @@ pub(super) async fn session<R: Runtime>(
     let supervised = match spawned {
         Ok(supervised) => supervised,
         Err(err) => {
-            note!("{}", explain_spawn(&err));
+            note!("{}", explain_spawn(options.name, &err));
             return None;
         }
     };
@@ -91,7 +91,7 @@ pub(super) async fn session<R: Runtime>(
     )
     .await;
     let outcome = match outcome {
-        Ok(Outcome::Done) => match watch(&mut session).await {
+        Ok(Outcome::Done) => match watch(&mut session, options.name).await {
             Ok(()) => Outcome::Done,
             Err(failed) => Outcome::Failed(failed),
         },
@@ -102,7 +102,7 @@ pub(super) async fn session<R: Runtime>(
     match session.shutdown().await {
         Ok(report) => Some((outcome, report)),
         Err(stopped) => {
-            note!("mcp_client: {stopped}");
+            note!("{}: {stopped}", options.name);
             None
         }
     }
@@ -110,8 +110,11 @@ pub(super) async fn session<R: Runtime>(
 
 /// Watches the server until stdin ends or a signal comes, restarting it
 /// as often as the policy allows; fails with the verdict when it gives up.
-async fn watch<R: Runtime>(session: &mut Session<Supervised<R>>) -> Result<(), StepFailed> {
-    let mut stop = Stop::new();
+async fn watch<R: Runtime>(
+    session: &mut Session<Supervised<R>>,
+    name: &str,
+) -> Result<(), StepFailed> {
+    let mut stop = Stop::new(name);
     say_watching(session);
     loop {
         let handled = {

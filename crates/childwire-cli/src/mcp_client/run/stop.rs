@@ -31,11 +31,11 @@ impl Stop {
     /// Starts catching the signals and reading stdin to its end, on a
     /// thread of its own: a blocking read works the same on every runtime,
     /// and the process ends without waiting for it.
-    pub(super) fn new() -> Self {
+    pub(super) fn new(name: &str) -> Self {
         let signals = match Signals::new(CAUGHT) {
             Ok(signals) => Some(signals),
             Err(err) => {
-                note!("mcp_client: cannot catch signals ({err}); end stdin to end the session");
+                note!("{name}: cannot catch signals ({err}); end stdin to end the session");
                 None
             }
         };
@@ -53,7 +53,7 @@ impl Stop {
                 }
             });
         if let Err(err) = reader {
-            note!("mcp_client: cannot watch stdin ({err}); Ctrl-C ends the session");
+            note!("{name}: cannot watch stdin ({err}); Ctrl-C ends the session");
         }
         Self { signals, eof }
     }
