@@ -714,3 +714,45 @@ fn c37_restart_sends_a_request_the_killed_server_never_answered_again() {
     // Listed by the re-initialization, then by the request sent again.
     assert_eq!(after_kill.matches("<- 1 tool\n").count(), 2, "{stdout}");
 }
+
+#[cfg(unix)]
+#[test]
+fn c36_restart_a_server_that_dies_between_requests_is_restarted_and_the_next_one_goes_to_it() {
+    // The first process exits right after answering initialize, leaving a
+    // mark; the next one stays. Whether tools/list finds the server down
+    // or is left unanswered, it reaches the new process.
+    let mark =
+        std::env::temp_dir().join(format!("childwire-restart-between-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let script = legacy_server(":").replace(
+        r#""version\":\"1\"}}}" ;;"#,
+        &format!(
+            r#""version\":\"1\"}}}}}}"; [ -e '{mark}' ] || {{ : > '{mark}'; echo 'crashed after initialize' >&2; exit 1; }} ;;"#,
+            mark = mark.display()
+        ),
+    );
+    assert_ne!(script, legacy_server(":"), "the script was changed");
+    let out = mcp_client(&["--restart", "sh", "-c", &script]);
+    let _ = std::fs::remove_file(&mark);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    let after_exit = stdout
+        .split_once("<- server exited with code 1 on its own")
+        .map(|(_, after)| after)
+        .unwrap_or_else(|| panic!("no exit report in:\n{stdout}"));
+    for expected in [
+        "crashed after initialize",
+        "spawned the server again (pid ",
+        "-> initialize (protocol 2025-11-25)",
+        "restarted: generation 2 (pid ",
+        "-> tools/list (again)",
+        "server exited with code 0 after stdin was closed",
+    ] {
+        assert!(
+            after_exit.contains(expected),
+            "missing {expected:?} after the exit in:\n{stdout}"
+        );
+    }
+    // Listed by the re-initialization, then by the session's own request.
+    assert_eq!(after_exit.matches("<- 1 tool\n").count(), 2, "{stdout}");
+}

@@ -168,7 +168,7 @@ async fn session<R: Runtime>(
         discovery,
         options.call.as_ref(),
         bundled,
-        |_| {},
+        &|_| {},
     )
     .await
     {
@@ -252,16 +252,16 @@ struct Opened {
 }
 
 /// The conversation: handshake (or discovery), tools, one call; `opened`
-/// hears how the session was opened.
+/// hears how the session was opened as soon as the server has answered.
 async fn converse<L: Link>(
     session: &mut Session<L>,
     protocol: &'static str,
     discovery: &Discovery<'_>,
     call: Option<&ToolCall>,
     bundled: bool,
-    opened: impl FnOnce(Opened),
+    opened: &(dyn Fn(Opened) + Sync),
 ) -> Result<Outcome, StepFailed> {
-    let (init, offered, stateless) = if is_stateless(protocol) {
+    let init = if is_stateless(protocol) {
         let discovered = if discovery.sibling {
             discover_on_sibling::<L::Rt>(discovery, protocol).await?
         } else {
@@ -271,9 +271,14 @@ async fn converse<L: Link>(
             Discovered::Stateless(result, chosen) => {
                 say!("   no handshake: every request carries protocol {chosen} in _meta");
                 session.set_meta(meta(chosen));
-                (result, chosen, true)
+                opened(Opened {
+                    protocol: chosen,
+                    stateless: true,
+                    tools: has_tools(&result),
+                });
+                result
             }
-            Discovered::Handshake(version) => (initialize(session, version).await?, version, false),
+            Discovered::Handshake(version) => initialize(session, version, opened).await?,
             Discovered::ServerGone(version) => {
                 if L::SUPERVISED {
                     say!(
@@ -286,18 +291,13 @@ async fn converse<L: Link>(
                         step: "initialize".to_owned(),
                         failure: Failure::Spawn(err.to_string()),
                     })?;
-                (initialize(session, version).await?, version, false)
+                initialize(session, version, opened).await?
             }
         }
     } else {
-        (initialize(session, protocol).await?, protocol, false)
+        initialize(session, protocol, opened).await?
     };
-    let tools = init.pointer("/capabilities/tools").is_some();
-    opened(Opened {
-        protocol: offered,
-        stateless,
-        tools,
-    });
+    let tools = has_tools(&init);
 
     if !tools {
         say!("   the server declares no tools capability: nothing to list or call");
@@ -508,11 +508,18 @@ fn error_name(code: i64) -> &'static str {
     }
 }
 
+/// Whether an `initialize` (or `server/discover`) result declares tools.
+fn has_tools(init: &Value) -> bool {
+    init.pointer("/capabilities/tools").is_some()
+}
+
 /// `initialize` offering `protocol`, then `notifications/initialized`;
-/// returns the `initialize` result.
+/// returns the `initialize` result. `opened` hears of the handshake once
+/// the server has answered, before the notification.
 async fn initialize<L: Link>(
     session: &mut Session<L>,
-    protocol: &str,
+    protocol: &'static str,
+    opened: &(dyn Fn(Opened) + Sync),
 ) -> Result<Value, StepFailed> {
     say!("-> initialize (protocol {protocol})");
     let init = step(
@@ -547,6 +554,11 @@ async fn initialize<L: Link>(
     for line in describe::server(&init) {
         say!("   {line}");
     }
+    opened(Opened {
+        protocol,
+        stateless: false,
+        tools: has_tools(&init),
+    });
     say!("-> notifications/initialized");
     step(
         "notifications/initialized",

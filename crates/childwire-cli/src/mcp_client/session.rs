@@ -290,14 +290,14 @@ impl<L: Link> Session<L> {
         }
         let mut id = self.send_request(method, &params).await?;
         let deadline = Instant::now() + timeout;
-        // The server ended before answering and is being restarted: the
-        // request goes again once it is back.
-        let mut again = false;
+        // The server ended before answering, or was down when it was to be
+        // sent, and is being restarted: the request goes once it is back.
+        let mut again = id.is_none();
         loop {
             let Some(item) = timeout_at::<L::Rt, _>(deadline, self.link.next_event()).await else {
                 return Err(Failure::Timeout(timeout));
             };
-            match self.handle(item, Some(id)).await {
+            match self.handle(item, id).await {
                 Handled::Nothing => {}
                 Handled::Answer(answer) => return answer,
                 Handled::Unanswered(failure, restarting) => {
@@ -310,9 +310,9 @@ impl<L: Link> Session<L> {
                     again = true;
                 }
                 Handled::Restarted if again => {
-                    again = false;
                     say!("-> {method} (again)");
                     id = self.send_request(method, &params).await?;
+                    again = id.is_none();
                 }
                 Handled::Restarted => {}
                 Handled::Over(failure) => return Err(failure),
@@ -320,16 +320,21 @@ impl<L: Link> Session<L> {
         }
     }
 
-    /// Sends request `method` with a new id, which it returns.
-    async fn send_request(&mut self, method: &str, params: &Value) -> Result<u64, Failure> {
+    /// Sends request `method` with a new id, which it returns; `None` when
+    /// the server is down and restarted (it is to be sent once it is back).
+    async fn send_request(&mut self, method: &str, params: &Value) -> Result<Option<u64>, Failure> {
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         match self.send(&request).await {
-            Ok(()) => Ok(id),
+            Ok(()) => Ok(Some(id)),
+            Err(failure) if failure.is_exit() && L::SUPERVISED => {
+                say!("   the server is down: {method} is sent once it is back");
+                Ok(None)
+            }
             // It may have written something before it went: read on to the
             // exit report, which says why it ended.
-            Err(failure) if failure.is_exit() => Ok(id),
+            Err(failure) if failure.is_exit() => Ok(Some(id)),
             Err(failure) => Err(failure),
         }
     }
@@ -440,10 +445,21 @@ impl<L: Link> Session<L> {
         }
     }
 
-    /// Sends a notification.
+    /// Sends a notification. Under supervision, one the server is down
+    /// for is dropped: the only one this client sends,
+    /// `notifications/initialized`, goes with the next process's
+    /// re-initialization.
     pub async fn notify(&mut self, method: &str) -> Result<(), Failure> {
-        self.send(&json!({ "jsonrpc": "2.0", "method": method }))
+        match self
+            .send(&json!({ "jsonrpc": "2.0", "method": method }))
             .await
+        {
+            Err(failure) if failure.is_exit() && L::SUPERVISED => {
+                say!("   the server is down: {method} goes with its re-initialization");
+                Ok(())
+            }
+            sent => sent,
+        }
     }
 
     async fn send(&self, message: &Value) -> Result<(), Failure> {

@@ -9,7 +9,7 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 
-use childwire::{ExitReport, Runtime, Supervised, Supervision};
+use childwire::{ExitReport, Runtime, Supervised, Supervision, WhileDown};
 
 use super::stop::Stop;
 use super::{
@@ -34,6 +34,10 @@ pub(super) async fn session<R: Runtime>(
     // The requests in flight when the server ends are answered with errors
     // that say why, and sent again once it is back.
     supervision.track_requests = true;
+    // A send while the server is down fails at once: the session, which
+    // restarts it by receiving, then waits for the restart and sends again.
+    // Waiting in the send would wait for itself.
+    supervision.while_down = WhileDown::Fail;
     let spawned = Supervised::<R>::spawn(
         server.command,
         server.config.clone(),
@@ -59,7 +63,7 @@ pub(super) async fn session<R: Runtime>(
                     );
                     session.set_meta(meta(plan.protocol));
                 } else {
-                    initialize(&mut session, plan.protocol)
+                    initialize(&mut session, plan.protocol, &|_| {})
                         .await
                         .map_err(failed)?;
                 }
@@ -87,7 +91,7 @@ pub(super) async fn session<R: Runtime>(
         discovery,
         options.call.as_ref(),
         bundled,
-        |opened| *plan.lock().unwrap_or_else(PoisonError::into_inner) = Some(opened),
+        &|opened| *plan.lock().unwrap_or_else(PoisonError::into_inner) = Some(opened),
     )
     .await;
     let outcome = match outcome {
