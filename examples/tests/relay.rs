@@ -681,3 +681,52 @@ fn restart_keeps_the_hosts_session_across_a_kill_9(runtime: &str) {
         .collect();
     assert_eq!(exits, [128 + 9, 0], "{:?}", log.records());
 }
+
+/// A server that fails at once, every time.
+const CRASHING_SERVER: &str = "echo 'Error: cannot open database' >&2; exit 3";
+
+#[test]
+fn c36_relay_restart_gives_up_on_a_crash_loop_with_the_last_exit_code() {
+    let log = TempLog::new("crash-loop");
+    let mut relay = Running::start(
+        &example("relay"),
+        &[
+            "--restart",
+            "--log",
+            log.path(),
+            "sh",
+            "-c",
+            CRASHING_SERVER,
+        ],
+    );
+    let status = relay.wait_for_exit(DEADLINE);
+    let stderr = relay.stderr();
+    let status = status.unwrap_or_else(|| panic!("relay still running: {stderr}"));
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(
+            "relay: gave up restarting the child: it ended again after 5 restarts in a row"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("; restarting it").count(), 5, "{stderr}");
+    // The first process and five restarts, each logged once.
+    assert_eq!(exit_records(&log).len(), 6, "{:?}", log.records());
+}
+
+#[test]
+fn c12_relay_restart_ends_on_sigterm_while_the_child_is_down() {
+    let mut relay = Running::start(
+        &example("relay"),
+        &["--restart", "sh", "-c", CRASHING_SERVER],
+    );
+    relay.wait_for_stderr(|line| line.ends_with("; restarting it"), DEADLINE);
+    // Most likely during the pause before the restart; if a new process
+    // runs by then, it ends with the same code.
+    relay.signal(Signal::TERM);
+    let status = relay.wait_for_exit(DEADLINE);
+    let stderr = relay.stderr();
+    let status = status.unwrap_or_else(|| panic!("relay still running: {stderr}"));
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(!stderr.contains("lost track"), "{stderr}");
+}

@@ -241,6 +241,10 @@ enum Inner<R: ExampleRuntime> {
         /// A process that ended unexpectedly, told once it is known
         /// whether another follows.
         held: Option<Box<ExitReport>>,
+        /// The last process that ended and was told as followed by
+        /// another: the end, if the supervision ends before one starts
+        /// (a signal during the pause before a restart).
+        told: Option<Box<ExitReport>>,
     },
 }
 
@@ -266,6 +270,7 @@ impl<R: ExampleRuntime> FromChild<R> {
             inner: Inner::Supervised {
                 state: State::Idle(Box::new(supervised)),
                 held: None,
+                told: None,
             },
             pid,
         }
@@ -273,7 +278,7 @@ impl<R: ExampleRuntime> FromChild<R> {
 
     /// The next event; `None` once nothing more will come.
     pub(super) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<ChildEvent>> {
-        let (state, held) = match &mut self.inner {
+        let (state, held, told) = match &mut self.inner {
             Inner::Plain(receiver) => {
                 return receiver.poll_recv(cx).map(|item| {
                     item.map(|item| match item {
@@ -285,7 +290,7 @@ impl<R: ExampleRuntime> FromChild<R> {
                     })
                 });
             }
-            Inner::Supervised { state, held } => (state, held),
+            Inner::Supervised { state, held, told } => (state, held, told),
         };
         loop {
             let mut next = match std::mem::replace(state, State::Over) {
@@ -295,7 +300,8 @@ impl<R: ExampleRuntime> FromChild<R> {
                 }) as Next<R>,
                 State::Receiving(next) => next,
                 State::Over => {
-                    return Poll::Ready(held.take().map(|report| ChildEvent::Ended {
+                    let end = held.take().or_else(|| told.take());
+                    return Poll::Ready(end.map(|report| ChildEvent::Ended {
                         report: *report,
                         last: true,
                     }));
@@ -306,14 +312,21 @@ impl<R: ExampleRuntime> FromChild<R> {
                 // Waiting: for a restart if a process just ended (a
                 // verdict would have been queued with its report).
                 return match held.take() {
-                    Some(report) => Poll::Ready(Some(ChildEvent::Ended {
-                        report: *report,
-                        last: false,
-                    })),
+                    Some(report) => {
+                        *told = Some(report.clone());
+                        Poll::Ready(Some(ChildEvent::Ended {
+                            report: *report,
+                            last: false,
+                        }))
+                    }
                     None => Poll::Pending,
                 };
             };
             self.pid.set(supervised.id());
+            if supervised.id().is_some() {
+                // A process runs again: the end told before is not the last.
+                *told = None;
+            }
             *state = State::Idle(supervised);
             let Some(event) = event else {
                 *state = State::Over;
