@@ -756,3 +756,37 @@ fn c36_restart_a_server_that_dies_between_requests_is_restarted_and_the_next_one
     // Listed by the re-initialization, then by the session's own request.
     assert_eq!(after_exit.matches("<- 1 tool\n").count(), 2, "{stdout}");
 }
+
+#[cfg(unix)]
+#[test]
+fn c36_restart_gives_up_on_a_server_that_keeps_crashing_and_says_why() {
+    let out = mcp_client(&[
+        "--restart",
+        "sh",
+        "-c",
+        "echo 'Error: cannot open database' >&2; exit 3",
+    ]);
+    let stdout = out.stdout_text();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        stdout.matches("restarted: generation ").count(),
+        5,
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("<- gave up restarting the child: it ended again after 5 restarts in a row"),
+        "{stdout}"
+    );
+    for expected in [
+        "mcp_client: the server kept ending during initialize and is not restarted again",
+        "the last time it exited with code 3 on its own",
+        "| Error: cannot open database",
+    ] {
+        assert!(
+            out.stderr.contains(expected),
+            "missing {expected:?} in:\n{}",
+            out.stderr
+        );
+    }
+}

@@ -699,6 +699,12 @@ fn explain(name: &str, failed: &StepFailed, report: &ExitReport, shown: &str) ->
              Command: {shown}",
             describe::seconds(*after)
         ),
+        Failure::GaveUp(verdict) => format!(
+            "{name}: the server kept ending during {step} and is not restarted again: {}; the \
+             last time it {report}. It may crash on start-up or may not be an MCP stdio server; \
+             its stderr is below.",
+            verdict.reason
+        ),
         other => format!("{name}: {step} failed: {other}. The server was shut down: {report}."),
     };
     format!("{paragraph}{tail}")

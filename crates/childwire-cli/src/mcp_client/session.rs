@@ -300,6 +300,9 @@ impl<L: Link> Session<L> {
             match self.handle(item, id).await {
                 Handled::Nothing => {}
                 Handled::Answer(answer) => return answer,
+                // Not restarted: under supervision the verdict (or the
+                // end of the supervision) follows, and says more.
+                Handled::Unanswered(_, false) if L::SUPERVISED => {}
                 Handled::Unanswered(failure, restarting) => {
                     if !(retry && restarting) {
                         return Err(failure);
