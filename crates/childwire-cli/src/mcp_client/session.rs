@@ -289,7 +289,7 @@ impl<L: Link> Session<L> {
             }
         }
         let mut id = self.send_request(method, &params).await?;
-        let deadline = Instant::now() + timeout;
+        let mut deadline = Instant::now() + timeout;
         // The server ended before answering, or was down when it was to be
         // sent, and is being restarted: the request goes once it is back.
         let mut again = id.is_none();
@@ -316,6 +316,8 @@ impl<L: Link> Session<L> {
                     say!("-> {method} (again)");
                     id = self.send_request(method, &params).await?;
                     again = id.is_none();
+                    // The new process gets the whole time to answer.
+                    deadline = Instant::now() + timeout;
                 }
                 Handled::Restarted => {}
                 Handled::Over(failure) => return Err(failure),
