@@ -305,7 +305,7 @@ fn c10_a_server_that_dies_during_the_handshake_shows_its_stderr_tail() {
     ]);
     assert_eq!(out.status.code(), Some(1), "{out:?}");
     for expected in [
-        "the server ended during initialize",
+        "mcp_client: the server ended during initialize",
         "exited with code 3",
         "Error: Cannot find module 'left-pad'",
         "| starting up",
@@ -538,4 +538,255 @@ fn c36_discover_sibling_with_a_modern_server_goes_stateless_on_the_session_proce
         );
     }
     assert!(!stdout.contains("initialize"), "{stdout}");
+}
+
+// ---- --restart: the session survives a server killed with SIGKILL ----
+
+/// The pid in a `spawned ... (pid N) ...` line.
+#[cfg(unix)]
+fn pid_in(line: &str) -> u32 {
+    let at = line.find("(pid ").expect("a pid") + "(pid ".len();
+    let digits: String = line[at..]
+        .chars()
+        .take_while(char::is_ascii_digit)
+        .collect();
+    digits
+        .parse()
+        .unwrap_or_else(|_| panic!("no pid in {line:?}"))
+}
+
+#[cfg(unix)]
+fn kill_9(pid: u32) {
+    let pid = rustix::process::Pid::from_raw(pid.try_into().unwrap()).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+}
+
+/// Runs `mcp_client --restart ARGS`, waits until it watches the server,
+/// kills the server with SIGKILL, waits until the new process is up and
+/// watched, ends the session by closing stdin and checks the transcript:
+/// the exit report, the restart and the re-initialization with the tools
+/// listed again. Returns it.
+#[cfg(unix)]
+fn assert_survives_kill_9(args: &[&str], deadline: Duration) -> String {
+    let mut all = vec!["--restart"];
+    all.extend_from_slice(args);
+    let mut client = support::Running::start_lines(&example("mcp_client"), &all);
+    let spawned = client.wait_for_stdout(|line| line.starts_with("spawned "), deadline);
+    let first = pid_in(&spawned);
+    client.wait_for_stdout(|line| line.starts_with("-> watching the server"), deadline);
+    kill_9(first);
+    let restarted =
+        client.wait_for_stdout(|line| line.contains("restarted: generation 2"), deadline);
+    let second = pid_in(&restarted);
+    assert_ne!(first, second, "{restarted}");
+    client.wait_for_stdout(|line| line.starts_with("-> watching the server"), deadline);
+    client.close_stdin();
+    let status = client.wait_for_exit(deadline);
+    let stdout = client.stdout_lines();
+    let stderr = client.stderr();
+    let status = status.unwrap_or_else(|| panic!("still running:\n{stdout}\n{stderr}"));
+    assert!(status.success(), "{status}:\n{stdout}\n{stderr}");
+    let after_kill = stdout
+        .split_once("<- server killed by SIGKILL on its own")
+        .map(|(_, after)| after)
+        .unwrap_or_else(|| panic!("no exit report for the kill in:\n{stdout}"));
+    for expected in [
+        &format!("spawned the server again (pid {second}); re-initializing it")[..],
+        "-> initialize (protocol 2025-11-25)",
+        "<- initialize: protocol 2025-11-25",
+        "-> notifications/initialized",
+        "-> tools/list",
+        &format!("-> watching the server (pid {second})"),
+        "end of stdin: ending the session",
+        "server exited with code 0 after stdin was closed",
+    ] {
+        assert!(
+            after_kill.contains(expected),
+            "missing {expected:?} after the kill in:\n{stdout}"
+        );
+    }
+    // `<- N tools`: once in the session, once after the restart.
+    let listed = |text: &str| {
+        text.lines()
+            .filter(|line| line.starts_with("<- ") && line.ends_with(" tools"))
+            .count()
+    };
+    assert_eq!((listed(&stdout), listed(after_kill)), (2, 1), "{stdout}");
+    stdout
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_restart_survives_a_kill_9_of_the_bundled_server_and_lists_tools_again() {
+    for runtime in ["tokio", "smol", "async-std"] {
+        let stdout = assert_survives_kill_9(&["--runtime", runtime], DEADLINE);
+        assert!(stdout.contains(&format!(" on {runtime}, ")), "{stdout}");
+        assert_eq!(stdout.matches("<- 2 tools").count(), 2, "{stdout}");
+        // The session itself ran once: the tool was called before the kill.
+        assert_eq!(stdout.matches("<- result: 42").count(), 1, "{stdout}");
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_restart_survives_a_kill_9_of_server_everything() {
+    const PACKAGE: &str = "@modelcontextprotocol/server-everything";
+    if let Err(why) = npm_registry_answers(PACKAGE) {
+        eprintln!("skipped: {why}");
+        return;
+    }
+    // A first `npx -y` downloads the server.
+    assert_survives_kill_9(
+        &["--timeout", "120", "npx", "-y", PACKAGE],
+        Duration::from_secs(180),
+    );
+}
+
+/// Whether `npx` runs here and the npm registry knows `package`.
+#[cfg(unix)]
+fn npm_registry_answers(package: &str) -> Result<(), String> {
+    for tool in ["npx", "npm"] {
+        let found = std::process::Command::new(tool)
+            .arg("--version")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .status();
+        if !found.is_ok_and(|status| status.success()) {
+            return Err(format!("`{tool}` is not on PATH"));
+        }
+    }
+    let out = run(
+        std::path::Path::new("npm"),
+        &["view", package, "version"],
+        Vec::new(),
+        Duration::from_secs(60),
+    );
+    if out.status.success() && !out.stdout.is_empty() {
+        Ok(())
+    } else {
+        Err(format!(
+            "the npm registry did not answer for {package}: {}",
+            out.stderr.trim()
+        ))
+    }
+}
+
+#[cfg(unix)]
+#[test]
+fn c37_restart_sends_a_request_the_killed_server_never_answered_again() {
+    // The first process kills itself on `tools/list`, leaving a mark; the
+    // next one answers it.
+    let mark = std::env::temp_dir().join(format!("childwire-restart-mark-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let on_list = format!(
+        r#"if [ -e '{mark}' ]; then echo "{{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{{\"tools\":[{{\"name\":\"old_tool\",\"inputSchema\":{{\"type\":\"object\"}}}}]}}}}"; else : > '{mark}'; kill -9 $$; fi"#,
+        mark = mark.display()
+    );
+    let script = legacy_server(":").replace(
+        r#"*'"tools/list"'*) echo"#,
+        &format!(r#"*'"tools/list"'*) {on_list} ;; *'"never"'*) echo"#),
+    );
+    // stdin is closed at once: the watch ends as soon as it starts.
+    let out = mcp_client(&["--restart", "sh", "-c", &script]);
+    let _ = std::fs::remove_file(&mark);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    let after_kill = stdout
+        .split_once("<- server killed by SIGKILL on its own")
+        .map(|(_, after)| after)
+        .unwrap_or_else(|| panic!("no exit report for the kill in:\n{stdout}"));
+    for expected in [
+        "tools/list was not answered (the server killed by SIGKILL on its own",
+        "it is sent again once the server is back",
+        "spawned the server again (pid ",
+        "-> initialize (protocol 2025-11-25)",
+        "restarted: generation 2 (pid ",
+        "-> tools/list (again)",
+        "<- 1 tool\n",
+        "end of stdin: ending the session",
+        "server exited with code 0 after stdin was closed",
+    ] {
+        assert!(
+            after_kill.contains(expected),
+            "missing {expected:?} after the kill in:\n{stdout}"
+        );
+    }
+    // Listed by the re-initialization, then by the request sent again.
+    assert_eq!(after_kill.matches("<- 1 tool\n").count(), 2, "{stdout}");
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_restart_a_server_that_dies_between_requests_is_restarted_and_the_next_one_goes_to_it() {
+    // The first process exits right after answering initialize, leaving a
+    // mark; the next one stays. Whether tools/list finds the server down
+    // or is left unanswered, it reaches the new process.
+    let mark =
+        std::env::temp_dir().join(format!("childwire-restart-between-{}", std::process::id()));
+    let _ = std::fs::remove_file(&mark);
+    let script = legacy_server(":").replace(
+        r#""version\":\"1\"}}}" ;;"#,
+        &format!(
+            r#""version\":\"1\"}}}}}}"; [ -e '{mark}' ] || {{ : > '{mark}'; echo 'crashed after initialize' >&2; exit 1; }} ;;"#,
+            mark = mark.display()
+        ),
+    );
+    assert_ne!(script, legacy_server(":"), "the script was changed");
+    let out = mcp_client(&["--restart", "sh", "-c", &script]);
+    let _ = std::fs::remove_file(&mark);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    let after_exit = stdout
+        .split_once("<- server exited with code 1 on its own")
+        .map(|(_, after)| after)
+        .unwrap_or_else(|| panic!("no exit report in:\n{stdout}"));
+    for expected in [
+        "crashed after initialize",
+        "spawned the server again (pid ",
+        "-> initialize (protocol 2025-11-25)",
+        "restarted: generation 2 (pid ",
+        "-> tools/list (again)",
+        "server exited with code 0 after stdin was closed",
+    ] {
+        assert!(
+            after_exit.contains(expected),
+            "missing {expected:?} after the exit in:\n{stdout}"
+        );
+    }
+    // Listed by the re-initialization, then by the session's own request.
+    assert_eq!(after_exit.matches("<- 1 tool\n").count(), 2, "{stdout}");
+}
+
+#[cfg(unix)]
+#[test]
+fn c36_restart_gives_up_on_a_server_that_keeps_crashing_and_says_why() {
+    let out = mcp_client(&[
+        "--restart",
+        "sh",
+        "-c",
+        "echo 'Error: cannot open database' >&2; exit 3",
+    ]);
+    let stdout = out.stdout_text();
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert_eq!(
+        stdout.matches("restarted: generation ").count(),
+        5,
+        "{stdout}"
+    );
+    assert!(
+        stdout
+            .contains("<- gave up restarting the child: it ended again after 5 restarts in a row"),
+        "{stdout}"
+    );
+    for expected in [
+        "mcp_client: the server kept ending during initialize and is not restarted again",
+        "the last time it exited with code 3 on its own",
+        "| Error: cannot open database",
+    ] {
+        assert!(
+            out.stderr.contains(expected),
+            "missing {expected:?} in:\n{}",
+            out.stderr
+        );
+    }
 }

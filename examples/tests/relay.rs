@@ -536,3 +536,197 @@ fn long_line_from_the_child_costs_itself_plus_a_constant(runtime: &str) {
         (LINE + CONSTANT) >> 20
     );
 }
+
+// ---- --restart: the host's session survives a server killed with SIGKILL ----
+
+/// An MCP server as a POSIX shell script that says on stderr what it gets:
+/// it answers `initialize` and `tools/list`, and works forever on
+/// `tools/call` (which is left in flight).
+const SCRIPTED_SERVER: &str = r#"
+    echo "server $$ started" >&2
+    while read -r line; do
+        id=$(printf '%s\n' "$line" | sed -n 's/.*"id":\([0-9][0-9]*\).*/\1/p')
+        case "$line" in
+            *'"initialize"'*)
+                echo "server $$: initialize $id" >&2
+                echo "{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{\"tools\":{}},\"serverInfo\":{\"name\":\"scripted\",\"version\":\"$$\"}}}" ;;
+            *'"notifications/initialized"'*) echo "server $$: initialized" >&2 ;;
+            *'"tools/list"'*) echo "{\"jsonrpc\":\"2.0\",\"id\":$id,\"result\":{\"tools\":[]}}" ;;
+            *'"tools/call"'*) echo "server $$: working on $id" >&2 ;;
+        esac
+    done
+"#;
+
+/// The JSON line on stdout whose `id` is `id`.
+fn response_to(relay: &mut Running, id: u64) -> Value {
+    let line = relay.wait_for_stdout(
+        |line| serde_json::from_str::<Value>(line).is_ok_and(|v| v["id"] == id),
+        DEADLINE,
+    );
+    serde_json::from_str(&line).unwrap()
+}
+
+/// The pid in a `server PID started` line.
+fn server_started(relay: &mut Running) -> u32 {
+    let line = relay.wait_for_stderr(
+        |line| line.starts_with("server ") && line.ends_with(" started"),
+        DEADLINE,
+    );
+    line["server ".len()..line.len() - " started".len()]
+        .parse()
+        .unwrap()
+}
+
+#[test]
+fn c37_relay_restart_keeps_the_hosts_session_across_a_kill_9() {
+    for runtime in ["tokio", "smol", "async-std"] {
+        restart_keeps_the_hosts_session_across_a_kill_9(runtime);
+    }
+}
+
+fn restart_keeps_the_hosts_session_across_a_kill_9(runtime: &str) {
+    let log = TempLog::new(&format!("restart-{runtime}"));
+    let mut relay = Running::start_lines(
+        &example("relay"),
+        &[
+            "--runtime",
+            runtime,
+            "--restart",
+            "--log",
+            log.path(),
+            "sh",
+            "-c",
+            SCRIPTED_SERVER,
+        ],
+    );
+    let first = server_started(&mut relay);
+    relay.write(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-11-25\",\"capabilities\":{},\"clientInfo\":{\"name\":\"host\",\"version\":\"1\"}}}\n");
+    assert_eq!(
+        response_to(&mut relay, 1)["result"]["serverInfo"]["version"],
+        first.to_string()
+    );
+    relay.write(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n");
+    relay.wait_for_stderr(
+        |line| line == format!("server {first}: initialized"),
+        DEADLINE,
+    );
+    relay.write(b"{\"jsonrpc\":\"2.0\",\"id\":2,\"method\":\"tools/call\",\"params\":{\"name\":\"slow\"}}\n");
+    relay.wait_for_stderr(
+        |line| line == format!("server {first}: working on 2"),
+        DEADLINE,
+    );
+
+    relay.signal_pid(first, Signal::KILL);
+
+    // The request in flight gets an error that says why.
+    let error = response_to(&mut relay, 2);
+    assert_eq!(error["error"]["code"], -32000, "{error}");
+    let message = error["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("killed by SIGKILL before it answered")
+            && message.contains("it is being restarted"),
+        "{error}"
+    );
+    // The new server gets the host's handshake again before anything else.
+    let second = server_started(&mut relay);
+    assert_ne!(first, second);
+    // The relay's notes and the server's stderr come in no fixed order.
+    let mut expected = vec![
+        format!("server {second}: initialize 1"),
+        format!("server {second}: initialized"),
+        format!(
+            "relay: the child runs again (pid {second}); the host's initialize was replayed to it"
+        ),
+        "relay: restarted the child (generation 2); traffic resumes".to_owned(),
+    ];
+    while !expected.is_empty() {
+        let line = relay.wait_for_stderr(|line| expected.iter().any(|e| e == line), DEADLINE);
+        expected.retain(|e| *e != line);
+    }
+    // And the session goes on.
+    relay.write(b"{\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"tools/list\"}\n");
+    assert_eq!(
+        response_to(&mut relay, 3)["result"]["tools"],
+        serde_json::json!([])
+    );
+
+    relay.close_stdin();
+    let status = relay.wait_for_exit(DEADLINE);
+    let stdout = relay.stdout_lines();
+    let stderr = relay.stderr();
+    let status = status.unwrap_or_else(|| panic!("relay still running: {stderr}"));
+    assert_eq!(status.code(), Some(0), "{stderr}");
+    // One answer per request: the replayed initialize's was swallowed.
+    let ids: Vec<Value> = stdout
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).unwrap()["id"].clone())
+        .collect();
+    assert_eq!(ids, [1, 2, 3], "{stdout}");
+    assert!(
+        stderr.contains("relay: child killed by SIGKILL on its own"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("restarted the child (generation 2)"),
+        "{stderr}"
+    );
+    assert!(
+        stderr.contains("relay: child exited with code 0 after stdin was closed"),
+        "{stderr}"
+    );
+    // Each process's end is logged.
+    let exits: Vec<Value> = exit_records(&log)
+        .iter()
+        .map(|record| record["exit_code"].clone())
+        .collect();
+    assert_eq!(exits, [128 + 9, 0], "{:?}", log.records());
+}
+
+/// A server that fails at once, every time.
+const CRASHING_SERVER: &str = "echo 'Error: cannot open database' >&2; exit 3";
+
+#[test]
+fn c36_relay_restart_gives_up_on_a_crash_loop_with_the_last_exit_code() {
+    let log = TempLog::new("crash-loop");
+    let mut relay = Running::start(
+        &example("relay"),
+        &[
+            "--restart",
+            "--log",
+            log.path(),
+            "sh",
+            "-c",
+            CRASHING_SERVER,
+        ],
+    );
+    let status = relay.wait_for_exit(DEADLINE);
+    let stderr = relay.stderr();
+    let status = status.unwrap_or_else(|| panic!("relay still running: {stderr}"));
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(
+        stderr.contains(
+            "relay: gave up restarting the child: it ended again after 5 restarts in a row"
+        ),
+        "{stderr}"
+    );
+    assert_eq!(stderr.matches("; restarting it").count(), 5, "{stderr}");
+    // The first process and five restarts, each logged once.
+    assert_eq!(exit_records(&log).len(), 6, "{:?}", log.records());
+}
+
+#[test]
+fn c12_relay_restart_ends_on_sigterm_while_the_child_is_down() {
+    let mut relay = Running::start(
+        &example("relay"),
+        &["--restart", "sh", "-c", CRASHING_SERVER],
+    );
+    relay.wait_for_stderr(|line| line.ends_with("; restarting it"), DEADLINE);
+    // Most likely during the pause before the restart; if a new process
+    // runs by then, it ends with the same code.
+    relay.signal(Signal::TERM);
+    let status = relay.wait_for_exit(DEADLINE);
+    let stderr = relay.stderr();
+    let status = status.unwrap_or_else(|| panic!("relay still running: {stderr}"));
+    assert_eq!(status.code(), Some(3), "{stderr}");
+    assert!(!stderr.contains("lost track"), "{stderr}");
+}

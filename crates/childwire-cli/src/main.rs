@@ -53,7 +53,10 @@ fn main() -> ExitCode {
             &probe_usage(),
             rest,
             parse_probe,
-            |options| (options.runtime, Client(options)),
+            |mut options| {
+                options.name = "childwire probe";
+                (options.runtime, Client(options))
+            },
         ),
         Some(name) if name == "relay" => run_with_args(
             "childwire relay",

@@ -11,6 +11,11 @@
 //! shutdown of the child, with graces short enough that the child is gone
 //! before the host's next step (a SIGKILL of relay would orphan it); a
 //! second signal SIGKILLs the child's process group at once.
+//!
+//! With `--restart` a child that ends on its own is started again and the
+//! host's session goes on: the host's handshake is replayed to the new
+//! process, and the host's requests the old one never answered get errors
+//! (see `child.rs`).
 
 use std::future::Future;
 
@@ -18,6 +23,7 @@ use childwire::{Exit, ExitReport};
 
 use crate::rt::{ExampleRuntime, Program};
 
+mod child;
 pub mod log;
 pub mod options;
 mod pump;

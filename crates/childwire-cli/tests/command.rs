@@ -84,6 +84,14 @@ fn probe_explains_a_server_that_dies_at_start_with_its_stderr() {
         "{}",
         out.stderr
     );
+    // Its messages carry the command's name, not the example's.
+    assert!(
+        out.stderr
+            .contains("childwire probe: the server ended during initialize")
+            && !out.stderr.contains("mcp_client"),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -137,11 +137,67 @@ pub(crate) struct Running {
     /// Every stderr line seen so far, for failure messages.
     stderr_seen: Vec<String>,
     stdout: Option<thread::JoinHandle<Vec<u8>>>,
+    /// Its stdout line by line, when started with [`Self::start_lines`].
+    stdout_lines: Option<std::sync::mpsc::Receiver<String>>,
+    /// Every stdout line seen so far.
+    stdout_seen: Vec<String>,
+}
+
+/// Sends each line `pipe` gives on a channel, from a thread of its own.
+fn lines_of(pipe: impl Read + Send + 'static) -> std::sync::mpsc::Receiver<String> {
+    let (lines, received) = std::sync::mpsc::channel();
+    thread::spawn(move || {
+        use std::io::BufRead as _;
+        for line in std::io::BufReader::new(pipe).lines() {
+            let Ok(line) = line else { break };
+            if lines.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    received
+}
+
+/// Waits until a line from `lines` satisfies `wanted` and returns it, keeping every line in
+/// `seen`; fails the test if none has by `deadline`.
+fn wait_for_line(
+    lines: &std::sync::mpsc::Receiver<String>,
+    seen: &mut Vec<String>,
+    what: &str,
+    wanted: impl Fn(&str) -> bool,
+    deadline: Duration,
+) -> String {
+    let until = Instant::now() + deadline;
+    loop {
+        let left = until.saturating_duration_since(Instant::now());
+        match lines.recv_timeout(left) {
+            Ok(line) => {
+                seen.push(line.clone());
+                if wanted(&line) {
+                    return line;
+                }
+            }
+            Err(_) => panic!(
+                "no such {what} line within {deadline:?}; {what} so far:\n{}",
+                seen.join("\n")
+            ),
+        }
+    }
 }
 
 impl Running {
     /// Starts `program` with `args`, every standard stream piped.
     pub(crate) fn start(program: &Path, args: &[&str]) -> Self {
+        Self::spawn(program, args, false)
+    }
+
+    /// [`Self::start`], with stdout read line by line too, for
+    /// [`Self::wait_for_stdout`].
+    pub(crate) fn start_lines(program: &Path, args: &[&str]) -> Self {
+        Self::spawn(program, args, true)
+    }
+
+    fn spawn(program: &Path, args: &[&str], stdout_lines: bool) -> Self {
         let mut child = Command::new(program)
             .args(args)
             .stdin(Stdio::piped())
@@ -150,24 +206,21 @@ impl Running {
             .spawn()
             .unwrap_or_else(|err| panic!("spawning {}: {err}", program.display()));
         let stdin = child.stdin.take();
-        let stdout = Some(drain(child.stdout.take().unwrap()));
-        let (lines, stderr_lines) = std::sync::mpsc::channel();
-        let stderr = child.stderr.take().unwrap();
-        thread::spawn(move || {
-            use std::io::BufRead as _;
-            for line in std::io::BufReader::new(stderr).lines() {
-                let Ok(line) = line else { break };
-                if lines.send(line).is_err() {
-                    break;
-                }
-            }
-        });
+        let out = child.stdout.take().unwrap();
+        let (stdout, stdout_lines) = if stdout_lines {
+            (None, Some(lines_of(out)))
+        } else {
+            (Some(drain(out)), None)
+        };
+        let stderr_lines = lines_of(child.stderr.take().unwrap());
         Self {
             child,
             stdin,
             stderr_lines,
             stderr_seen: Vec::new(),
             stdout,
+            stdout_lines,
+            stdout_seen: Vec::new(),
         }
     }
 
@@ -197,6 +250,13 @@ impl Running {
         rustix::process::kill_process(pid, signal).unwrap();
     }
 
+    /// Sends `signal` to process `pid` (one the program started).
+    #[cfg(unix)]
+    pub(crate) fn signal_pid(&self, pid: u32, signal: rustix::process::Signal) {
+        let pid = rustix::process::Pid::from_raw(pid.try_into().unwrap()).unwrap();
+        rustix::process::kill_process(pid, signal).unwrap();
+    }
+
     /// Waits until a stderr line satisfies `wanted` and returns it; fails
     /// the test if none has by `deadline`.
     pub(crate) fn wait_for_stderr(
@@ -204,22 +264,33 @@ impl Running {
         wanted: impl Fn(&str) -> bool,
         deadline: Duration,
     ) -> String {
-        let until = Instant::now() + deadline;
-        loop {
-            let left = until.saturating_duration_since(Instant::now());
-            match self.stderr_lines.recv_timeout(left) {
-                Ok(line) => {
-                    self.stderr_seen.push(line.clone());
-                    if wanted(&line) {
-                        return line;
-                    }
-                }
-                Err(_) => panic!(
-                    "no such stderr line within {deadline:?}; stderr so far:\n{}",
-                    self.stderr_seen.join("\n")
-                ),
+        let seen = &mut self.stderr_seen;
+        wait_for_line(&self.stderr_lines, seen, "stderr", wanted, deadline)
+    }
+
+    /// Waits until a stdout line satisfies `wanted` and returns it; fails
+    /// the test if none has by `deadline`. Needs [`Self::start_lines`].
+    pub(crate) fn wait_for_stdout(
+        &mut self,
+        wanted: impl Fn(&str) -> bool,
+        deadline: Duration,
+    ) -> String {
+        let lines = self
+            .stdout_lines
+            .as_ref()
+            .expect("started with Running::start_lines");
+        wait_for_line(lines, &mut self.stdout_seen, "stdout", wanted, deadline)
+    }
+
+    /// Every stdout line (the program has ended), with those seen so far,
+    /// as one text. Needs [`Self::start_lines`].
+    pub(crate) fn stdout_lines(&mut self) -> String {
+        if let Some(lines) = &self.stdout_lines {
+            while let Ok(line) = lines.recv_timeout(Duration::from_secs(10)) {
+                self.stdout_seen.push(line);
             }
         }
+        self.stdout_seen.join("\n")
     }
 
     /// Waits for the program to end, at most `deadline`: `None` if it is

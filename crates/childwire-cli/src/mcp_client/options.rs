@@ -21,6 +21,10 @@ pub const DEFAULT_TIMEOUT: Duration = Duration::from_secs(60);
 /// unknown request). Never longer than `--timeout`.
 pub const DEFAULT_DISCOVER_TIMEOUT: Duration = Duration::from_secs(10);
 
+/// The name the program's messages start with, as the example; the
+/// `childwire` command sets its own (`childwire probe`).
+pub const NAME: &str = "mcp_client";
+
 /// The help text.
 pub const USAGE: &str = "\
 Usage: mcp_client [OPTIONS] [--] [CMD [ARGS...]]
@@ -52,6 +56,11 @@ Options:
   --discover-sibling send server/discover to a disposable second server
                      process, so that a server that exits on an unknown
                      request does not take the session with it
+  --restart          keep the session going when the server ends on its
+                     own: restart it (with a growing pause, at most 5 times
+                     in a row), repeat the handshake, list the tools again;
+                     after the conversation, watch the server until stdin
+                     ends or Ctrl-C (kill it to see a restart)
   --timeout SECS     how long to wait for each answer (default 60)
   --runtime NAME     tokio (default), smol or async-std
   --show-stderr      print the server's stderr lines as they come
@@ -62,6 +71,7 @@ Examples:
   mcp_client -- npx -y @modelcontextprotocol/server-everything
   mcp_client --protocol 2026-07-28
   mcp_client --protocol 2026-07-28 --discover-sibling -- npx -y some-mcp-server
+  mcp_client --restart -- npx -y @modelcontextprotocol/server-everything
   mcp_client --call get_current_time --args '{\"timezone\":\"UTC\"}' uvx mcp-server-time
 ";
 
@@ -77,6 +87,8 @@ pub struct ToolCall {
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ClientOptions {
+    /// The name its messages start with ([`NAME`] unless set).
+    pub name: &'static str,
     /// The server to run; `None` for the bundled example server.
     pub server: Option<ChildCommand>,
     /// The tool to call, if any.
@@ -97,6 +109,9 @@ pub struct ClientOptions {
     pub discover_timeout: Duration,
     /// Probe with `server/discover` on a disposable second process.
     pub discover_sibling: bool,
+    /// Restart the server when it ends on its own, re-initialize it, and
+    /// watch it until stdin ends or a signal comes.
+    pub restart: bool,
 }
 
 /// The outcome of parsing the command line; `Help` prints [`USAGE`].
@@ -108,6 +123,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
     let mut call = None;
     let mut arguments = None;
     let mut options = ClientOptions {
+        name: NAME,
         server: None,
         call: None,
         env: Vec::new(),
@@ -118,6 +134,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
         protocol: LATEST_PROTOCOL_VERSION,
         discover_timeout: DEFAULT_DISCOVER_TIMEOUT,
         discover_sibling: false,
+        restart: false,
     };
     while let Some(option) = args.next_option()? {
         match option.as_str() {
@@ -134,6 +151,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
                 options.discover_timeout = parse_seconds(&option, &args.value(&option)?)?;
             }
             "--discover-sibling" => options.discover_sibling = true,
+            "--restart" => options.restart = true,
             other => return Err(UsageError(format!("unknown option `{other}`"))),
         }
     }
@@ -203,6 +221,8 @@ mod tests {
         assert_eq!(run(&["--protocol", "2026-07-28"]).protocol, "2026-07-28");
         assert_eq!(options.discover_timeout, DEFAULT_DISCOVER_TIMEOUT);
         assert!(!options.discover_sibling);
+        assert!(!options.restart);
+        assert!(run(&["--restart"]).restart);
         let sibling = run(&[
             "--protocol",
             "2026-07-28",

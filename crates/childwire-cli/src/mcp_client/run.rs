@@ -11,7 +11,7 @@ use childwire::{
 use serde_json::{Map, Value, json};
 
 use super::options::{ClientOptions, ToolCall};
-use super::session::{Failure, Session};
+use super::session::{Failure, Link, Session, pid_text};
 use super::{describe, locate};
 use crate::protocol::{
     HANDSHAKE_PROTOCOL_VERSIONS, INTERNAL_ERROR, INVALID_PARAMS, INVALID_REQUEST,
@@ -20,6 +20,9 @@ use crate::protocol::{
     is_stateless, supported_protocol_version,
 };
 use crate::rt::RuntimeChoice;
+
+mod restart;
+mod stop;
 
 /// The name this client gives in `clientInfo`.
 const CLIENT_NAME: &str = "childwire-mcp-client";
@@ -44,15 +47,16 @@ enum Outcome {
 }
 
 pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
+    let name = options.name;
     let bundled = options.server.is_none();
     let (program, args) = match &options.server {
         Some(server) => (server.program.clone(), server.args.clone()),
         None => match locate::bundled_server(|| {
-            note!("mcp_client: building the bundled example server (first run only)...");
+            note!("{name}: building the bundled example server (first run only)...");
         }) {
             Ok(path) => (path.into_os_string(), Vec::new()),
             Err(err) => {
-                note!("mcp_client: {err}");
+                note!("{name}: {err}");
                 return 1;
             }
         },
@@ -88,43 +92,18 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
         runtime: options.runtime,
         inherit_env: options.inherit_env,
     };
-    let transport = match server.spawn::<R>("") {
-        Ok(transport) => transport,
-        Err(err) => {
-            note!("{}", explain_spawn(&err));
-            return 1;
-        }
-    };
-
-    let mut session = Session::new(transport, options.timeout);
     let discovery = Discovery {
         timeout: options.discover_timeout.min(options.timeout),
         sibling: options.discover_sibling,
         server: &server,
     };
-    let outcome = match converse(
-        &mut session,
-        options.protocol,
-        &discovery,
-        options.call.as_ref(),
-        bundled,
-    )
-    .await
-    {
-        Ok(outcome) => outcome,
-        Err(failed) => Outcome::Failed(failed),
+    let ended = if options.restart {
+        restart::session::<R>(&options, &discovery, bundled).await
+    } else {
+        session::<R>(&options, &discovery, bundled).await
     };
-    if matches!(outcome, Outcome::Done | Outcome::ToolError(_)) {
-        say!(
-            "-> shutdown: close stdin, SIGTERM if still running 2 s later, SIGKILL 2 s after that"
-        );
-    }
-    let report = match session.shutdown().await {
-        Ok(report) => report,
-        Err(stopped) => {
-            note!("mcp_client: {stopped}");
-            return 1;
-        }
+    let Some((outcome, report)) = ended else {
+        return 1;
     };
     say!("server {report}");
     let c = &report.counters;
@@ -148,21 +127,70 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
         Outcome::Done if report.shutdown_requested => 0,
         Outcome::Done => {
             note!(
-                "mcp_client: the server ended before it was asked to.{}",
+                "{name}: the server ended before it was asked to.{}",
                 tail(&report)
             );
             1
         }
-        Outcome::ToolError(name) => {
+        Outcome::ToolError(tool) => {
             note!(
-                "mcp_client: the tool `{name}` reported an error (isError: true); its message is above."
+                "{}: the tool `{tool}` reported an error (isError: true); its message is above.",
+                options.name
             );
             1
         }
         Outcome::Failed(failed) => {
-            note!("{}", explain(&failed, &report, &shown));
+            note!("{}", explain(name, &failed, &report, &shown));
             1
         }
+    }
+}
+
+/// The session on one server process: spawned, conversed with, shut down;
+/// what came of it and the server's exit report, or `None` when that could
+/// not be had (said on stderr).
+async fn session<R: Runtime>(
+    options: &ClientOptions,
+    discovery: &Discovery<'_>,
+    bundled: bool,
+) -> Option<(Outcome, ExitReport)> {
+    let transport = match discovery.server.spawn::<R>("") {
+        Ok(transport) => transport,
+        Err(err) => {
+            note!("{}", explain_spawn(options.name, &err));
+            return None;
+        }
+    };
+    let mut session = Session::new(transport, options.timeout);
+    let outcome = match converse(
+        &mut session,
+        options.protocol,
+        discovery,
+        options.call.as_ref(),
+        bundled,
+        &|_| {},
+    )
+    .await
+    {
+        Ok(outcome) => outcome,
+        Err(failed) => Outcome::Failed(failed),
+    };
+    say_shutdown(&outcome);
+    match session.shutdown().await {
+        Ok(report) => Some((outcome, report)),
+        Err(stopped) => {
+            note!("{}: {stopped}", options.name);
+            None
+        }
+    }
+}
+
+/// Says how the server is shut down, after a session that went well.
+fn say_shutdown(outcome: &Outcome) {
+    if matches!(outcome, Outcome::Done | Outcome::ToolError(_)) {
+        say!(
+            "-> shutdown: close stdin, SIGTERM if still running 2 s later, SIGKILL 2 s after that"
+        );
     }
 }
 
@@ -181,12 +209,16 @@ impl Server<'_> {
     /// (" again", " as a disposable sibling").
     fn spawn<R: Runtime>(&self, what: &str) -> Result<Transport<R>, SpawnError> {
         let transport = Transport::<R>::spawn(self.command, self.config.clone())?;
+        self.say_spawned(what, transport.id());
+        Ok(transport)
+    }
+
+    /// Says that the server runs as process `pid`.
+    fn say_spawned(&self, what: &str, pid: Option<u32>) {
         say!(
             "spawned {}{what} (pid {}) on {}, {} environment",
             self.shown,
-            transport
-                .id()
-                .map_or_else(|| "?".to_owned(), |pid| pid.to_string()),
+            pid_text(pid),
             self.runtime,
             if self.inherit_env {
                 "inherited"
@@ -194,7 +226,6 @@ impl Server<'_> {
                 "minimal"
             },
         );
-        Ok(transport)
     }
 }
 
@@ -208,17 +239,31 @@ struct Discovery<'a> {
     server: &'a Server<'a>,
 }
 
-/// The conversation: handshake (or discovery), tools, one call.
-async fn converse<R: Runtime>(
-    session: &mut Session<R>,
+/// How the session was opened: what a restarted server's re-initialization
+/// repeats (`--restart`).
+#[derive(Debug, Clone, Copy)]
+struct Opened {
+    /// The revision offered in `initialize`, or the stateless one in use.
+    protocol: &'static str,
+    /// No handshake: the revision goes in every request's `_meta`.
+    stateless: bool,
+    /// The server declared tools: they are listed again.
+    tools: bool,
+}
+
+/// The conversation: handshake (or discovery), tools, one call; `opened`
+/// hears how the session was opened as soon as the server has answered.
+async fn converse<L: Link>(
+    session: &mut Session<L>,
     protocol: &'static str,
     discovery: &Discovery<'_>,
     call: Option<&ToolCall>,
     bundled: bool,
+    opened: &(dyn Fn(Opened) + Sync),
 ) -> Result<Outcome, StepFailed> {
     let init = if is_stateless(protocol) {
         let discovered = if discovery.sibling {
-            discover_on_sibling::<R>(discovery, protocol).await?
+            discover_on_sibling::<L::Rt>(discovery, protocol).await?
         } else {
             discover(session, protocol, discovery.timeout, "").await?
         };
@@ -226,27 +271,35 @@ async fn converse<R: Runtime>(
             Discovered::Stateless(result, chosen) => {
                 say!("   no handshake: every request carries protocol {chosen} in _meta");
                 session.set_meta(meta(chosen));
+                opened(Opened {
+                    protocol: chosen,
+                    stateless: true,
+                    tools: has_tools(&result),
+                });
                 result
             }
-            Discovered::Handshake(version) => initialize(session, version).await?,
+            Discovered::Handshake(version) => initialize(session, version, opened).await?,
             Discovered::ServerGone(version) => {
-                let transport =
-                    discovery
-                        .server
-                        .spawn::<R>(" again")
-                        .map_err(|err| StepFailed {
-                            step: "initialize".to_owned(),
-                            failure: Failure::Spawn(err.to_string()),
-                        })?;
-                session.replace_transport(transport);
-                initialize(session, version).await?
+                if L::SUPERVISED {
+                    say!(
+                        "   the server is restarted, as --restart asks; initialize goes to the new process"
+                    );
+                }
+                session
+                    .renew(|| discovery.server.spawn::<L::Rt>(" again"))
+                    .map_err(|err| StepFailed {
+                        step: "initialize".to_owned(),
+                        failure: Failure::Spawn(err.to_string()),
+                    })?;
+                initialize(session, version, opened).await?
             }
         }
     } else {
-        initialize(session, protocol).await?
+        initialize(session, protocol, opened).await?
     };
+    let tools = has_tools(&init);
 
-    if init.pointer("/capabilities/tools").is_none() {
+    if !tools {
         say!("   the server declares no tools capability: nothing to list or call");
         return Ok(Outcome::Done);
     }
@@ -315,8 +368,8 @@ enum Discovered {
 /// request with -32601 or -32602, another error, an empty result, nothing
 /// at all, or by exiting, so the fallback is not keyed to one code, and
 /// waits at most `timeout`.
-async fn discover<R: Runtime>(
-    session: &mut Session<R>,
+async fn discover<L: Link>(
+    session: &mut Session<L>,
     protocol: &'static str,
     timeout: Duration,
     place: &str,
@@ -384,7 +437,8 @@ async fn discover<R: Runtime>(
                  {protocol}; falling back to initialize on a new server process",
                 report.exit
             );
-            if place.is_empty() {
+            // Under supervision the session showed it as it came.
+            if place.is_empty() && !L::SUPERVISED {
                 say!("   server {report}");
             }
             return Ok(Discovered::ServerGone(LATEST_PROTOCOL_VERSION));
@@ -454,11 +508,18 @@ fn error_name(code: i64) -> &'static str {
     }
 }
 
+/// Whether an `initialize` (or `server/discover`) result declares tools.
+fn has_tools(init: &Value) -> bool {
+    init.pointer("/capabilities/tools").is_some()
+}
+
 /// `initialize` offering `protocol`, then `notifications/initialized`;
-/// returns the `initialize` result.
-async fn initialize<R: Runtime>(
-    session: &mut Session<R>,
-    protocol: &str,
+/// returns the `initialize` result. `opened` hears of the handshake once
+/// the server has answered, before the notification.
+async fn initialize<L: Link>(
+    session: &mut Session<L>,
+    protocol: &'static str,
+    opened: &(dyn Fn(Opened) + Sync),
 ) -> Result<Value, StepFailed> {
     say!("-> initialize (protocol {protocol})");
     let init = step(
@@ -493,6 +554,11 @@ async fn initialize<R: Runtime>(
     for line in describe::server(&init) {
         say!("   {line}");
     }
+    opened(Opened {
+        protocol,
+        stateless: false,
+        tools: has_tools(&init),
+    });
     say!("-> notifications/initialized");
     step(
         "notifications/initialized",
@@ -540,7 +606,7 @@ fn choose(wanted: &'static str, offered: &[String]) -> Option<&'static str> {
 }
 
 /// `tools/list`, following `nextCursor` through every page.
-async fn list_tools<R: Runtime>(session: &mut Session<R>) -> Result<(), StepFailed> {
+async fn list_tools<L: Link>(session: &mut Session<L>) -> Result<(), StepFailed> {
     let mut tools = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
@@ -604,16 +670,16 @@ fn shell_quote(word: &str) -> String {
     }
 }
 
-fn explain_spawn(err: &SpawnError) -> String {
+fn explain_spawn(name: &str, err: &SpawnError) -> String {
     format!(
-        "mcp_client: {err}. Check the command and that its program is installed: servers \
+        "{name}: {err}. Check the command and that its program is installed: servers \
          published on npm run with `npx` (Node.js), Python ones with `uvx` (uv)."
     )
 }
 
 /// One paragraph: which step failed, why, how the server ended, what to
 /// try; then the server's last stderr lines.
-fn explain(failed: &StepFailed, report: &ExitReport, shown: &str) -> String {
+fn explain(name: &str, failed: &StepFailed, report: &ExitReport, shown: &str) -> String {
     let StepFailed { step, failure } = failed;
     let tail = tail(report);
     // The report's own one-line stderr summary would repeat what the tail
@@ -623,17 +689,23 @@ fn explain(failed: &StepFailed, report: &ExitReport, shown: &str) -> String {
     let report = &brief;
     let paragraph = match failure {
         Failure::Exited(_) => format!(
-            "mcp_client: the server ended during {step}: {report}. It may have crashed on \
+            "{name}: the server ended during {step}: {report}. It may have crashed on \
              start-up or may not be an MCP stdio server; its stderr is below."
         ),
         Failure::Timeout(after) => format!(
-            "mcp_client: the server did not answer {step} within {}, so it was shut down \
+            "{name}: the server did not answer {step} within {}, so it was shut down \
              ({report}). A first `npx -y` or `uvx` run may still be downloading the server \
              (raise --timeout); a program that is not an MCP stdio server never answers. \
              Command: {shown}",
             describe::seconds(*after)
         ),
-        other => format!("mcp_client: {step} failed: {other}. The server was shut down: {report}."),
+        Failure::GaveUp(verdict) => format!(
+            "{name}: the server kept ending during {step} and is not restarted again: {}; the \
+             last time it {report}. It may crash on start-up or may not be an MCP stdio server; \
+             its stderr is below.",
+            verdict.reason
+        ),
+        other => format!("{name}: {step} failed: {other}. The server was shut down: {report}."),
     };
     format!("{paragraph}{tail}")
 }

@@ -1,19 +1,128 @@
 //! The client side of a JSON-RPC session over a childwire transport:
 //! requests matched to responses by id, with a deadline, and everything
 //! else the server sends handled on the way.
+//!
+//! The session talks through a [`Link`]: one server process, or a
+//! [`Supervised`] one that is restarted when it ends (`--restart`), whose
+//! end is then an event of the session rather than its end.
 
 use std::fmt;
+use std::future::Future;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use childwire::{
-    Closed, ExitReport, Received, Runtime, SendError, SendErrorKind, ShutdownError, Transport,
+    Closed, ExitReport, GaveUp, Received, Runtime, SendError, SendErrorKind, ShutdownError,
+    SpawnError, Supervised, SupervisedEvent, Transport,
 };
 use serde_json::{Map, Value, json};
 
 use super::describe;
 use crate::protocol::METHOD_NOT_FOUND;
 use crate::rt::timeout_at;
+
+/// What a [`Session`] talks through.
+pub trait Link {
+    /// The runtime of its timers.
+    type Rt: Runtime;
+    /// Whether the server is restarted when it ends: its end is then an
+    /// event the session reports and goes on from.
+    const SUPERVISED: bool;
+
+    /// Sends one message.
+    fn send_line(&self, line: String) -> impl Future<Output = Result<(), SendError<String>>>;
+
+    /// The next item from the server, or event of its supervision.
+    fn next_event(&mut self) -> impl Future<Output = Option<SupervisedEvent>>;
+
+    /// The server ended and a new process is needed: `spawn` one, or, under
+    /// supervision, leave it to the supervisor (then `spawn` is not called).
+    fn renew(
+        &mut self,
+        spawn: impl FnOnce() -> Result<Transport<Self::Rt>, SpawnError>,
+    ) -> Result<(), SpawnError>;
+
+    /// The running server's process ID.
+    fn id(&self) -> Option<u32>;
+}
+
+impl<R: Runtime> Link for Transport<R> {
+    type Rt = R;
+    const SUPERVISED: bool = false;
+
+    fn send_line(&self, line: String) -> impl Future<Output = Result<(), SendError<String>>> {
+        self.send(line)
+    }
+
+    async fn next_event(&mut self) -> Option<SupervisedEvent> {
+        self.recv().await.map(SupervisedEvent::Received)
+    }
+
+    fn renew(
+        &mut self,
+        spawn: impl FnOnce() -> Result<Transport<R>, SpawnError>,
+    ) -> Result<(), SpawnError> {
+        *self = spawn()?;
+        Ok(())
+    }
+
+    fn id(&self) -> Option<u32> {
+        Transport::id(self)
+    }
+}
+
+/// A re-initialization step's session: the new generation's transport,
+/// lent by the supervisor until traffic resumes.
+impl<R: Runtime> Link for &mut Transport<R> {
+    type Rt = R;
+    const SUPERVISED: bool = false;
+
+    fn send_line(&self, line: String) -> impl Future<Output = Result<(), SendError<String>>> {
+        self.send(line)
+    }
+
+    async fn next_event(&mut self) -> Option<SupervisedEvent> {
+        self.recv().await.map(SupervisedEvent::Received)
+    }
+
+    fn renew(
+        &mut self,
+        spawn: impl FnOnce() -> Result<Transport<R>, SpawnError>,
+    ) -> Result<(), SpawnError> {
+        **self = spawn()?;
+        Ok(())
+    }
+
+    fn id(&self) -> Option<u32> {
+        Transport::id(self)
+    }
+}
+
+impl<R: Runtime> Link for Supervised<R> {
+    type Rt = R;
+    const SUPERVISED: bool = true;
+
+    fn send_line(&self, line: String) -> impl Future<Output = Result<(), SendError<String>>> {
+        self.send(line)
+    }
+
+    fn next_event(&mut self) -> impl Future<Output = Option<SupervisedEvent>> {
+        self.recv()
+    }
+
+    fn renew(
+        &mut self,
+        _spawn: impl FnOnce() -> Result<Transport<R>, SpawnError>,
+    ) -> Result<(), SpawnError> {
+        // The supervisor restarts it; a request sent meanwhile waits for
+        // the new generation.
+        Ok(())
+    }
+
+    fn id(&self) -> Option<u32> {
+        Supervised::id(self)
+    }
+}
 
 /// Why a request got no result.
 #[derive(Debug)]
@@ -42,6 +151,8 @@ pub enum Failure {
     Gone,
     /// The server could not be started again (why, in words).
     Spawn(String),
+    /// The server kept ending and is no longer restarted (`--restart`).
+    GaveUp(Box<GaveUp>),
 }
 
 impl Failure {
@@ -73,28 +184,44 @@ impl fmt::Display for Failure {
             ),
             Failure::Gone => f.write_str("the connection to the server is gone"),
             Failure::Spawn(why) => write!(f, "the server could not be started again: {why}"),
+            Failure::GaveUp(verdict) => write!(f, "{verdict}"),
         }
     }
 }
 
 /// A JSON-RPC client talking to one server.
-pub struct Session<R: Runtime> {
-    transport: Transport<R>,
+pub struct Session<L: Link> {
+    link: L,
     next_id: u64,
     timeout: Duration,
     /// The server's exit report, once [`recv`](Transport::recv) handed it
-    /// out: it comes only once.
+    /// out: it comes only once. Under supervision, the last generation's.
     exited: Option<ExitReport>,
     /// Put in every request's `params._meta`: what a stateless MCP revision
     /// asks of each request instead of a handshake.
     meta: Option<Map<String, Value>>,
 }
 
-impl<R: Runtime> Session<R> {
-    /// A session over `transport`, waiting at most `timeout` for each answer.
-    pub fn new(transport: Transport<R>, timeout: Duration) -> Self {
+/// What one item from the server meant to the session.
+pub enum Handled {
+    /// Nothing the caller waits for.
+    Nothing,
+    /// The answer to the request waited for.
+    Answer(Result<Value, Failure>),
+    /// The server ended before answering the request waited for; it is
+    /// restarted when the flag says so.
+    Unanswered(Failure, bool),
+    /// A new generation of the server is up and re-initialized.
+    Restarted,
+    /// Nothing more will come.
+    Over(Failure),
+}
+
+impl<L: Link> Session<L> {
+    /// A session over `link`, waiting at most `timeout` for each answer.
+    pub fn new(link: L, timeout: Duration) -> Self {
         Self {
-            transport,
+            link,
             next_id: 1,
             timeout,
             exited: None,
@@ -108,32 +235,48 @@ impl<R: Runtime> Session<R> {
         self.meta = Some(meta);
     }
 
-    /// The transport.
-    pub fn transport(&self) -> &Transport<R> {
-        &self.transport
+    /// What the session talks through.
+    pub fn link(&self) -> &L {
+        &self.link
     }
 
-    /// Moves the session to a new server process (the old one ended): the
+    /// Moves the session to a new server process (the old one ended):
+    /// `spawn` starts it, or under supervision the supervisor does. The
     /// old one's exit report, if it was received, is handed back. Request
     /// ids go on counting, so a late answer from the old process cannot be
     /// taken for a new one's.
-    pub fn replace_transport(&mut self, transport: Transport<R>) -> Option<ExitReport> {
-        self.transport = transport;
-        self.exited.take()
+    pub fn renew(
+        &mut self,
+        spawn: impl FnOnce() -> Result<Transport<L::Rt>, SpawnError>,
+    ) -> Result<Option<ExitReport>, SpawnError> {
+        self.link.renew(spawn)?;
+        Ok(self.exited.take())
     }
 
     /// Sends a request and waits for its result, handling whatever else the
-    /// server sends meanwhile.
+    /// server sends meanwhile. Under supervision, a request the server
+    /// ended before answering is sent again once it is back.
     pub async fn request(&mut self, method: &str, params: Value) -> Result<Value, Failure> {
-        self.request_within(method, params, self.timeout).await
+        self.exchange(method, params, self.timeout, true).await
     }
 
-    /// [`request`](Self::request), waiting at most `timeout` for the answer.
+    /// [`request`](Self::request), waiting at most `timeout` for the
+    /// answer, and not sent again: the server's end is the answer.
     pub async fn request_within(
+        &mut self,
+        method: &str,
+        params: Value,
+        timeout: Duration,
+    ) -> Result<Value, Failure> {
+        self.exchange(method, params, timeout, false).await
+    }
+
+    async fn exchange(
         &mut self,
         method: &str,
         mut params: Value,
         timeout: Duration,
+        retry: bool,
     ) -> Result<Value, Failure> {
         if let (Some(meta), Value::Object(params)) = (&self.meta, &mut params) {
             let entry = params
@@ -145,86 +288,200 @@ impl<R: Runtime> Session<R> {
                 }
             }
         }
-        let id = self.next_id;
-        self.next_id += 1;
-        let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        match self.send(&request).await {
-            Ok(()) => {}
-            // It may have written something before it went: read on to the
-            // exit report, which says why it ended.
-            Err(failure) if failure.is_exit() => {}
-            Err(failure) => return Err(failure),
-        }
-        let deadline = Instant::now() + timeout;
+        let mut id = self.send_request(method, &params).await?;
+        let mut deadline = Instant::now() + timeout;
+        // The server ended before answering, or was down when it was to be
+        // sent, and is being restarted: the request goes once it is back.
+        let mut again = id.is_none();
         loop {
-            let item = match timeout_at::<R, _>(deadline, self.transport.recv()).await {
-                Some(item) => item,
-                None => return Err(Failure::Timeout(timeout)),
+            let Some(item) = timeout_at::<L::Rt, _>(deadline, self.link.next_event()).await else {
+                return Err(Failure::Timeout(timeout));
             };
-            match item {
-                Some(Received::Message(message)) => {
-                    if let Some(answer) = self.dispatch(&message, id).await {
-                        return answer;
+            match self.handle(item, id).await {
+                Handled::Nothing => {}
+                Handled::Answer(answer) => return answer,
+                // Not restarted: under supervision the verdict (or the
+                // end of the supervision) follows, and says more.
+                Handled::Unanswered(_, false) if L::SUPERVISED => {}
+                Handled::Unanswered(failure, restarting) => {
+                    if !(retry && restarting) {
+                        return Err(failure);
                     }
+                    say!(
+                        "   {method} was not answered ({failure}); it is sent again once the server is back"
+                    );
+                    again = true;
                 }
-                Some(Received::Oversized(notice)) => {
-                    say!("<- {notice}");
-                    // The notice names the top-level id of the line it
-                    // dropped, wherever it stood in it.
-                    if notice
-                        .json_rpc_id()
-                        .is_some_and(|found| &found[..] == id.to_string().as_bytes())
-                    {
-                        return Err(Failure::Oversized(notice.len));
-                    }
+                Handled::Restarted if again => {
+                    say!("-> {method} (again)");
+                    id = self.send_request(method, &params).await?;
+                    again = id.is_none();
+                    // The new process gets the whole time to answer.
+                    deadline = Instant::now() + timeout;
                 }
-                Some(Received::Pollution(notice)) => {
-                    // A banner, a log line or the other framing on stdout:
-                    // named once; the line itself follows.
-                    say!("<- {notice}");
-                }
-                Some(Received::Exited(report)) => {
-                    self.exited = Some((*report).clone());
-                    return Err(Failure::Exited(report));
-                }
-                // Malformed frames: line framing never has them.
-                Some(other) => say!("<- {other:?}"),
-                None => {
-                    return Err(match &self.exited {
-                        Some(report) => Failure::Exited(Box::new(report.clone())),
-                        None => Failure::Gone,
-                    });
-                }
+                Handled::Restarted => {}
+                Handled::Over(failure) => return Err(failure),
             }
         }
     }
 
-    /// Sends a notification.
-    pub async fn notify(&mut self, method: &str) -> Result<(), Failure> {
-        self.send(&json!({ "jsonrpc": "2.0", "method": method }))
-            .await
+    /// Sends request `method` with a new id, which it returns; `None` when
+    /// the server is down and restarted (it is to be sent once it is back).
+    async fn send_request(&mut self, method: &str, params: &Value) -> Result<Option<u64>, Failure> {
+        let id = self.next_id;
+        self.next_id += 1;
+        let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        match self.send(&request).await {
+            Ok(()) => Ok(Some(id)),
+            Err(failure) if failure.is_exit() && L::SUPERVISED => {
+                say!("   the server is down: {method} is sent once it is back");
+                Ok(None)
+            }
+            // It may have written something before it went: read on to the
+            // exit report, which says why it ended.
+            Err(failure) if failure.is_exit() => Ok(Some(id)),
+            Err(failure) => Err(failure),
+        }
     }
 
-    /// Shuts the server down the MCP way and returns its exit report (or
-    /// the one already received, if it ended on its own).
-    pub async fn shutdown(self) -> Result<ExitReport, ShutdownError> {
-        match self.exited {
-            Some(report) => Ok(report),
-            None => self.transport.shutdown().await,
+    /// Waits for the next item from the server and handles it, with no
+    /// request pending: what the session does between requests (`--restart`
+    /// watching the server).
+    pub async fn idle(&mut self) -> Handled {
+        let item = self.link.next_event().await;
+        self.handle(item, None).await
+    }
+
+    /// Handles one item from the server while waiting for the answer to
+    /// `pending`, if any.
+    async fn handle(&mut self, item: Option<SupervisedEvent>, pending: Option<u64>) -> Handled {
+        let Some(event) = item else {
+            return Handled::Over(match &self.exited {
+                Some(report) => Failure::Exited(Box::new(report.clone())),
+                None => Failure::Gone,
+            });
+        };
+        let item = match event {
+            SupervisedEvent::Received(item) => item,
+            SupervisedEvent::Unanswered(request) => {
+                let ours = pending.is_some_and(|id| request.id == id.to_string().as_bytes());
+                if !ours {
+                    say!(
+                        "<- (ignored) an error for id {}, which is not pending",
+                        String::from_utf8_lossy(&request.id)
+                    );
+                    return Handled::Nothing;
+                }
+                let error: Value = serde_json::from_slice(&request.response).unwrap_or(Value::Null);
+                let restarting =
+                    error.pointer("/error/data/restarting") == Some(&Value::Bool(true));
+                // The generation's report came first: it says why.
+                let failure = match (&self.exited, error) {
+                    (Some(report), _) => Failure::Exited(Box::new(report.clone())),
+                    (None, Value::Object(error)) => response(error).err().unwrap_or(Failure::Gone),
+                    (None, _) => Failure::Gone,
+                };
+                return Handled::Unanswered(failure, restarting);
+            }
+            SupervisedEvent::Restarted { generation } => {
+                say!(
+                    "   restarted: generation {generation} (pid {}) is up and re-initialized; the session goes on",
+                    pid_text(self.link.id())
+                );
+                return Handled::Restarted;
+            }
+            SupervisedEvent::ReinitFailed { generation, error } => {
+                say!("   the re-initialization of generation {generation} failed: {error}");
+                return Handled::Nothing;
+            }
+            SupervisedEvent::SpawnFailed(err) => {
+                say!("   restarting the server failed: {err}");
+                return Handled::Nothing;
+            }
+            SupervisedEvent::GaveUp(verdict) => {
+                say!("<- {verdict}");
+                return Handled::Over(Failure::GaveUp(verdict));
+            }
+            other => {
+                say!("<- {other:?}");
+                return Handled::Nothing;
+            }
+        };
+        match item {
+            Received::Message(message) => match self.dispatch(&message, pending).await {
+                Some(answer) => Handled::Answer(answer),
+                None => Handled::Nothing,
+            },
+            Received::Oversized(notice) => {
+                say!("<- {notice}");
+                // The notice names the top-level id of the line it
+                // dropped, wherever it stood in it.
+                let ours = pending.is_some_and(|id| {
+                    notice
+                        .json_rpc_id()
+                        .is_some_and(|found| &found[..] == id.to_string().as_bytes())
+                });
+                if ours {
+                    Handled::Answer(Err(Failure::Oversized(notice.len)))
+                } else {
+                    Handled::Nothing
+                }
+            }
+            Received::Pollution(notice) => {
+                // A banner, a log line or the other framing on stdout:
+                // named once; the line itself follows.
+                say!("<- {notice}");
+                Handled::Nothing
+            }
+            Received::Exited(report) => {
+                self.exited = Some((*report).clone());
+                if !L::SUPERVISED {
+                    return Handled::Over(Failure::Exited(report));
+                }
+                // One generation ended; the supervisor says what follows.
+                say!("<- server {report}");
+                Handled::Nothing
+            }
+            // Malformed frames: line framing never has them.
+            other => {
+                say!("<- {other:?}");
+                Handled::Nothing
+            }
+        }
+    }
+
+    /// Sends a notification. Under supervision, one the server is down
+    /// for is dropped: the only one this client sends,
+    /// `notifications/initialized`, goes with the next process's
+    /// re-initialization.
+    pub async fn notify(&mut self, method: &str) -> Result<(), Failure> {
+        match self
+            .send(&json!({ "jsonrpc": "2.0", "method": method }))
+            .await
+        {
+            Err(failure) if failure.is_exit() && L::SUPERVISED => {
+                say!("   the server is down: {method} goes with its re-initialization");
+                Ok(())
+            }
+            sent => sent,
         }
     }
 
     async fn send(&self, message: &Value) -> Result<(), Failure> {
         // `Value`'s Display is compact JSON: one line, no raw newline.
-        self.transport
-            .send(message.to_string())
+        self.link
+            .send_line(message.to_string())
             .await
             .map_err(|err| Failure::Send(err.map_payload(Bytes::from)))
     }
 
-    /// Handles one message while waiting for the answer to `id`; returns
-    /// the answer if this was it.
-    async fn dispatch(&mut self, message: &[u8], id: u64) -> Option<Result<Value, Failure>> {
+    /// Handles one message while waiting for the answer to `pending`;
+    /// returns the answer if this was it.
+    async fn dispatch(
+        &mut self,
+        message: &[u8],
+        pending: Option<u64>,
+    ) -> Option<Result<Value, Failure>> {
         let Ok(Value::Object(mut message)) = serde_json::from_slice::<Value>(message) else {
             say!(
                 "<- (ignored, not a JSON-RPC object) {}",
@@ -248,7 +505,9 @@ impl<R: Runtime> Session<R> {
                 );
                 None
             }
-            (None, Some(response_id)) if response_id == json!(id) => Some(response(message)),
+            (None, Some(response_id)) if pending.is_some_and(|id| response_id == json!(id)) => {
+                Some(response(message))
+            }
             (None, response_id) => {
                 say!(
                     "<- (ignored) a response to id {}, which is not pending",
@@ -280,6 +539,30 @@ impl<R: Runtime> Session<R> {
             say!("   could not answer: {err}");
         }
     }
+}
+
+impl<R: Runtime> Session<Transport<R>> {
+    /// Shuts the server down the MCP way and returns its exit report (or
+    /// the one already received, if it ended on its own).
+    pub async fn shutdown(self) -> Result<ExitReport, ShutdownError> {
+        match self.exited {
+            Some(report) => Ok(report),
+            None => self.link.shutdown().await,
+        }
+    }
+}
+
+impl<R: Runtime> Session<Supervised<R>> {
+    /// Ends the supervision and shuts the running server down the MCP way:
+    /// its exit report, or the last generation's if none runs.
+    pub async fn shutdown(self) -> Result<ExitReport, ShutdownError> {
+        self.link.shutdown().await
+    }
+}
+
+/// A process ID as shown, `?` when unknown.
+pub fn pid_text(pid: Option<u32>) -> String {
+    pid.map_or_else(|| "?".to_owned(), |pid| pid.to_string())
 }
 
 /// The result of a response object, or its error.

@@ -38,6 +38,13 @@ Options:
                    2 s after SIGTERM; relay's steps together (1.5 s) fit in
                    either window, so CMD is gone before the host escalates
                    to the next step against relay
+  --restart        keep the host's session when CMD ends on its own:
+                   start it again (with a growing pause, at most 5 times
+                   in a row), replay the host's initialize and
+                   notifications/initialized to it (the host does not see
+                   a second answer), and answer the host's requests that
+                   CMD never answered with JSON-RPC errors saying why;
+                   lines go to CMD whole, so a restart never cuts one
   --quiet          do not copy CMD's stderr lines to stderr
   --runtime NAME   tokio (default), smol or async-std
   -h, --help       print this help
@@ -77,6 +84,10 @@ pub struct RelayOptions {
     pub term_grace: Duration,
     /// The async runtime to run on.
     pub runtime: RuntimeChoice,
+    /// Restart the child when it ends on its own, keeping the host's
+    /// session: its `initialize` is replayed, its unanswered requests get
+    /// errors.
+    pub restart: bool,
 }
 
 /// The outcome of parsing the command line; `Help` prints [`USAGE`].
@@ -86,6 +97,7 @@ pub type Parsed = cli::Parsed<RelayOptions>;
 pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Parsed, UsageError> {
     let mut args = ArgWalker::new(args);
     let (mut log, mut quiet, mut runtime) = (None, false, RuntimeChoice::default());
+    let mut restart = false;
     let mut max_message_size = DEFAULT_MAX_MESSAGE_SIZE;
     let (mut stdin_grace, mut term_grace) = (DEFAULT_STDIN_GRACE, DEFAULT_TERM_GRACE);
     while let Some(option) = args.next_option()? {
@@ -96,6 +108,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Parse
             "--stdin-grace" => stdin_grace = parse_seconds(&option, &args.value(&option)?)?,
             "--term-grace" => term_grace = parse_seconds(&option, &args.value(&option)?)?,
             "--quiet" | "-q" => quiet = true,
+            "--restart" => restart = true,
             "--runtime" => runtime = args.value(&option)?.parse().map_err(UsageError)?,
             other => return Err(UsageError(format!("unknown option `{other}`"))),
         }
@@ -111,6 +124,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Parse
         stdin_grace,
         term_grace,
         runtime,
+        restart,
     }))
 }
 

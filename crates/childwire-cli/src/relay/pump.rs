@@ -17,22 +17,24 @@
 //! so the relay's own answers to the host wait in [`Ends::answers`] until
 //! the line in flight is out.
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
 use std::future::{Future, poll_fn};
 use std::io::{self, Write};
 use std::pin::{Pin, pin};
+use std::rc::Rc;
 use std::task::{Context, Poll};
 
 use async_signal::{Signal, Signals};
 use bytes::Bytes;
 use childwire::{
     ChannelConfig, Closed, Command, Config, ExitReport, Oversized, Received, Receiver,
-    SendErrorKind, Sender, StderrMode, Transport,
+    SendErrorKind, Sender, StderrMode,
 };
 use childwire_core::Framing;
 use childwire_core::jsonrpc::oversized_error;
 
+use super::child::{self, ChildEvent, FromChild, ToChild};
 use super::exit_code;
 use super::log::{Direction, Log};
 use super::options::RelayOptions;
@@ -99,7 +101,7 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
     config.max_send_size(limit);
     config.stdin_grace(options.stdin_grace);
     config.term_grace(options.term_grace);
-    let child = match Transport::<R, Verbatim>::spawn_with(Verbatim, &command, config) {
+    let (to_child, from_child) = match child::spawn::<R>(&command, config, options.restart) {
         Ok(child) => child,
         Err(err) => {
             note!("relay: {err}");
@@ -112,7 +114,6 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
     };
 
     let (to_host, from_host) = host.split();
-    let (to_child, from_child) = child.split();
     let answers = RefCell::new(VecDeque::new());
     let ends = Ends {
         to_host: &to_host,
@@ -125,7 +126,7 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
         signals,
         signalled: 0,
         shutdown: None,
-        pid: from_child.id(),
+        pid: Rc::clone(&from_child.pid),
         options: &options,
     };
     let report = {
@@ -172,7 +173,7 @@ const CAUGHT: [Signal; 1] = [Signal::Int];
 struct Ends<'a, R: ExampleRuntime> {
     /// Written by the child → host pump alone.
     to_host: &'a Sender<R, Verbatim>,
-    to_child: &'a Sender<R, Verbatim>,
+    to_child: &'a ToChild<R>,
     /// The relay's answers to the host's oversized requests, for the child
     /// → host pump to write between two lines.
     answers: &'a RefCell<VecDeque<Bytes>>,
@@ -207,7 +208,7 @@ async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R, Verbatim>, 
                 if let Some(log) = ends.log {
                     log.message(Direction::ToChild, &message);
                 }
-                match send_line(ends.to_child, message.into_bytes()).await {
+                match ends.to_child.send_line(message.into_bytes()).await {
                     Ok(()) => {}
                     // The child takes no more (it exited or closed its
                     // stdin): reading on would be pointless.
@@ -238,7 +239,7 @@ async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R, Verbatim>, 
 /// returns once everything before it was written; signals to relay are
 /// handled on the way.
 async fn child_to_host<'a, R: ExampleRuntime>(
-    mut from_child: Receiver<R, Verbatim>,
+    mut from_child: FromChild<R>,
     ends: Ends<'a, R>,
     stop: &mut Stop<'a>,
 ) -> Option<ExitReport> {
@@ -253,7 +254,7 @@ async fn child_to_host<'a, R: ExampleRuntime>(
             if let Some(answer) = ends.answers.borrow_mut().pop_front() {
                 return Poll::Ready(Next::Answer(answer));
             }
-            from_child.poll_recv(cx).map(Next::Item)
+            from_child.poll_next(cx).map(Next::Item)
         });
         let item = match next.await {
             Next::Signal(signal) => {
@@ -267,6 +268,39 @@ async fn child_to_host<'a, R: ExampleRuntime>(
                 continue;
             }
             Next::Item(item) => item?,
+        };
+        let item = match item {
+            ChildEvent::Item(item) => item,
+            // An error for a request the child ended before answering
+            // (`--restart`).
+            ChildEvent::Answer(answer) => {
+                if !host_gone {
+                    write_to_host(ends, stop, answer, &mut host_gone).await;
+                }
+                continue;
+            }
+            // One process ended and a new one follows (`--restart`).
+            ChildEvent::Ended {
+                report,
+                last: false,
+            } => {
+                note!("relay: child {report}; restarting it");
+                if let Some(log) = ends.log {
+                    log.exit(&report);
+                }
+                continue;
+            }
+            ChildEvent::Ended { report, last: true } => {
+                if let Some(log) = ends.log {
+                    log.flush();
+                }
+                if !host_gone {
+                    if let Err(err) = ends.to_host.flush().await {
+                        note!("relay: writing stdout failed: {err}");
+                    }
+                }
+                return Some(report);
+            }
         };
         let answer = match item {
             Received::Message(message) => {
@@ -283,18 +317,8 @@ async fn child_to_host<'a, R: ExampleRuntime>(
                     None => continue,
                 }
             }
-            Received::Exited(report) => {
-                if let Some(log) = ends.log {
-                    log.flush();
-                }
-                if !host_gone {
-                    if let Err(err) = ends.to_host.flush().await {
-                        note!("relay: writing stdout failed: {err}");
-                    }
-                }
-                return Some(*report);
-            }
-            // Malformed frames: line framing never has them.
+            // Malformed frames: line framing never has them; the end comes
+            // as `ChildEvent::Ended`.
             other => {
                 note!("relay: from the child: {other:?}");
                 continue;
@@ -312,7 +336,7 @@ enum Next {
     /// One of the relay's own answers for the host.
     Answer(Bytes),
     /// From the child; `None` once its runtime is gone.
-    Item(Option<Received>),
+    Item(Option<ChildEvent>),
 }
 
 /// Writes one line to the host; when stdout fails, the host is gone: the
@@ -358,8 +382,8 @@ struct Stop<'a> {
     /// The shutdown under way, polled along with the child's output until
     /// the exit report comes (which the receiver hands out).
     shutdown: Option<Pin<Box<dyn Future<Output = ()> + 'a>>>,
-    /// The child's pid, which is also its process group's id.
-    pid: Option<u32>,
+    /// The running child's pid, which is also its process group's id.
+    pid: Rc<Cell<Option<u32>>>,
     options: &'a RelayOptions,
 }
 
@@ -391,7 +415,7 @@ impl<'a> Stop<'a> {
     }
 
     /// Starts the child's shutdown; its report arrives like any other.
-    fn shut_down<R: ExampleRuntime>(&mut self, to_child: &'a Sender<R, Verbatim>) {
+    fn shut_down<R: ExampleRuntime>(&mut self, to_child: &'a ToChild<R>) {
         if self.shutdown.is_some() {
             return;
         }
@@ -406,7 +430,7 @@ impl<'a> Stop<'a> {
     /// closed session with SIGHUP): the first runs the MCP shutdown on the
     /// child, whose end then arrives as the exit report like any other; a
     /// second one means "now": SIGKILL to the child's group at once.
-    fn on_signal<R: ExampleRuntime>(&mut self, signal: Signal, to_child: &'a Sender<R, Verbatim>) {
+    fn on_signal<R: ExampleRuntime>(&mut self, signal: Signal, to_child: &'a ToChild<R>) {
         self.signalled += 1;
         let name = signal_name(signal);
         if self.signalled == 1 {
@@ -420,7 +444,7 @@ impl<'a> Stop<'a> {
             return;
         }
         note!("relay: {name}, a second signal: killing the child's process group now");
-        kill_group(self.pid);
+        kill_group(self.pid.get());
     }
 }
 
