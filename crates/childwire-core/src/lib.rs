@@ -18,7 +18,7 @@
 //! | [`lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known |
 //! | [`stderr_tail`] | the bounded tail of stderr and its lines |
 //! | [`stderr_level`], [`pollution`] | a stderr line's level; a stdout line that is not a JSON message, named |
-//! | [`report`] | how a child's end is reported |
+//! | [`report`] | how a child's end is reported, and the few types that say how it ended |
 //! | [`supervisor`] | a child's lifecycle, stderr tail and report, with no channel |
 //! | [`session`] | a child transport: a channel plus a supervisor |
 //! | [`restart`], [`pending`], [`startup`] | supervision: when to restart a child and when to give up, the JSON-RPC requests it has not answered, whether it started |
@@ -54,6 +54,7 @@ pub mod config;
 pub mod content_length;
 pub mod decoder;
 pub mod encoder;
+mod ending;
 pub mod frame;
 pub mod framing;
 pub mod inbound;
@@ -84,13 +85,12 @@ pub use config::{ChannelConfig, Config, ConfigError};
 pub use content_length::{ContentLength, ContentLengthDecoder};
 pub use decoder::LineDecoder;
 pub use encoder::{EncodeErrorKind, Encoder, LineEncoder};
+pub use ending::{EndedBy, Exit, Signal, Swept, ntstatus_name, signal_name};
 pub use frame::{Frame, Malformed, MalformedReason, Message, Oversized};
 pub use framing::{FrameDecoder, Framing, Lines};
 pub use inbound::Inbound;
 pub use jsonrpc::{IdScanner, oversized_error};
-pub use lifecycle::{
-    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
-};
+pub use lifecycle::{Action, Lifecycle, LifecycleConfig, Phase, SignalError};
 pub use outbound::{Closed, Outbound, SendError, SendErrorKind, WRITE_BATCH};
 pub use report::{Counters, ExitReport};
 pub use session::{Received, Session};
