@@ -195,7 +195,7 @@ pub struct Lifecycle {
     queue: VecDeque<Action>,
     /// Handed out and not reported failed: what the adapter did to the
     /// child, so what may have ended it.
-    done: Vec<Action>,
+    handed_out: Vec<Action>,
     /// The sweep, asked once.
     sweep: Sweep,
     /// The write queue is known to be empty. Unknown counts as not empty, so
@@ -217,7 +217,8 @@ pub struct Lifecycle {
 }
 
 /// A [`Phase`] with the deadline it waits for, and after the exit what is
-/// known of the end.
+/// known of the end. A deadline of `None` (an overflowing grace) never
+/// fires.
 #[derive(Debug, Clone, Copy)]
 enum Stage {
     Running,
@@ -248,8 +249,7 @@ enum Stage {
     },
 }
 
-/// What is known of the end when the exit is observed. A deadline of `None`
-/// (an overflowing grace) never fires.
+/// What is known of the end when the exit is observed.
 #[derive(Debug, Clone, Copy)]
 struct End {
     exit: Exit,
@@ -281,7 +281,7 @@ impl Lifecycle {
             shutdown_at: None,
             stage: Stage::Running,
             queue: VecDeque::new(),
-            done: Vec::new(),
+            handed_out: Vec::new(),
             sweep: Sweep::NotDecided,
             outbound_drained: false,
             stdin_closed: false,
@@ -439,7 +439,8 @@ impl Lifecycle {
     pub fn handle_signal_failed(&mut self, signal: Signal, err: SignalError, now: Instant) {
         // An undelivered signal did not end the child, so it must not be
         // named in the ending (kill/killpg fail only when nothing got it).
-        self.done.retain(|action| *action != Action::Signal(signal));
+        self.handed_out
+            .retain(|action| *action != Action::Signal(signal));
         if err == SignalError::NoSuchProcess {
             self.process_gone = true;
             self.queue
@@ -523,7 +524,7 @@ impl Lifecycle {
     pub fn poll_action(&mut self) -> Option<Action> {
         let action = self.queue.pop_front()?;
         if action != Action::Sweep {
-            self.done.push(action);
+            self.handed_out.push(action);
         }
         Some(action)
     }
@@ -575,13 +576,13 @@ impl Lifecycle {
     /// (its grace ran out before the exit was seen, as on a clock that
     /// jumps): the report never says "killed by SIGTERM after SIGKILL".
     fn ended_by(&self, exit: Exit) -> EndedBy {
-        let done = |action| self.done.contains(&action);
+        let handed_out = |action| self.handed_out.contains(&action);
         let died_of_term = exit == Exit::Signal(Signal::Term.number());
         if self.kill_handed_out() && !died_of_term {
             EndedBy::Sigkill
-        } else if done(Action::Signal(Signal::Term)) {
+        } else if handed_out(Action::Signal(Signal::Term)) {
             EndedBy::Sigterm
-        } else if done(Action::CloseStdin) {
+        } else if handed_out(Action::CloseStdin) {
             EndedBy::StdinClose
         } else {
             EndedBy::OnItsOwn
@@ -590,7 +591,7 @@ impl Lifecycle {
 
     /// SIGKILL was handed out and not reported failed.
     fn kill_handed_out(&self) -> bool {
-        self.done.contains(&Action::Signal(Signal::Kill))
+        self.handed_out.contains(&Action::Signal(Signal::Kill))
     }
 
     /// Decides the close of stdin (once) and moves to the phase after it.

@@ -13,11 +13,19 @@
 //! | [`Swept`](crate::Swept) | what the child left behind and was ended after it | the adapter's sweep |
 //! | [`ExitReport`] | all of the above, with timing, the stderr tail, counters and what the caller had not received | the lifecycle, completed by the [`Supervisor`](crate::Supervisor) |
 //!
-//! Two more types refer to the end without repeating it: a sender learns
-//! *that* sending stopped from [`Closed`](crate::Closed) (its `Exited`
-//! variant means the report exists), and the caller's backlog
-//! ([`Backlog`](crate::inbound::Backlog)) is copied into the report once.
-//! The async layer's errors carry the `ExitReport` itself.
+//! Three more speak of the end without repeating it:
+//!
+//! - [`Closed`](crate::Closed): why sending stopped. `Exited` means the
+//!   report exists or is coming (see
+//!   [`Supervisor::report_wait`](crate::Supervisor::report_wait));
+//!   `Closing`, `PeerClosed`, `Stalled` and `DriverStopped` are the other
+//!   ways a sender learns that sending is over.
+//! - [`Backlog`](crate::inbound::Backlog): what the caller had not received
+//!   when the end was decided, copied once into the report
+//!   (`unreceived_messages`, `unreceived_bytes`, `stdout_held_back`).
+//! - The async layer's `ShutdownError`: why a shutdown could not finish,
+//!   with the meanings of `Closed`'s `DriverStopped` and `PeerClosed`. Its
+//!   errors met after the exit carry the `ExitReport` itself.
 
 use std::fmt;
 use std::time::Duration;
