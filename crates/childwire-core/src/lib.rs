@@ -9,9 +9,9 @@
 //! async layer and the runtime adapters only move bytes, time and signals
 //! between the OS and them. It reads no clock, no environment and no file.
 //!
-//! | module | what it decides |
+//! | module (or types) | what it decides |
 //! |---|---|
-//! | [`Framing`], [`Lines`], [`ContentLength`], [`LineDecoder`], [`ContentLengthDecoder`], [`Encoder`], [`Frame`] | what a message is on the wire (NDJSON lines, `Content-Length` frames); over-long or broken frames become notices |
+//! | the wire formats, at the root: [`Framing`], [`Lines`], [`ContentLength`], [`LineDecoder`], [`ContentLengthDecoder`], [`Encoder`], [`Frame`] | what a message is on the wire (NDJSON lines, `Content-Length` frames); over-long or broken frames become notices |
 //! | [`jsonrpc`] | the top-level JSON-RPC id of an over-long message, and the error that answers it |
 //! | [`inbound`], [`outbound`] | the two halves of a channel: queues, backpressure, write timeout, why sending stopped |
 //! | [`channel`] | both halves over one byte stream, no process in it |
