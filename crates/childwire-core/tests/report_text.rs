@@ -135,14 +135,20 @@ impl Run {
 
     fn drain(&mut self) {
         while let Some(action) = self.lc.poll_action() {
+            // Whatever the inputs: no step after the exit was observed (the
+            // PID may be reused), none twice while it stands, one sweep.
             match action {
                 Action::CloseStdin => {
-                    self.steps.insert(EndedBy::StdinClose);
+                    assert!(self.at_exit.is_none(), "CloseStdin after the exit");
+                    assert!(self.steps.insert(EndedBy::StdinClose), "stdin closed twice");
                 }
                 Action::Signal(signal) => {
-                    self.steps.insert(EndedBy::from(signal));
+                    assert!(self.at_exit.is_none(), "{signal} after the exit");
+                    let fresh = self.steps.insert(EndedBy::from(signal));
+                    assert!(fresh, "{signal} asked again before it failed");
                 }
                 Action::Sweep => {
+                    assert!(!self.sweep_reported, "a second sweep");
                     self.sweep_reported = true;
                     self.lc.handle_swept(self.swept, self.now);
                 }
