@@ -9,8 +9,8 @@
 
 use arbitrary::Arbitrary;
 use bytes::BytesMut;
-use childwire_core::content_length::ContentLengthDecoder;
-use childwire_core::encoder::EncodeErrorKind;
+use childwire_core::ContentLengthDecoder;
+use childwire_core::EncodeErrorKind;
 use childwire_core::testing::content_length as reference;
 use childwire_core::{ContentLength, Frame, Framing};
 use libfuzzer_sys::fuzz_target;

@@ -10,7 +10,7 @@
 
 use arbitrary::Arbitrary;
 use childwire_core::Frame;
-use childwire_core::content_length::ContentLengthDecoder;
+use childwire_core::ContentLengthDecoder;
 use childwire_core::testing::content_length::{
     self as reference,
     lies::{self, Kind, Lie},

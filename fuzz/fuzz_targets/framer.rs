@@ -6,7 +6,7 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use childwire_core::decoder::{LineDecoder, OVERSIZED_HEAD_LEN};
+use childwire_core::{LineDecoder, OVERSIZED_HEAD_LEN};
 use childwire_core::testing::lines::{self as reference, Expected};
 use libfuzzer_sys::fuzz_target;
 

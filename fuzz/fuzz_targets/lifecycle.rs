@@ -9,7 +9,7 @@
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
-use childwire_core::lifecycle::LifecycleConfig;
+use childwire_core::LifecycleConfig;
 use childwire_core::testing::lifecycle::{Checker, Op};
 use libfuzzer_sys::fuzz_target;
 

@@ -28,7 +28,7 @@ mod common;
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
-use childwire_core::lifecycle::Swept;
+use childwire_core::Swept;
 use childwire_core::{
     Action, Config, ContentLength, Exit, ExitReport, Frame, Lines, Received, Session, Signal,
     SignalError, StderrTailConfig,

@@ -11,11 +11,11 @@ use std::hint::black_box;
 use std::io::{BufRead, BufReader, Read, Write};
 
 use bytes::BytesMut;
-use childwire_core::decoder::{DEFAULT_MAX_MESSAGE_SIZE, Frame};
-use childwire_core::encoder::Encoder;
-use childwire_core::framing::FrameDecoder;
+use childwire_core::Encoder;
+use childwire_core::FrameDecoder;
 use childwire_core::jsonrpc::IdScanner;
 use childwire_core::{ContentLength, ContentLengthDecoder, LineDecoder, Lines};
+use childwire_core::{DEFAULT_MAX_MESSAGE_SIZE, Frame};
 use tokio_util::codec::{Decoder as _, Encoder as _, LinesCodec};
 
 use super::transport_rows::{self, RecvWay, RoundTrip, SendWay};

@@ -52,7 +52,7 @@ impl Pending {
     ///
     /// ```
     /// use childwire_async::requests::{OversizedAction, Pending};
-    /// use childwire_core::decoder::{Frame, LineDecoder};
+    /// use childwire_core::{Frame, LineDecoder};
     ///
     /// let pending = Pending::default();
     /// pending.insert("7".to_string());
@@ -131,7 +131,7 @@ pub fn exited_error(id: &str, report: &ExitReport) -> Bytes {
 
 #[cfg(test)]
 mod tests {
-    use childwire_core::decoder::{Frame, LineDecoder};
+    use childwire_core::{Frame, LineDecoder};
 
     use super::*;
 

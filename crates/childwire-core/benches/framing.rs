@@ -35,7 +35,7 @@ use std::process::ExitCode;
 
 use bytes::{Bytes, BytesMut};
 use childwire_core::ContentLengthDecoder;
-use childwire_core::decoder::{DEFAULT_MAX_MESSAGE_SIZE, Frame, LineDecoder};
+use childwire_core::{DEFAULT_MAX_MESSAGE_SIZE, Frame, LineDecoder};
 use harness::{Args, Json, Samples, Table, Target, gib_per_s};
 use tokio_util::codec::{Decoder, LinesCodec};
 

@@ -7,8 +7,9 @@ use bytes::Bytes;
 
 use crate::config::ChannelConfig;
 use crate::frame::Frame;
-use crate::framing::{Framing, Lines};
+use crate::framing::Framing;
 use crate::inbound::Inbound;
+use crate::lines::Lines;
 use crate::outbound::{Closed, Outbound, SendError};
 use crate::report::Counters;
 

@@ -12,9 +12,10 @@ use bytes::BytesMut;
 use tokio_util::codec::{Decoder, Encoder};
 
 use crate::content_length::{ContentLength, Parser};
-use crate::decoder::{DEFAULT_MAX_MESSAGE_SIZE, Frame, Framer};
-use crate::encoder::check_message;
+use crate::decoder::{DEFAULT_MAX_MESSAGE_SIZE, Framer};
+use crate::frame::Frame;
 use crate::framing::Framing;
+use crate::lines::check_message;
 
 /// Newline-delimited framing for `tokio_util::codec`.
 ///
@@ -26,7 +27,7 @@ use crate::framing::Framing;
 /// ```
 /// use bytes::BytesMut;
 /// use childwire_core::codec::LineCodec;
-/// use childwire_core::decoder::Frame;
+/// use childwire_core::Frame;
 /// use tokio_util::codec::{Decoder, Encoder};
 ///
 /// let mut codec = LineCodec::new(8);
@@ -55,7 +56,7 @@ impl LineCodec {
     }
 
     /// Counters of what has been decoded so far.
-    pub fn stats(&self) -> &crate::decoder::DecoderStats {
+    pub fn stats(&self) -> &crate::frame::DecoderStats {
         &self.framer.stats
     }
 }
@@ -145,7 +146,7 @@ impl ContentLengthCodec {
     }
 
     /// Counters of what has been decoded so far.
-    pub fn stats(&self) -> &crate::decoder::DecoderStats {
+    pub fn stats(&self) -> &crate::frame::DecoderStats {
         &self.parser.stats
     }
 

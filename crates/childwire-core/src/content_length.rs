@@ -17,11 +17,10 @@ use std::ops::Deref;
 use bytes::{Buf, Bytes, BytesMut};
 
 use crate::decoder::DEFAULT_MAX_MESSAGE_SIZE;
-use crate::encoder::EncodeErrorKind;
 use crate::frame::{
     DecoderStats, Frame, Malformed, MalformedReason, Message, OVERSIZED_HEAD_LEN, Oversized,
 };
-use crate::framing::{FrameDecoder, Framing, adopt_input, append_input};
+use crate::framing::{EncodeErrorKind, FrameDecoder, Framing, adopt_input, append_input};
 use crate::jsonrpc::IdScanner;
 
 mod header;
@@ -53,7 +52,7 @@ const INITIAL_CAPACITY: usize = 64 * 1024;
 ///
 /// ```
 /// use bytes::BytesMut;
-/// use childwire_core::encoder::EncodeErrorKind;
+/// use childwire_core::EncodeErrorKind;
 /// use childwire_core::{ContentLength, Frame, Framing};
 ///
 /// let framing = ContentLength;
@@ -270,7 +269,7 @@ fn decimal_digits(mut n: usize) -> usize {
 /// # Example
 ///
 /// ```
-/// use childwire_core::content_length::ContentLengthDecoder;
+/// use childwire_core::ContentLengthDecoder;
 /// use childwire_core::Frame;
 ///
 /// let mut decoder = ContentLengthDecoder::new(16);

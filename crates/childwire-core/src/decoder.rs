@@ -8,7 +8,7 @@ use std::ops::ControlFlow;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-pub use crate::frame::{DecoderStats, Frame, Message, OVERSIZED_HEAD_LEN, Oversized};
+use crate::frame::{DecoderStats, Frame, Message, OVERSIZED_HEAD_LEN, Oversized};
 use crate::framing::{FrameDecoder, adopt_input, append_input};
 use crate::jsonrpc::IdScanner;
 
@@ -72,7 +72,7 @@ const INITIAL_CAPACITY: usize = 64 * 1024;
 /// # Example
 ///
 /// ```
-/// use childwire_core::decoder::{Frame, LineDecoder};
+/// use childwire_core::{Frame, LineDecoder};
 ///
 /// let mut decoder = LineDecoder::new(16);
 /// decoder.handle_data(b"{\"id\":1}\r\n\n{\"id\":2");
@@ -339,7 +339,7 @@ impl LineDecoder {
     /// ([`Inbound`](crate::Inbound)) takes frames this way.
     ///
     /// ```
-    /// use childwire_core::decoder::LineDecoder;
+    /// use childwire_core::LineDecoder;
     ///
     /// let mut decoder = LineDecoder::default();
     /// decoder.handle_data(b"{\"id\":1}\n{\"id\":2}\n{\"id\"");

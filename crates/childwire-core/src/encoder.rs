@@ -8,7 +8,8 @@ use std::mem::size_of;
 
 use bytes::{Buf, Bytes, BytesMut};
 
-use crate::framing::{Framing, Lines};
+use crate::framing::{EncodeErrorKind, Framing};
+use crate::lines::Lines;
 
 /// The default outbound high-water mark: 1 MiB queued makes senders wait.
 pub const DEFAULT_HIGH_WATER: usize = 1024 * 1024;
@@ -48,7 +49,7 @@ type Boundary = (u64, u64);
 /// # Example
 ///
 /// ```
-/// use childwire_core::encoder::{EncodeErrorKind, LineEncoder};
+/// use childwire_core::{EncodeErrorKind, LineEncoder};
 ///
 /// let mut encoder = LineEncoder::new(1024, 64);
 /// encoder.encode(r#"{"id":1}"#).unwrap();
@@ -309,88 +310,6 @@ impl<F: Framing> Encoder<F> {
     }
 }
 
-/// Checks that `payload` can travel as one line: not empty, no `\n` or `\r`
-/// (the first one found is named) and at most `max_message_size` bytes.
-#[inline]
-pub fn check_message(payload: &[u8], max_message_size: usize) -> Result<(), EncodeErrorKind> {
-    if payload.is_empty() {
-        return Err(EncodeErrorKind::Empty);
-    }
-    if let Some(at) = memchr::memchr2(b'\n', b'\r', payload) {
-        return Err(if payload[at] == b'\n' {
-            EncodeErrorKind::Newline { at }
-        } else {
-            EncodeErrorKind::CarriageReturn { at }
-        });
-    }
-    if payload.len() > max_message_size {
-        return Err(EncodeErrorKind::TooLarge {
-            len: payload.len(),
-            max: max_message_size,
-        });
-    }
-    Ok(())
-}
-
-/// Why a message was refused.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub enum EncodeErrorKind {
-    /// The payload is empty. On the wire it would be a blank line, which
-    /// is not a message (JSON-RPC peers answer it with a parse error).
-    Empty,
-    /// The payload contains a `\n` at byte `at`; it would split into two
-    /// messages on the wire.
-    Newline {
-        /// Byte offset of the first `\n`.
-        at: usize,
-    },
-    /// The payload contains a `\r` at byte `at`; the child could take it for
-    /// part of a line terminator.
-    CarriageReturn {
-        /// Byte offset of the first `\r`.
-        at: usize,
-    },
-    /// The payload is longer than the outbound message limit.
-    TooLarge {
-        /// The payload's length.
-        len: usize,
-        /// The limit.
-        max: usize,
-    },
-    /// The queue is at its high-water mark: the child is not reading fast
-    /// enough. Try again once it has drained.
-    Full {
-        /// Bytes queued.
-        queued: usize,
-        /// The high-water mark.
-        high_water: usize,
-    },
-}
-
-impl fmt::Display for EncodeErrorKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Self::Empty => f.write_str("message is empty; a blank line is not a message"),
-            Self::Newline { at } => write!(
-                f,
-                "message contains a newline at byte {at}; newline-delimited messages must be single-line (serialize JSON compactly)"
-            ),
-            Self::CarriageReturn { at } => write!(
-                f,
-                "message contains a carriage return at byte {at}; newline-delimited messages must be single-line"
-            ),
-            Self::TooLarge { len, max } => {
-                write!(f, "message is {len} bytes, over the {max}-byte limit")
-            }
-            Self::Full { queued, high_water } => write!(
-                f,
-                "outbound queue is full ({queued} bytes queued, high-water mark {high_water}): the child is not reading its stdin"
-            ),
-        }
-    }
-}
-
 /// A refused message, with the reason and the payload handed back intact.
 pub struct EncodeError<B> {
     kind: EncodeErrorKind,
@@ -431,5 +350,3 @@ impl<B> fmt::Display for EncodeError<B> {
 }
 
 impl<B: AsRef<[u8]>> Error for EncodeError<B> {}
-
-impl Error for EncodeErrorKind {}

@@ -7,8 +7,6 @@ use std::str::Utf8Error;
 
 use bytes::Bytes;
 
-use crate::pollution::PollutionNotice;
-
 /// How many bytes of a dropped frame are kept in [`Oversized::head`] and
 /// [`Malformed::head`]: enough to see what it was.
 pub const OVERSIZED_HEAD_LEN: usize = 1024;
@@ -186,7 +184,7 @@ impl Oversized {
     /// [`IdScanner`](crate::jsonrpc::IdScanner) for the exact rules.
     ///
     /// ```
-    /// use childwire_core::decoder::{Frame, LineDecoder};
+    /// use childwire_core::{Frame, LineDecoder};
     ///
     /// let mut decoder = LineDecoder::new(16);
     /// for chunk in [&br#"{"result":{"id":"nested","#[..], br#""data":"......"},"id":42}"#, b"\n"] {
@@ -277,5 +275,111 @@ impl fmt::Display for Malformed {
             self.reason,
             String::from_utf8_lossy(&self.head[..self.head.len().min(80)])
         )
+    }
+}
+
+/// What a line that is not a JSON message looks like.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PollutionKind {
+    /// Text that is not JSON: a banner, a progress message, a `print`.
+    Text,
+    /// A log line (`INFO: …`, `[warn] …`, `WARNING:root:…`) on stdout:
+    /// logs belong on stderr.
+    LogLine,
+    /// A `Content-Length:` (or `Content-Type:`) header on an NDJSON
+    /// channel: the child speaks LSP-style framing.
+    ContentLengthHeader,
+    /// A line that starts like JSON but is not one complete value: JSON
+    /// pretty-printed over several lines, or a line cut short.
+    BrokenJson,
+    /// A JSON value that is not an object or an array (`42`, `"ready"`,
+    /// `true`): never a JSON-RPC message.
+    JsonScalar,
+    /// Bytes that are not text: invalid UTF-8 or control characters.
+    Binary,
+    /// A JSON line where a `Content-Length` header belongs: the child
+    /// speaks newline-delimited JSON, not LSP-style framing.
+    JsonOnContentLength,
+}
+
+impl PollutionKind {
+    /// Every kind, in declaration order.
+    pub const ALL: [PollutionKind; 7] = [
+        PollutionKind::Text,
+        PollutionKind::LogLine,
+        PollutionKind::ContentLengthHeader,
+        PollutionKind::BrokenJson,
+        PollutionKind::JsonScalar,
+        PollutionKind::Binary,
+        PollutionKind::JsonOnContentLength,
+    ];
+
+    pub(crate) fn index(self) -> usize {
+        self as usize
+    }
+
+    /// What the kind says about the child, in a few words.
+    #[must_use]
+    pub fn describe(self) -> &'static str {
+        match self {
+            PollutionKind::Text => "text, like a banner or a log line printed to stdout",
+            PollutionKind::LogLine => "a log line on stdout (logs belong on stderr)",
+            PollutionKind::ContentLengthHeader => {
+                "a `Content-Length:` header: the server speaks LSP-style framing"
+            }
+            PollutionKind::BrokenJson => {
+                "JSON that is not one complete value on its line (pretty-printed, or cut short)"
+            }
+            PollutionKind::JsonScalar => "a JSON value that is not an object or array",
+            PollutionKind::Binary => "bytes that are not text",
+            PollutionKind::JsonOnContentLength => {
+                "JSON where a `Content-Length` header belongs: the server speaks newline-delimited JSON"
+            }
+        }
+    }
+}
+
+impl fmt::Display for PollutionKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.describe())
+    }
+}
+
+/// Notice that a line on stdout is not a JSON message (or, on a
+/// `Content-Length` channel, that a header block was not one), naming what
+/// it looks like. Each kind is reported once per channel.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct PollutionNotice {
+    /// What the line looks like.
+    pub kind: PollutionKind,
+    /// Which line of the stream it was, from 1, counting the lines given
+    /// to [`PollutionDetector::observe`](crate::PollutionDetector::observe) (on a `Content-Length` channel:
+    /// the frames and dropped header blocks).
+    pub line: u64,
+    /// Its length in bytes.
+    pub len: usize,
+    /// Its first [`NOTICE_HEAD_LEN`](crate::pollution::NOTICE_HEAD_LEN) bytes.
+    pub head: Bytes,
+    /// It was dropped ([`PollutionPolicy::Drop`](crate::PollutionPolicy::Drop), or a header block a
+    /// `Content-Length` decoder already dropped); else delivered.
+    pub dropped: bool,
+}
+
+impl fmt::Display for PollutionNotice {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self.kind {
+            // The kind says it all: the line was not meant as a message.
+            PollutionKind::JsonOnContentLength => write!(f, "stdout line {}: ", self.line)?,
+            _ => write!(f, "stdout line {} is not a JSON message: ", self.line)?,
+        }
+        write!(f, "{}; it began: ", self.kind)?;
+        let shown = &self.head[..self.head.len().min(80)];
+        write!(f, "{:?}", String::from_utf8_lossy(shown))?;
+        if self.dropped {
+            f.write_str(" (dropped)")?;
+        }
+        Ok(())
     }
 }

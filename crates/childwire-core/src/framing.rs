@@ -13,10 +13,8 @@
 
 use std::fmt;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Bytes, BytesMut};
 
-use crate::decoder::LineDecoder;
-use crate::encoder::{EncodeErrorKind, check_message};
 use crate::frame::{DecoderStats, Frame};
 
 /// Inbound framing: a byte stream in, [`Frame`]s out.
@@ -112,38 +110,6 @@ pub trait Framing: fmt::Debug + Clone + Default + Send + Sync + 'static {
     fn overhead(&self, len: usize) -> usize;
 }
 
-/// Newline-delimited messages: each one is its bytes and `\n` (NDJSON).
-///
-/// Inbound, one `\r` before the `\n` is removed, blank lines are skipped,
-/// and a final line without `\n` is delivered, marked unterminated (see
-/// [`LineDecoder`]). Outbound, a payload must not contain `\n` or `\r`.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Lines;
-
-impl Framing for Lines {
-    type Decoder = LineDecoder;
-
-    fn decoder(&self, max_message_size: usize) -> LineDecoder {
-        LineDecoder::new(max_message_size)
-    }
-
-    #[inline]
-    fn check(&self, payload: &[u8], max_message_size: usize) -> Result<(), EncodeErrorKind> {
-        check_message(payload, max_message_size)
-    }
-
-    #[inline]
-    fn encode(&self, payload: &[u8], dst: &mut BytesMut) {
-        dst.extend_from_slice(payload);
-        dst.put_u8(b'\n');
-    }
-
-    #[inline]
-    fn overhead(&self, _len: usize) -> usize {
-        1
-    }
-}
-
 /// Appends `data` to a decoder's unframed `input`, copying once into
 /// `staging`, whose memory is reused once the frames sliced from it are
 /// dropped. Shared by every decoder here. Returns how many bytes it copied:
@@ -177,3 +143,64 @@ pub(crate) fn adopt_input(input: &mut Bytes, staging: &mut BytesMut, data: Bytes
         append_input(input, staging, &data)
     }
 }
+
+/// Why a message was refused.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum EncodeErrorKind {
+    /// The payload is empty. On the wire it would be a blank line, which
+    /// is not a message (JSON-RPC peers answer it with a parse error).
+    Empty,
+    /// The payload contains a `\n` at byte `at`; it would split into two
+    /// messages on the wire.
+    Newline {
+        /// Byte offset of the first `\n`.
+        at: usize,
+    },
+    /// The payload contains a `\r` at byte `at`; the child could take it for
+    /// part of a line terminator.
+    CarriageReturn {
+        /// Byte offset of the first `\r`.
+        at: usize,
+    },
+    /// The payload is longer than the outbound message limit.
+    TooLarge {
+        /// The payload's length.
+        len: usize,
+        /// The limit.
+        max: usize,
+    },
+    /// The queue is at its high-water mark: the child is not reading fast
+    /// enough. Try again once it has drained.
+    Full {
+        /// Bytes queued.
+        queued: usize,
+        /// The high-water mark.
+        high_water: usize,
+    },
+}
+
+impl fmt::Display for EncodeErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            Self::Empty => f.write_str("message is empty; a blank line is not a message"),
+            Self::Newline { at } => write!(
+                f,
+                "message contains a newline at byte {at}; newline-delimited messages must be single-line (serialize JSON compactly)"
+            ),
+            Self::CarriageReturn { at } => write!(
+                f,
+                "message contains a carriage return at byte {at}; newline-delimited messages must be single-line"
+            ),
+            Self::TooLarge { len, max } => {
+                write!(f, "message is {len} bytes, over the {max}-byte limit")
+            }
+            Self::Full { queued, high_water } => write!(
+                f,
+                "outbound queue is full ({queued} bytes queued, high-water mark {high_water}): the child is not reading its stdin"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for EncodeErrorKind {}

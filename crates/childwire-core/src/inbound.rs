@@ -7,7 +7,8 @@ use std::mem::size_of;
 use bytes::Bytes;
 
 use crate::frame::{DecoderStats, Frame, Malformed, MalformedReason};
-use crate::framing::{FrameDecoder, Framing, Lines};
+use crate::framing::{FrameDecoder, Framing};
+use crate::lines::Lines;
 use crate::pollution::{NOTICE_HEAD_LEN, PollutionCounts, PollutionDetector, PollutionPolicy};
 
 /// What a queued frame costs beyond its bytes: the frame itself in the

@@ -9,8 +9,8 @@
 
 use std::time::Instant;
 
+use crate::ending::Exit;
 use crate::framing::Framing;
-use crate::lifecycle::Exit;
 use crate::outbound::{Closed, Outbound};
 use crate::supervisor::Supervisor;
 

@@ -791,7 +791,7 @@ fn is_valid_string(raw: &[u8]) -> bool {
 /// JSON-RPC layer as if the child had sent it).
 ///
 /// ```
-/// use childwire_core::decoder::{Frame, LineDecoder};
+/// use childwire_core::{Frame, LineDecoder};
 /// use childwire_core::jsonrpc::oversized_error;
 ///
 /// let mut decoder = LineDecoder::new(32);

@@ -9,16 +9,16 @@
 //! async layer and the runtime adapters only move bytes, time and signals
 //! between the OS and them. It reads no clock, no environment and no file.
 //!
-//! | module | what it decides |
+//! | module (or types) | what it decides |
 //! |---|---|
-//! | [`framing`], [`decoder`], [`content_length`], [`encoder`], [`frame`] | what a message is on the wire (NDJSON lines, `Content-Length` frames); over-long or broken frames become notices |
+//! | the wire formats, at the root: [`Framing`], [`Lines`], [`ContentLength`], [`LineDecoder`], [`ContentLengthDecoder`], [`Encoder`], [`Frame`] | what a message is on the wire (NDJSON lines, `Content-Length` frames); over-long or broken frames become notices |
 //! | [`jsonrpc`] | the top-level JSON-RPC id of an over-long message, and the error that answers it |
 //! | [`inbound`], [`outbound`] | the two halves of a channel: queues, backpressure, write timeout, why sending stopped |
 //! | [`channel`] | both halves over one byte stream, no process in it |
 //! | [`lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known |
 //! | [`stderr_tail`] | the bounded tail of stderr and its lines |
 //! | [`stderr_level`], [`pollution`] | a stderr line's level; a stdout line that is not a JSON message, named |
-//! | [`report`] | how a child's end is reported |
+//! | [`report`] | how a child's end is reported, and the few types that say how it ended |
 //! | [`supervisor`] | a child's lifecycle, stderr tail and report, with no channel |
 //! | [`session`] | a child transport: a channel plus a supervisor |
 //! | [`restart`], [`pending`], [`startup`] | supervision: when to restart a child and when to give up, the JSON-RPC requests it has not answered, whether it started |
@@ -51,15 +51,17 @@
 pub mod channel;
 pub mod command;
 pub mod config;
-pub mod content_length;
-pub mod decoder;
-pub mod encoder;
-pub mod frame;
-pub mod framing;
+mod content_length;
+mod decoder;
+mod encoder;
+mod ending;
+mod frame;
+mod framing;
 pub mod inbound;
 pub mod joint;
 pub mod jsonrpc;
 pub mod lifecycle;
+mod lines;
 pub mod outbound;
 pub mod report;
 pub mod session;
@@ -81,16 +83,20 @@ pub mod testing;
 pub use channel::Channel;
 pub use command::{Command, Containment, EnvPolicy, SpawnError, StderrMode};
 pub use config::{ChannelConfig, Config, ConfigError};
-pub use content_length::{ContentLength, ContentLengthDecoder};
-pub use decoder::LineDecoder;
-pub use encoder::{EncodeErrorKind, Encoder, LineEncoder};
-pub use frame::{Frame, Malformed, MalformedReason, Message, Oversized};
-pub use framing::{FrameDecoder, Framing, Lines};
+// The wire formats: their modules are private, each type has one path.
+pub use content_length::{ContentLength, ContentLengthDecoder, MAX_HEADER_LEN};
+pub use decoder::{DEFAULT_MAX_MESSAGE_SIZE, LineDecoder};
+pub use encoder::{DEFAULT_HIGH_WATER, EncodeError, Encoder, LineEncoder};
+pub use ending::{EndedBy, Exit, Signal, Swept, ntstatus_name, signal_name};
+pub use frame::{
+    DecoderStats, Frame, Malformed, MalformedReason, Message, OVERSIZED_HEAD_LEN, Oversized,
+    PollutionKind, PollutionNotice,
+};
+pub use framing::{EncodeErrorKind, FrameDecoder, Framing};
 pub use inbound::Inbound;
 pub use jsonrpc::{IdScanner, oversized_error};
-pub use lifecycle::{
-    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
-};
+pub use lifecycle::{Action, Lifecycle, LifecycleConfig, Phase, SignalError};
+pub use lines::{Lines, check_message};
 pub use outbound::{Closed, Outbound, SendError, SendErrorKind, WRITE_BATCH};
 pub use report::{Counters, ExitReport};
 pub use session::{Received, Session};
@@ -106,5 +112,5 @@ pub use startup::{ReadyOn, Startup, StartupConfig, StartupVerdict};
 mod json_shape;
 pub mod pollution;
 pub mod stderr_level;
-pub use pollution::{PollutionDetector, PollutionKind, PollutionNotice, PollutionPolicy};
+pub use pollution::{PollutionDetector, PollutionPolicy};
 pub use stderr_level::StderrLine;

@@ -5,10 +5,12 @@
 //! clock and performs no I/O: the adapter passes every event in together with
 //! `now`, and carries out the [`Action`]s it hands back.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::report::{Counters, ExitReport};
+use crate::ending::{EndedBy, Exit, Signal, Swept};
+use crate::report::ExitReport;
 
 /// The shutdown graces of a [`Lifecycle`].
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -33,56 +35,6 @@ impl Default for LifecycleConfig {
             term_grace: Duration::from_secs(2),
             drain_grace: Duration::from_secs(1),
         }
-    }
-}
-
-/// A signal the adapter delivers: to the process group (`killpg`) when the
-/// child leads one, else to the child's PID.
-///
-/// On Windows, which has no signals, the async layer carries out the same
-/// two steps: [`Term`](Signal::Term) is a `CTRL_BREAK_EVENT` to the child's
-/// console process group, [`Kill`](Signal::Kill) terminates the job object
-/// that holds the child and everything it started. Reports still name the
-/// steps SIGTERM and SIGKILL.
-#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Signal {
-    /// SIGTERM: asks the child to exit.
-    ///
-    /// On Windows: `GenerateConsoleCtrlEvent(CTRL_BREAK_EVENT)` to the
-    /// child's process group (it leads one with
-    /// [`Command::process_group`](crate::Command::process_group), the
-    /// default). Console programs (node, python) exit on it unless they
-    /// handle it. It only reaches a child that shares the host's console:
-    /// a host without one (a GUI application) cannot send it, delivery
-    /// fails and the schedule goes on to [`Kill`](Signal::Kill) after
-    /// `term_grace`, as it does without a group.
-    Term,
-    /// SIGKILL: ends the child; it cannot be caught.
-    ///
-    /// On Windows: `TerminateJobObject` on the child's job, which ends the
-    /// child and everything it started, with exit code 1 (what
-    /// `std::process::Child::kill` and libuv use).
-    Kill,
-}
-
-impl Signal {
-    /// The POSIX signal number (15 or 9; the same on every Unix).
-    #[must_use]
-    pub fn number(self) -> i32 {
-        match self {
-            Signal::Term => 15,
-            Signal::Kill => 9,
-        }
-    }
-}
-
-impl fmt::Display for Signal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Signal::Term => "SIGTERM",
-            Signal::Kill => "SIGKILL",
-        })
     }
 }
 
@@ -112,18 +64,6 @@ pub enum Action {
     Sweep,
 }
 
-/// What an [`Action::Sweep`] found and ended, for
-/// [`Lifecycle::handle_swept`].
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
-pub struct Swept {
-    /// Processes found alive and sent SIGKILL (each counted once, however it
-    /// was found).
-    pub ended: u32,
-    /// Some of them still held the child's end of its stdin, stdout or
-    /// stderr pipe: the pipes were not drained when the child exited.
-    pub held_pipes: bool,
-}
-
 /// Where the child is in its life. Phases only move forward, in the order
 /// listed (some may be skipped).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -142,143 +82,6 @@ pub enum Phase {
     Exited,
     /// The exit report was handed out; nothing more happens.
     Done,
-}
-
-/// How the process ended, as the OS reported it.
-///
-/// Adapters convert `std::process::ExitStatus` with `code()` and, on Unix,
-/// `ExitStatusExt::signal()`.
-#[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum Exit {
-    /// Exited normally with this code.
-    Code(i32),
-    /// Terminated by this signal number.
-    Signal(i32),
-}
-
-impl Exit {
-    /// `true` for exit code 0.
-    #[must_use]
-    pub fn success(self) -> bool {
-        self == Exit::Code(0)
-    }
-}
-
-impl fmt::Display for Exit {
-    /// `exited with code 3`, `killed by SIGKILL`; a Windows crash code is
-    /// shown in hex with its NTSTATUS name: `exited with code 0xC0000005
-    /// (STATUS_ACCESS_VIOLATION)`.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match *self {
-            Exit::Code(code) => match ntstatus_name(code) {
-                // The bits as Windows reports them (the i32 is negative).
-                #[allow(clippy::cast_sign_loss)]
-                Some(name) => write!(f, "exited with code {:#010X} ({name})", code as u32),
-                None => write!(f, "exited with code {code}"),
-            },
-            Exit::Signal(signo) => match signal_name(signo) {
-                Some(name) => write!(f, "killed by {name}"),
-                None => write!(f, "killed by signal {signo}"),
-            },
-        }
-    }
-}
-
-/// The name of a common signal number (`9` → `"SIGKILL"`), or `None`.
-///
-/// Only numbers that are the same on every Unix are named.
-#[must_use]
-pub fn signal_name(signo: i32) -> Option<&'static str> {
-    Some(match signo {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        6 => "SIGABRT",
-        9 => "SIGKILL",
-        11 => "SIGSEGV",
-        13 => "SIGPIPE",
-        14 => "SIGALRM",
-        15 => "SIGTERM",
-        _ => return None,
-    })
-}
-
-/// The name of a Windows NTSTATUS that ends a process when it crashes or is
-/// interrupted (`0xC0000005` → `"STATUS_ACCESS_VIOLATION"`), given as the
-/// exit code `std` reports (`ExitStatus::code`, the `u32` read as `i32`),
-/// or `None`.
-///
-/// These values cannot be Unix exit codes (0 to 255), so a code is named
-/// whatever the platform.
-///
-/// ```
-/// use childwire_core::Exit;
-/// use childwire_core::lifecycle::ntstatus_name;
-///
-/// assert_eq!(ntstatus_name(0xC000_00FD_u32 as i32), Some("STATUS_STACK_OVERFLOW"));
-/// assert_eq!(ntstatus_name(1), None);
-/// assert_eq!(
-///     Exit::Code(0xC000_0005_u32 as i32).to_string(),
-///     "exited with code 0xC0000005 (STATUS_ACCESS_VIOLATION)"
-/// );
-/// ```
-#[must_use]
-pub fn ntstatus_name(code: i32) -> Option<&'static str> {
-    // Reinterpreted, not converted: Windows' DWORD exit code, as std hands it.
-    #[allow(clippy::cast_sign_loss)]
-    let status = code as u32;
-    Some(match status {
-        0x8000_0003 => "STATUS_BREAKPOINT",
-        0x8000_0004 => "STATUS_SINGLE_STEP",
-        0xC000_0005 => "STATUS_ACCESS_VIOLATION",
-        0xC000_0006 => "STATUS_IN_PAGE_ERROR",
-        0xC000_0017 => "STATUS_NO_MEMORY",
-        0xC000_001D => "STATUS_ILLEGAL_INSTRUCTION",
-        0xC000_0025 => "STATUS_NONCONTINUABLE_EXCEPTION",
-        0xC000_008C => "STATUS_ARRAY_BOUNDS_EXCEEDED",
-        0xC000_008D => "STATUS_FLOAT_DENORMAL_OPERAND",
-        0xC000_008E => "STATUS_FLOAT_DIVIDE_BY_ZERO",
-        0xC000_0090 => "STATUS_FLOAT_INVALID_OPERATION",
-        0xC000_0094 => "STATUS_INTEGER_DIVIDE_BY_ZERO",
-        0xC000_0095 => "STATUS_INTEGER_OVERFLOW",
-        0xC000_0096 => "STATUS_PRIVILEGED_INSTRUCTION",
-        0xC000_00FD => "STATUS_STACK_OVERFLOW",
-        0xC000_0135 => "STATUS_DLL_NOT_FOUND",
-        0xC000_0138 => "STATUS_ORDINAL_NOT_FOUND",
-        0xC000_0139 => "STATUS_ENTRYPOINT_NOT_FOUND",
-        0xC000_013A => "STATUS_CONTROL_C_EXIT",
-        0xC000_0142 => "STATUS_DLL_INIT_FAILED",
-        0xC000_0374 => "STATUS_HEAP_CORRUPTION",
-        0xC000_0409 => "STATUS_STACK_BUFFER_OVERRUN",
-        0xC000_0417 => "STATUS_INVALID_CRUNTIME_PARAMETER",
-        0xC000_0420 => "STATUS_ASSERTION_FAILURE",
-        _ => return None,
-    })
-}
-
-/// Which shutdown step ended the child.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum EndedBy {
-    /// No shutdown was asked, or the child exited before its stdin was closed.
-    OnItsOwn,
-    /// The child exited after its stdin was closed, before SIGTERM.
-    StdinClose,
-    /// The child exited after SIGTERM, before SIGKILL.
-    Sigterm,
-    /// The child exited after SIGKILL.
-    Sigkill,
-}
-
-impl fmt::Display for EndedBy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            EndedBy::OnItsOwn => "on its own",
-            EndedBy::StdinClose => "after stdin was closed",
-            EndedBy::Sigterm => "after SIGTERM",
-            EndedBy::Sigkill => "after SIGKILL",
-        })
-    }
 }
 
 /// Why delivering a [`Signal`] failed.
@@ -384,43 +187,83 @@ pub struct Lifecycle {
     config: LifecycleConfig,
     process_group: bool,
     spawned_at: Instant,
-    phase: Phase,
     shutdown_at: Option<Instant>,
+    /// The phase, with the deadline it waits for.
+    stage: Stage,
+    /// Decided, not yet handed out by [`poll_action`](Self::poll_action),
+    /// in the order decided.
+    queue: VecDeque<Action>,
+    /// Handed out and not reported failed: what the adapter did to the
+    /// child, so what may have ended it.
+    handed_out: Vec<Action>,
+    /// The sweep, asked once.
+    sweep: Sweep,
     /// The write queue is known to be empty. Unknown counts as not empty, so
     /// a session that never reports it loses nothing: stdin then closes at
     /// the stdin deadline.
     outbound_drained: bool,
-    /// Stdin is closed or a close was decided.
+    /// Stdin is closed or its close was decided.
     stdin_closed: bool,
-    stdin_deadline: Option<Instant>,
-    term_deadline: Option<Instant>,
-    /// ESRCH came back: the child is gone and awaits its reap.
+    /// ESRCH came back: the child is gone and awaits its reap, so no
+    /// deadline escalates any more.
     process_gone: bool,
-    // Decided but not yet handed out, in this order.
-    pending_close: bool,
-    pending_term: bool,
-    pending_kill: bool,
-    pending_sweep: bool,
-    /// The sweep was decided (pending or handed out); it happens once.
-    sweep_decided: bool,
-    /// What the sweep found, once reported.
-    swept: Option<Swept>,
+    stdout_eof: bool,
+    stderr_eof: bool,
     /// The adapter stops driving: no timer will fire again, so the end is
     /// reported as soon as the exit is known, drained or not.
     driver_stopped: bool,
     /// Every handle was dropped ([`handle_abandoned`](Self::handle_abandoned)).
     abandoned: bool,
-    // Handed out: what the adapter was actually told to do.
-    close_sent: bool,
-    term_sent: bool,
-    kill_sent: bool,
-    /// The end as far as known: set when the exit is observed.
-    exited: Option<ExitReport>,
-    stdout_eof: bool,
-    stderr_eof: bool,
-    drain_deadline: Option<Instant>,
-    /// The end, decided and not yet handed out.
-    ending: Option<ExitReport>,
+}
+
+/// A [`Phase`] with the deadline it waits for, and after the exit what is
+/// known of the end. A deadline of `None` (an overflowing grace) never
+/// fires.
+#[derive(Debug, Clone, Copy)]
+enum Stage {
+    Running,
+    Flushing {
+        stdin_deadline: Option<Instant>,
+    },
+    StdinClosed {
+        stdin_deadline: Option<Instant>,
+    },
+    Terminating {
+        term_deadline: Option<Instant>,
+    },
+    Killing,
+    /// The exit was observed; the pipes' EOF and the sweep are awaited
+    /// until `drain_deadline`.
+    Exited {
+        end: End,
+        drain_deadline: Option<Instant>,
+    },
+    /// The end is decided; [`Lifecycle::poll_end`] hands it out.
+    Ended {
+        end: End,
+        pipes_drained: bool,
+        stray_processes_ended: u32,
+    },
+    Done {
+        exit: Exit,
+    },
+}
+
+/// What is known of the end when the exit is observed.
+#[derive(Debug, Clone, Copy)]
+struct End {
+    exit: Exit,
+    ended_by: EndedBy,
+    shutdown_requested: bool,
+    elapsed: Duration,
+}
+
+/// Where the one [`Action::Sweep`] is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Sweep {
+    NotDecided,
+    Asked,
+    Reported(Swept),
 }
 
 impl Lifecycle {
@@ -435,29 +278,18 @@ impl Lifecycle {
             config,
             process_group,
             spawned_at: now,
-            phase: Phase::Running,
             shutdown_at: None,
+            stage: Stage::Running,
+            queue: VecDeque::new(),
+            handed_out: Vec::new(),
+            sweep: Sweep::NotDecided,
             outbound_drained: false,
             stdin_closed: false,
-            stdin_deadline: None,
-            term_deadline: None,
             process_gone: false,
-            pending_close: false,
-            pending_term: false,
-            pending_kill: false,
-            pending_sweep: false,
-            sweep_decided: false,
-            swept: None,
-            driver_stopped: false,
-            abandoned: false,
-            close_sent: false,
-            term_sent: false,
-            kill_sent: false,
-            exited: None,
             stdout_eof: false,
             stderr_eof: false,
-            drain_deadline: None,
-            ending: None,
+            driver_stopped: false,
+            abandoned: false,
         }
     }
 
@@ -466,7 +298,15 @@ impl Lifecycle {
     /// The current phase.
     #[must_use]
     pub fn phase(&self) -> Phase {
-        self.phase
+        match self.stage {
+            Stage::Running => Phase::Running,
+            Stage::Flushing { .. } => Phase::Flushing,
+            Stage::StdinClosed { .. } => Phase::StdinClosed,
+            Stage::Terminating { .. } => Phase::Terminating,
+            Stage::Killing => Phase::Killing,
+            Stage::Exited { .. } | Stage::Ended { .. } => Phase::Exited,
+            Stage::Done { .. } => Phase::Done,
+        }
     }
 
     /// Whether the child leads its own process group (signals go to the
@@ -492,7 +332,11 @@ impl Lifecycle {
     /// reaped, so its PID is still its own (a drop path may signal it).
     #[must_use]
     pub fn exit(&self) -> Option<Exit> {
-        self.exited.as_ref().map(|report| report.exit)
+        match self.stage {
+            Stage::Exited { end, .. } | Stage::Ended { end, .. } => Some(end.exit),
+            Stage::Done { exit } => Some(exit),
+            _ => None,
+        }
     }
 
     // ---- inputs ----
@@ -505,17 +349,13 @@ impl Lifecycle {
     /// [`handle_outbound_drained`](Self::handle_outbound_drained) until the
     /// stdin deadline (`now + stdin_grace`).
     pub fn handle_shutdown(&mut self, now: Instant) {
-        if self.phase != Phase::Running || self.exited.is_some() {
-            self.advance(now);
-            return;
-        }
-        self.shutdown_at = Some(now);
-        self.stdin_deadline = now.checked_add(self.config.stdin_grace);
-        self.phase = Phase::Flushing;
-        if self.stdin_closed {
-            self.phase = Phase::StdinClosed;
-        } else if self.outbound_drained {
-            self.close_stdin();
+        if matches!(self.stage, Stage::Running) {
+            self.shutdown_at = Some(now);
+            let stdin_deadline = now.checked_add(self.config.stdin_grace);
+            self.stage = Stage::Flushing { stdin_deadline };
+            if self.stdin_closed || self.outbound_drained {
+                self.close_stdin(stdin_deadline);
+            }
         }
         self.advance(now);
     }
@@ -524,8 +364,8 @@ impl Lifecycle {
     /// (calling it more often is harmless), also before any shutdown.
     pub fn handle_outbound_drained(&mut self, now: Instant) {
         self.outbound_drained = true;
-        if self.phase == Phase::Flushing {
-            self.close_stdin();
+        if let Stage::Flushing { stdin_deadline } = self.stage {
+            self.close_stdin(stdin_deadline);
         }
         self.advance(now);
     }
@@ -540,8 +380,8 @@ impl Lifecycle {
     /// with [`Action::CloseStdin`], whether a shutdown was asked or not. The
     /// child's exit then counts as [`EndedBy::StdinClose`].
     pub fn handle_close_stdin(&mut self, now: Instant) {
-        if self.exited.is_none() {
-            self.close_stdin_now();
+        if self.exit().is_none() {
+            self.decide_close();
         }
         self.advance(now);
     }
@@ -550,8 +390,8 @@ impl Lifecycle {
     /// child (EPIPE). Nothing more will be flushed.
     pub fn handle_stdin_closed(&mut self, now: Instant) {
         self.stdin_closed = true;
-        if self.phase == Phase::Flushing {
-            self.phase = Phase::StdinClosed;
+        if let Stage::Flushing { stdin_deadline } = self.stage {
+            self.stage = Stage::StdinClosed { stdin_deadline };
         }
         self.advance(now);
     }
@@ -559,44 +399,21 @@ impl Lifecycle {
     /// The child was reaped. Ends the escalation at once, whatever the phase
     ///: no signal is asked after this. Only the first exit counts.
     pub fn handle_exit(&mut self, exit: Exit, now: Instant) {
-        if self.exited.is_none() {
-            // The exit names the signal that ended the child when it is
-            // one we sent: SIGKILL sent after it (its grace ran out before
-            // the exit was seen, as on a clock that jumps) did not.
-            let died_of_term = exit == Exit::Signal(Signal::Term.number());
-            let ended_by = if self.kill_sent && !(self.term_sent && died_of_term) {
-                EndedBy::Sigkill
-            } else if self.term_sent {
-                EndedBy::Sigterm
-            } else if self.close_sent {
-                EndedBy::StdinClose
-            } else {
-                EndedBy::OnItsOwn
-            };
+        if self.exit().is_none() {
             let since = self.shutdown_at.unwrap_or(self.spawned_at);
-            self.exited = Some(ExitReport {
+            let end = End {
                 exit,
-                ended_by,
+                ended_by: self.ended_by(exit),
                 shutdown_requested: self.shutdown_at.is_some(),
                 elapsed: now.saturating_duration_since(since),
-                pipes_drained: true,
-                stray_processes_ended: 0,
-                stderr_tail: String::new(),
-                stderr_callback_panicked: false,
-                counters: Counters::default(),
-                unreceived_messages: 0,
-                unreceived_bytes: 0,
-                stdout_held_back: false,
-            });
+            };
             // Undelivered steps are moot now, and a signal could hit a reused PID.
-            self.pending_close = false;
-            self.pending_term = false;
-            self.pending_kill = false;
+            self.queue.retain(|action| *action == Action::Sweep);
             self.decide_sweep();
-            self.stdin_deadline = None;
-            self.term_deadline = None;
-            self.drain_deadline = now.checked_add(self.config.drain_grace);
-            self.phase = Phase::Exited;
+            self.stage = Stage::Exited {
+                end,
+                drain_deadline: now.checked_add(self.config.drain_grace),
+            };
         }
         self.advance(now);
     }
@@ -622,14 +439,12 @@ impl Lifecycle {
     pub fn handle_signal_failed(&mut self, signal: Signal, err: SignalError, now: Instant) {
         // An undelivered signal did not end the child, so it must not be
         // named in the ending (kill/killpg fail only when nothing got it).
-        match signal {
-            Signal::Term => self.term_sent = false,
-            Signal::Kill => self.kill_sent = false,
-        }
+        self.handed_out
+            .retain(|action| *action != Action::Signal(signal));
         if err == SignalError::NoSuchProcess {
             self.process_gone = true;
-            self.pending_term = false;
-            self.pending_kill = false;
+            self.queue
+                .retain(|action| !matches!(action, Action::Signal(_)));
         }
         self.advance(now);
     }
@@ -638,8 +453,8 @@ impl Lifecycle {
     /// report counts what it ended, and says the pipes were held if any of
     /// them held the child's pipes. Only the first report counts.
     pub fn handle_swept(&mut self, swept: Swept, now: Instant) {
-        if self.sweep_decided && self.swept.is_none() {
-            self.swept = Some(swept);
+        if self.sweep == Sweep::Asked {
+            self.sweep = Sweep::Reported(swept);
         }
         self.advance(now);
     }
@@ -652,13 +467,9 @@ impl Lifecycle {
     /// reported as soon as the exit is known, without waiting for the
     /// pipes. The adapter should wait (briefly) for the exit and report it.
     pub fn handle_driver_stopped(&mut self, now: Instant) {
-        if !self.driver_stopped {
-            self.driver_stopped = true;
-            if self.exited.is_none() && !self.kill_sent {
-                self.pending_close = false;
-                self.pending_term = false;
-                self.pending_kill = true;
-                self.phase = self.phase.max(Phase::Killing);
+        if !std::mem::replace(&mut self.driver_stopped, true) {
+            if self.exit().is_none() {
+                self.kill_now();
             }
             self.decide_sweep();
         }
@@ -673,12 +484,9 @@ impl Lifecycle {
     /// reported as usual: after the sweep, once the pipes drained or
     /// `drain_grace` passed.
     pub fn handle_kill(&mut self, now: Instant) {
-        if self.exited.is_none() && !self.kill_sent && !self.process_gone {
+        if self.exit().is_none() && !self.process_gone && !self.kill_handed_out() {
             self.shutdown_at.get_or_insert(now);
-            self.pending_close = false;
-            self.pending_term = false;
-            self.pending_kill = true;
-            self.phase = self.phase.max(Phase::Killing);
+            self.kill_now();
         }
         self.advance(now);
     }
@@ -691,14 +499,11 @@ impl Lifecycle {
     /// second time.
     pub fn handle_abandoned(&mut self, kill: bool, now: Instant) {
         let first = !std::mem::replace(&mut self.abandoned, true);
-        if first && self.shutdown_at.is_none() && self.exited.is_none() && !self.kill_sent {
+        if first && self.shutdown_at.is_none() && self.exit().is_none() && !self.kill_handed_out() {
             if kill {
-                self.pending_close = false;
-                self.pending_term = false;
-                self.pending_kill = true;
-                self.phase = self.phase.max(Phase::Killing);
+                self.kill_now();
             } else {
-                self.close_stdin_now();
+                self.decide_close();
             }
         }
         self.advance(now);
@@ -717,22 +522,11 @@ impl Lifecycle {
     /// every input.
     #[must_use]
     pub fn poll_action(&mut self) -> Option<Action> {
-        if std::mem::take(&mut self.pending_close) {
-            self.close_sent = true;
-            return Some(Action::CloseStdin);
+        let action = self.queue.pop_front()?;
+        if action != Action::Sweep {
+            self.handed_out.push(action);
         }
-        if std::mem::take(&mut self.pending_term) {
-            self.term_sent = true;
-            return Some(Action::Signal(Signal::Term));
-        }
-        if std::mem::take(&mut self.pending_kill) {
-            self.kill_sent = true;
-            return Some(Action::Signal(Signal::Kill));
-        }
-        if std::mem::take(&mut self.pending_sweep) {
-            return Some(Action::Sweep);
-        }
-        None
+        Some(action)
     }
 
     /// The child's end, exactly once: after the exit was observed, the sweep
@@ -742,140 +536,149 @@ impl Lifecycle {
     /// empty: the lifecycle does not know them.
     #[must_use]
     pub fn poll_end(&mut self) -> Option<ExitReport> {
-        let ending = self.ending.take()?;
-        self.phase = Phase::Done;
-        Some(ending)
+        let Stage::Ended {
+            end,
+            pipes_drained,
+            stray_processes_ended,
+        } = self.stage
+        else {
+            return None;
+        };
+        self.stage = Stage::Done { exit: end.exit };
+        let mut report = ExitReport::new(end.exit, end.ended_by, end.elapsed);
+        report.shutdown_requested = end.shutdown_requested;
+        report.pipes_drained = pipes_drained;
+        report.stray_processes_ended = stray_processes_ended;
+        Some(report)
     }
 
     /// When to call [`handle_timeout`](Self::handle_timeout) next; `None`
     /// when nothing is scheduled.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match self.phase {
-            Phase::Flushing | Phase::StdinClosed if !self.process_gone => self.stdin_deadline,
-            Phase::Terminating if !self.process_gone => self.term_deadline,
-            Phase::Exited if self.ending.is_none() => self.drain_deadline,
+        match self.stage {
+            Stage::Flushing { stdin_deadline } | Stage::StdinClosed { stdin_deadline }
+                if !self.process_gone =>
+            {
+                stdin_deadline
+            }
+            Stage::Terminating { term_deadline } if !self.process_gone => term_deadline,
+            Stage::Exited { drain_deadline, .. } => drain_deadline,
             _ => None,
         }
     }
 
     // ---- internals ----
 
-    fn close_stdin(&mut self) {
-        self.close_stdin_now();
-        self.phase = Phase::StdinClosed;
+    /// The step that ended the child: the last one handed out (and not
+    /// reported failed) before its exit, unless the exit rules it out. A
+    /// child that died of SIGTERM was not ended by a SIGKILL sent after it
+    /// (its grace ran out before the exit was seen, as on a clock that
+    /// jumps): the report never says "killed by SIGTERM after SIGKILL".
+    fn ended_by(&self, exit: Exit) -> EndedBy {
+        let handed_out = |action| self.handed_out.contains(&action);
+        let died_of_term = exit == Exit::Signal(Signal::Term.number());
+        if self.kill_handed_out() && !died_of_term {
+            EndedBy::Sigkill
+        } else if handed_out(Action::Signal(Signal::Term)) {
+            EndedBy::Sigterm
+        } else if handed_out(Action::CloseStdin) {
+            EndedBy::StdinClose
+        } else {
+            EndedBy::OnItsOwn
+        }
+    }
+
+    /// SIGKILL was handed out and not reported failed.
+    fn kill_handed_out(&self) -> bool {
+        self.handed_out.contains(&Action::Signal(Signal::Kill))
+    }
+
+    /// Decides the close of stdin (once) and moves to the phase after it.
+    fn close_stdin(&mut self, stdin_deadline: Option<Instant>) {
+        self.decide_close();
+        self.stage = Stage::StdinClosed { stdin_deadline };
+    }
+
+    /// Decides the close of stdin, once; the phase is the caller's business.
+    fn decide_close(&mut self) {
+        if !std::mem::replace(&mut self.stdin_closed, true) {
+            self.queue.push_back(Action::CloseStdin);
+        }
+    }
+
+    /// Decides SIGKILL now, instead of the gentler steps still waiting,
+    /// unless it was already handed out.
+    fn kill_now(&mut self) {
+        if self.kill_handed_out() {
+            return;
+        }
+        let kill = Action::Signal(Signal::Kill);
+        self.queue.retain(|action| *action == Action::Sweep);
+        self.queue.push_back(kill);
+        if self.phase() < Phase::Killing {
+            self.stage = Stage::Killing;
+        }
     }
 
     /// Decides the sweep, once.
     fn decide_sweep(&mut self) {
-        if !self.sweep_decided {
-            self.sweep_decided = true;
-            self.pending_sweep = true;
+        if self.sweep == Sweep::NotDecided {
+            self.sweep = Sweep::Asked;
+            self.queue.push_back(Action::Sweep);
         }
     }
 
-    /// Decides the close of stdin, once; the phase is the caller's business.
-    fn close_stdin_now(&mut self) {
-        if !self.stdin_closed {
-            self.stdin_closed = true;
-            self.pending_close = true;
-        }
-    }
-
-    /// Fires every deadline `now` has reached. A deadline of `None` (an
-    /// overflowing grace) never fires.
+    /// Fires every deadline `now` has reached, and decides the end once it
+    /// is known.
     fn advance(&mut self, now: Instant) {
         let reached = |deadline: Option<Instant>| deadline.is_some_and(|d| now >= d);
         loop {
-            match self.phase {
-                Phase::Flushing | Phase::StdinClosed
-                    if !self.process_gone && reached(self.stdin_deadline) =>
+            match self.stage {
+                Stage::Flushing { stdin_deadline } | Stage::StdinClosed { stdin_deadline }
+                    if !self.process_gone && reached(stdin_deadline) =>
                 {
                     // The flush ran out of time: close stdin anyway, with the signal.
-                    self.close_stdin();
-                    self.pending_term = true;
-                    self.phase = Phase::Terminating;
+                    self.decide_close();
+                    self.queue.push_back(Action::Signal(Signal::Term));
                     // From `now`, not the deadline: a late timer still gives
                     // the child its whole term_grace after the signal.
-                    self.term_deadline = now.checked_add(self.config.term_grace);
+                    let term_deadline = now.checked_add(self.config.term_grace);
+                    self.stage = Stage::Terminating { term_deadline };
                 }
-                Phase::Terminating if !self.process_gone && reached(self.term_deadline) => {
-                    self.pending_kill = true;
-                    self.phase = Phase::Killing;
+                Stage::Terminating { term_deadline }
+                    if !self.process_gone && reached(term_deadline) =>
+                {
+                    self.queue.push_back(Action::Signal(Signal::Kill));
+                    self.stage = Stage::Killing;
                 }
-                Phase::Exited if self.ending.is_none() => {
+                Stage::Exited {
+                    end,
+                    drain_deadline,
+                } => {
                     let drained = self.stdout_eof && self.stderr_eof;
-                    let swept = self.swept.is_some();
-                    let end = (drained && swept)
-                        || reached(self.drain_deadline)
-                        || (self.driver_stopped && (swept || !self.pending_sweep));
-                    if end {
-                        if let Some(mut report) = self.exited.clone() {
-                            let swept = self.swept.unwrap_or_default();
-                            // Holders found by the sweep are dead now and the
-                            // pipes may reach EOF, but they were held.
-                            report.pipes_drained = drained && !swept.held_pipes;
-                            report.stray_processes_ended = swept.ended;
-                            self.ending = Some(report);
-                        }
+                    let swept = match self.sweep {
+                        Sweep::Reported(swept) => Some(swept),
+                        Sweep::NotDecided | Sweep::Asked => None,
+                    };
+                    let sweep_handed_out = !self.queue.contains(&Action::Sweep);
+                    let decided = (drained && swept.is_some())
+                        || reached(drain_deadline)
+                        || (self.driver_stopped && (swept.is_some() || sweep_handed_out));
+                    if decided {
+                        let swept = swept.unwrap_or_default();
+                        self.stage = Stage::Ended {
+                            end,
+                            // Holders found by the sweep are dead now and
+                            // the pipes may reach EOF, but they were held.
+                            pipes_drained: drained && !swept.held_pipes,
+                            stray_processes_ended: swept.ended,
+                        };
                     }
                     return;
                 }
                 _ => return,
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// The exit code `std` reports for a Windows status: its bits as `i32`.
-    #[allow(clippy::cast_possible_wrap)]
-    fn code(status: u32) -> Exit {
-        Exit::Code(status as i32)
-    }
-
-    #[test]
-    fn c15_windows_crash_codes_are_shown_in_hex_with_their_ntstatus_name() {
-        for (status, name) in [
-            (0xC000_0005, "STATUS_ACCESS_VIOLATION"),
-            (0xC000_00FD, "STATUS_STACK_OVERFLOW"),
-            (0xC000_0409, "STATUS_STACK_BUFFER_OVERRUN"),
-            (0xC000_013A, "STATUS_CONTROL_C_EXIT"),
-            (0xC000_0135, "STATUS_DLL_NOT_FOUND"),
-            (0xC000_0142, "STATUS_DLL_INIT_FAILED"),
-            (0xC000_001D, "STATUS_ILLEGAL_INSTRUCTION"),
-            (0xC000_0094, "STATUS_INTEGER_DIVIDE_BY_ZERO"),
-            (0xC000_0374, "STATUS_HEAP_CORRUPTION"),
-            (0xC000_0017, "STATUS_NO_MEMORY"),
-            (0x8000_0003, "STATUS_BREAKPOINT"),
-        ] {
-            let Exit::Code(raw) = code(status) else {
-                unreachable!()
-            };
-            assert_eq!(ntstatus_name(raw), Some(name));
-            assert_eq!(
-                code(status).to_string(),
-                format!("exited with code {status:#010X} ({name})")
-            );
-        }
-    }
-
-    #[test]
-    fn c15_ordinary_codes_are_shown_in_decimal_without_a_name() {
-        for raw in [0, 1, 3, 127, 255, -1, 0x4000_0000] {
-            assert_eq!(ntstatus_name(raw), None, "{raw}");
-            assert_eq!(
-                Exit::Code(raw).to_string(),
-                format!("exited with code {raw}")
-            );
-        }
-        // An unknown NTSTATUS keeps the plain form too.
-        assert_eq!(
-            code(0xC0FF_EE00).to_string(),
-            "exited with code -1056969216"
-        );
     }
 }

@@ -6,8 +6,10 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
-use crate::encoder::{EncodeErrorKind, Encoder};
-use crate::framing::{Framing, Lines};
+use crate::encoder::Encoder;
+use crate::framing::EncodeErrorKind;
+use crate::framing::Framing;
+use crate::lines::Lines;
 use crate::report::ExitReport;
 
 /// Queues messages for the peer and says what to write, when to close the

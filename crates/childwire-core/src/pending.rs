@@ -19,8 +19,8 @@ use std::io::Write as _;
 
 use bytes::Bytes;
 
+use crate::ending::Exit;
 use crate::jsonrpc::IdScanner;
-use crate::lifecycle::Exit;
 
 /// The error code of the responses [`PendingRequests::fail_all`] makes:
 /// -32000, which the MCP SDKs use for "connection closed" (and

@@ -20,7 +20,7 @@
 //! # Example
 //!
 //! ```
-//! use childwire_core::pollution::{PollutionDetector, PollutionKind};
+//! use childwire_core::{PollutionDetector, PollutionKind};
 //!
 //! let mut detector = PollutionDetector::default();
 //! let banner = detector.observe(b"Starting server on stdio...");
@@ -37,85 +37,15 @@
 //! assert_eq!(detector.counts().polluted, 2);
 //! ```
 
-use std::fmt;
-
 use bytes::Bytes;
 
-use crate::frame::{Malformed, MalformedReason};
+use crate::frame::{Malformed, MalformedReason, PollutionKind, PollutionNotice};
 use crate::json_shape;
 use crate::stderr_level::prefix_level;
 
 /// Most bytes of a line a [`PollutionNotice`] keeps, and looks at to name
 /// what a line that is not JSON is.
 pub const NOTICE_HEAD_LEN: usize = 256;
-
-/// What a line that is not a JSON message looks like.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-#[non_exhaustive]
-pub enum PollutionKind {
-    /// Text that is not JSON: a banner, a progress message, a `print`.
-    Text,
-    /// A log line (`INFO: …`, `[warn] …`, `WARNING:root:…`) on stdout:
-    /// logs belong on stderr.
-    LogLine,
-    /// A `Content-Length:` (or `Content-Type:`) header on an NDJSON
-    /// channel: the child speaks LSP-style framing.
-    ContentLengthHeader,
-    /// A line that starts like JSON but is not one complete value: JSON
-    /// pretty-printed over several lines, or a line cut short.
-    BrokenJson,
-    /// A JSON value that is not an object or an array (`42`, `"ready"`,
-    /// `true`): never a JSON-RPC message.
-    JsonScalar,
-    /// Bytes that are not text: invalid UTF-8 or control characters.
-    Binary,
-    /// A JSON line where a `Content-Length` header belongs: the child
-    /// speaks newline-delimited JSON, not LSP-style framing.
-    JsonOnContentLength,
-}
-
-impl PollutionKind {
-    /// Every kind, in declaration order.
-    pub const ALL: [PollutionKind; 7] = [
-        PollutionKind::Text,
-        PollutionKind::LogLine,
-        PollutionKind::ContentLengthHeader,
-        PollutionKind::BrokenJson,
-        PollutionKind::JsonScalar,
-        PollutionKind::Binary,
-        PollutionKind::JsonOnContentLength,
-    ];
-
-    fn index(self) -> usize {
-        self as usize
-    }
-
-    /// What the kind says about the child, in a few words.
-    #[must_use]
-    pub fn describe(self) -> &'static str {
-        match self {
-            PollutionKind::Text => "text, like a banner or a log line printed to stdout",
-            PollutionKind::LogLine => "a log line on stdout (logs belong on stderr)",
-            PollutionKind::ContentLengthHeader => {
-                "a `Content-Length:` header: the server speaks LSP-style framing"
-            }
-            PollutionKind::BrokenJson => {
-                "JSON that is not one complete value on its line (pretty-printed, or cut short)"
-            }
-            PollutionKind::JsonScalar => "a JSON value that is not an object or array",
-            PollutionKind::Binary => "bytes that are not text",
-            PollutionKind::JsonOnContentLength => {
-                "JSON where a `Content-Length` header belongs: the server speaks newline-delimited JSON"
-            }
-        }
-    }
-}
-
-impl fmt::Display for PollutionKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.describe())
-    }
-}
 
 /// Whether `line` is one JSON value, as [`check_json`] found it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -157,7 +87,8 @@ pub fn check_json(line: &[u8]) -> JsonCheck {
 /// (a message), else what it looks like.
 ///
 /// ```
-/// use childwire_core::pollution::{PollutionKind, classify};
+/// use childwire_core::PollutionKind;
+/// use childwire_core::pollution::classify;
 ///
 /// assert_eq!(classify(br#"{"jsonrpc":"2.0","method":"ping"}"#), None);
 /// assert_eq!(classify(b"Starting server on stdio"), Some(PollutionKind::Text));
@@ -241,7 +172,8 @@ fn is_binary(head: &[u8], cut: bool) -> bool {
 /// peer never sends.
 ///
 /// ```
-/// use childwire_core::pollution::{PollutionKind, header_mismatch};
+/// use childwire_core::PollutionKind;
+/// use childwire_core::pollution::header_mismatch;
 ///
 /// assert_eq!(header_mismatch(b"Content-Length: 17\r\n"), None);
 /// assert_eq!(header_mismatch(br#"{"jsonrpc":"2.0","id":0,"result":{}}"#),
@@ -288,44 +220,6 @@ pub enum PollutionPolicy {
     Deliver,
     /// Drop them (still reported once per kind and counted).
     Drop,
-}
-
-/// Notice that a line on stdout is not a JSON message (or, on a
-/// `Content-Length` channel, that a header block was not one), naming what
-/// it looks like. Each kind is reported once per channel.
-#[derive(Debug, Clone, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct PollutionNotice {
-    /// What the line looks like.
-    pub kind: PollutionKind,
-    /// Which line of the stream it was, from 1, counting the lines given
-    /// to [`PollutionDetector::observe`] (on a `Content-Length` channel:
-    /// the frames and dropped header blocks).
-    pub line: u64,
-    /// Its length in bytes.
-    pub len: usize,
-    /// Its first [`NOTICE_HEAD_LEN`] bytes.
-    pub head: Bytes,
-    /// It was dropped ([`PollutionPolicy::Drop`], or a header block a
-    /// `Content-Length` decoder already dropped); else delivered.
-    pub dropped: bool,
-}
-
-impl fmt::Display for PollutionNotice {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self.kind {
-            // The kind says it all: the line was not meant as a message.
-            PollutionKind::JsonOnContentLength => write!(f, "stdout line {}: ", self.line)?,
-            _ => write!(f, "stdout line {} is not a JSON message: ", self.line)?,
-        }
-        write!(f, "{}; it began: ", self.kind)?;
-        let shown = &self.head[..self.head.len().min(80)];
-        write!(f, "{:?}", String::from_utf8_lossy(shown))?;
-        if self.dropped {
-            f.write_str(" (dropped)")?;
-        }
-        Ok(())
-    }
 }
 
 /// Counters of a [`PollutionDetector`].

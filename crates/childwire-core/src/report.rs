@@ -1,9 +1,36 @@
 //! The exit report: how the child's life ended, in one value.
+//!
+//! # The types that say how it ended
+//!
+//! A few small types, each saying one thing; every other type that speaks
+//! of the end is built from them or points to them.
+//!
+//! | type | says | made by |
+//! |---|---|---|
+//! | [`Exit`] | what the OS reported: an exit code or a signal | the adapter, at the reap |
+//! | [`Signal`](crate::Signal) | a step the lifecycle asks for: SIGTERM or SIGKILL | [`Lifecycle`](crate::Lifecycle) |
+//! | [`EndedBy`] | which step came before the exit: none, stdin closed, a signal | the lifecycle, from the steps it handed out |
+//! | [`Swept`](crate::Swept) | what the child left behind and was ended after it | the adapter's sweep |
+//! | [`ExitReport`] | all of the above, with timing, the stderr tail, counters and what the caller had not received | the lifecycle, completed by the [`Supervisor`](crate::Supervisor) |
+//!
+//! Three more speak of the end without repeating it:
+//!
+//! - [`Closed`](crate::Closed): why sending stopped. `Exited` means the
+//!   report exists or is coming (see
+//!   [`Supervisor::report_wait`](crate::Supervisor::report_wait));
+//!   `Closing`, `PeerClosed`, `Stalled` and `DriverStopped` are the other
+//!   ways a sender learns that sending is over.
+//! - [`Backlog`](crate::inbound::Backlog): what the caller had not received
+//!   when the end was decided, copied once into the report
+//!   (`unreceived_messages`, `unreceived_bytes`, `stdout_held_back`).
+//! - The async layer's `ShutdownError`: why a shutdown could not finish,
+//!   with the meanings of `Closed`'s `DriverStopped` and `PeerClosed`. Its
+//!   errors met after the exit carry the `ExitReport` itself.
 
 use std::fmt;
 use std::time::Duration;
 
-use crate::lifecycle::{EndedBy, Exit, Signal};
+use crate::ending::{EndedBy, Exit};
 
 /// Traffic counters of a channel or of one child's life.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -151,12 +178,9 @@ impl ExitReport {
     /// Whether naming the step adds nothing: "killed by SIGTERM" already
     /// says SIGTERM ended it.
     fn step_is_implied(&self) -> bool {
-        let step_signal = match self.ended_by {
-            EndedBy::Sigterm => Signal::Term,
-            EndedBy::Sigkill => Signal::Kill,
-            _ => return false,
-        };
-        self.exit == Exit::Signal(step_signal.number())
+        self.ended_by
+            .signal()
+            .is_some_and(|signal| self.exit == Exit::Signal(signal.number()))
     }
 }
 

@@ -13,13 +13,15 @@ use bytes::Bytes;
 
 use crate::channel::counters;
 use crate::config::Config;
+use crate::ending::{Exit, Signal, Swept};
+use crate::frame::PollutionNotice;
 use crate::frame::{Frame, Malformed, Message, Oversized};
-use crate::framing::{Framing, Lines};
+use crate::framing::Framing;
 use crate::inbound::Inbound;
 use crate::joint;
-use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError, Swept};
+use crate::lifecycle::{Action, Lifecycle, SignalError};
+use crate::lines::Lines;
 use crate::outbound::{Closed, Outbound, SendError};
-use crate::pollution::PollutionNotice;
 use crate::report::{Counters, ExitReport};
 use crate::supervisor::Supervisor;
 

@@ -11,7 +11,7 @@
 use std::fmt;
 use std::time::{Duration, Instant};
 
-use crate::lifecycle::Exit;
+use crate::ending::Exit;
 
 /// When a child counts as ready.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]

@@ -6,8 +6,9 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::config::Config;
+use crate::ending::{Exit, Signal, Swept};
 use crate::inbound::Backlog;
-use crate::lifecycle::{Action, Exit, Lifecycle, Signal, SignalError, Swept};
+use crate::lifecycle::{Action, Lifecycle, SignalError};
 use crate::outbound::Closed;
 use crate::report::{Counters, ExitReport};
 use crate::stderr_tail::StderrTail;

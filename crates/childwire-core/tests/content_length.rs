@@ -8,11 +8,11 @@
 #![cfg(feature = "testing")]
 
 use bytes::{Bytes, BytesMut};
-use childwire_core::content_length::{ContentLengthDecoder, MAX_HEADER_LEN};
-use childwire_core::encoder::EncodeErrorKind;
-use childwire_core::frame::{DecoderStats, OVERSIZED_HEAD_LEN};
+use childwire_core::EncodeErrorKind;
 use childwire_core::testing::content_length as reference;
 use childwire_core::{ContentLength, Frame, FrameDecoder, Framing, MalformedReason, Message};
+use childwire_core::{ContentLengthDecoder, MAX_HEADER_LEN};
+use childwire_core::{DecoderStats, OVERSIZED_HEAD_LEN};
 use proptest::prelude::*;
 
 /// How chunks are handed to the decoder.

@@ -7,11 +7,11 @@
 #![cfg(feature = "testing")]
 
 use bytes::Bytes;
-use childwire_core::content_length::{ContentLengthDecoder, MAX_HEADER_LEN};
 use childwire_core::testing::content_length::{
     self as reference,
     lies::{self, Kind, Lie},
 };
+use childwire_core::{ContentLengthDecoder, MAX_HEADER_LEN};
 use childwire_core::{Frame, Malformed, MalformedReason, Message};
 use proptest::prelude::*;
 

@@ -4,9 +4,9 @@
 //! `testing` feature, which CI turns on with `--all-features`.
 #![cfg(feature = "testing")]
 
-use childwire_core::decoder::{Frame, LineDecoder, OVERSIZED_HEAD_LEN};
-use childwire_core::encoder::{EncodeErrorKind, LineEncoder};
 use childwire_core::testing::lines::{self as reference, Expected};
+use childwire_core::{EncodeErrorKind, LineEncoder};
+use childwire_core::{Frame, LineDecoder, OVERSIZED_HEAD_LEN};
 use proptest::prelude::*;
 
 /// Decodes `input` fed as `chunks` (sizes, cycled; the rest in one piece),

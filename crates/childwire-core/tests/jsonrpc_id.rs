@@ -5,10 +5,10 @@
 //! and against serde_json on generated documents with shuffled keys, random
 //! whitespace and escapes, fed in random chunks.
 
-use childwire_core::decoder::{Frame, LineDecoder};
 use childwire_core::jsonrpc::{
     IdScanner, MAX_ID_LEN, OVERSIZED_ERROR_CODE, OVERSIZED_ERROR_MESSAGE, oversized_error,
 };
+use childwire_core::{Frame, LineDecoder};
 use serde_json::Value;
 
 /// The id of `doc` fed in one piece.

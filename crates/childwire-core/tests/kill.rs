@@ -2,9 +2,7 @@
 
 use std::time::{Duration, Instant};
 
-use childwire_core::lifecycle::{
-    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, Swept,
-};
+use childwire_core::{Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, Swept};
 
 const KILL: Action = Action::Signal(Signal::Kill);
 

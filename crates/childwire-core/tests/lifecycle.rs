@@ -7,10 +7,10 @@
 
 use std::time::{Duration, Instant};
 
-use childwire_core::lifecycle::{
+use childwire_core::report::ExitReport;
+use childwire_core::{
     Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
 };
-use childwire_core::report::ExitReport;
 
 const fn ms(n: u64) -> Duration {
     Duration::from_millis(n)

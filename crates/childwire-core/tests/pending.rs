@@ -243,7 +243,7 @@ fn c37_content_length_bodies_are_read_the_same_way() {
 
 #[test]
 fn c28_c37_a_dropped_oversized_response_answers_its_request() {
-    use childwire_core::decoder::{Frame, LineDecoder};
+    use childwire_core::{Frame, LineDecoder};
     let mut pending = PendingRequests::default();
     pending.handle_outgoing(br#"{"jsonrpc":"2.0","id":"big","method":"resources/read"}"#);
     let mut decoder = LineDecoder::new(32);

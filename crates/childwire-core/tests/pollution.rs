@@ -3,13 +3,12 @@
 //! to be exact.
 
 use bytes::Bytes;
-use childwire_core::content_length::ContentLengthDecoder;
-use childwire_core::decoder::LineDecoder;
+use childwire_core::ContentLengthDecoder;
+use childwire_core::LineDecoder;
 use childwire_core::pollution::{
-    NOTICE_HEAD_LEN, PollutionDetector, PollutionKind, PollutionPolicy, check_json, classify,
-    header_mismatch,
+    NOTICE_HEAD_LEN, PollutionDetector, PollutionPolicy, check_json, classify, header_mismatch,
 };
-use childwire_core::{Frame, Malformed, MalformedReason};
+use childwire_core::{Frame, Malformed, MalformedReason, PollutionKind};
 use proptest::prelude::*;
 
 /// What a line decoder delivers for `wire`, each message through the

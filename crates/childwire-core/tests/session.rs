@@ -4,7 +4,7 @@
 use std::time::{Duration, Instant};
 
 use childwire_core::inbound::ITEM_OVERHEAD;
-use childwire_core::lifecycle::{Action, Swept};
+use childwire_core::{Action, Swept};
 use childwire_core::{Closed, Config, EndedBy, Exit, Received, SendErrorKind, Session, Signal};
 
 /// A session and its simulated clock.

@@ -12,8 +12,8 @@ pub use driver::{Driver, Payload};
 use std::fmt::Debug;
 
 use bytes::BytesMut;
-use childwire_core::content_length::MAX_HEADER_LEN;
-use childwire_core::frame::OVERSIZED_HEAD_LEN;
+use childwire_core::MAX_HEADER_LEN;
+use childwire_core::OVERSIZED_HEAD_LEN;
 use childwire_core::inbound::ITEM_OVERHEAD;
 use childwire_core::report::Counters;
 use childwire_core::testing::{content_length, lines};

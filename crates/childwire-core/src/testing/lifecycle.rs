@@ -12,9 +12,8 @@
 
 use std::time::{Duration, Instant};
 
-use crate::lifecycle::{
-    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
-};
+use crate::ending::{EndedBy, Exit, Signal, Swept};
+use crate::lifecycle::{Action, Lifecycle, LifecycleConfig, Phase, SignalError};
 use crate::report::ExitReport;
 
 /// One input to the machine, or a move of the clock.
@@ -248,11 +247,12 @@ impl Checker {
     }
 
     /// How an exit observed now must be reported. A death by SIGTERM is
-    /// SIGTERM's doing even when SIGKILL went out before the exit was seen
-    /// (a clock that jumps past the term grace).
+    /// never SIGKILL's doing, even when SIGKILL went out before the exit was
+    /// seen (a clock that jumps past the term grace): SIGKILL cannot be
+    /// outlived.
     fn ended_by(&self, exit: Exit) -> EndedBy {
         let died_of_term = exit == Exit::Signal(Signal::Term.number());
-        if self.kill_delivered && !(self.term_delivered && died_of_term) {
+        if self.kill_delivered && !died_of_term {
             EndedBy::Sigkill
         } else if self.term_delivered {
             EndedBy::Sigterm
