@@ -587,6 +587,7 @@ impl Lifecycle {
                 unreceived_messages: 0,
                 unreceived_bytes: 0,
                 stdout_held_back: false,
+                unanswered_ids: Vec::new(),
             });
             // Undelivered steps are moot now, and a signal could hit a reused PID.
             self.pending_close = false;
