@@ -280,12 +280,11 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
 
     /// A generation ended with `report`: queue the report, the error
     /// responses to its unanswered requests, and what the policy decides.
-    fn ended(&mut self, report: ExitReport) {
+    fn ended(&mut self, mut report: ExitReport) {
         let now = self.rt.now();
         let shared = Arc::clone(&self.shared);
         let mut slot = shared.lock();
         slot.sender = None;
-        slot.last_report = Some(report.clone());
         if slot.stopped {
             self.policy.handle_stop();
         }
@@ -299,6 +298,10 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
                 restarting: matches!(verdict, RestartVerdict::Restart { .. }),
             })
         });
+        if let Some(unanswered) = &unanswered {
+            report.unanswered_ids = unanswered.ids().cloned().collect();
+        }
+        slot.last_report = Some(report.clone());
         self.keep_report(report.clone());
         self.queue
             .push_back(SupervisedEvent::Received(Received::Exited(Box::new(
