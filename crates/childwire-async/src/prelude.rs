@@ -44,8 +44,6 @@ pub use childwire_core::{Generation, GiveUpReason, RestartConfig, StartupConfig,
 
 #[cfg(feature = "serde")]
 pub use crate::json::{RecvJsonError, SendJsonError};
-#[cfg(feature = "serde")]
-pub use crate::requests;
 pub use crate::{
     Config, ExitHandle, ExitSlot, NoRuntime, PipeRead, PipeWrite, STDERR_LINES_PENDING,
     ShutdownError, StderrCallback, StderrLines,
