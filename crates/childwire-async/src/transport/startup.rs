@@ -43,6 +43,11 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
     /// [`StartupConfig::ready_on`] says: for a readiness of its own (the
     /// answer to `initialize`), drive [`Startup`] from `recv`. Cancel-safe.
     ///
+    /// An MCP server says nothing on stdout until it is sent a request:
+    /// send `initialize` first, then wait for the verdict (in a
+    /// [`Supervised`](crate::Supervised) child's re-initialization step
+    /// too, for each generation).
+    ///
     /// A channel over a pipe pair shows life on its reader alone, and its
     /// peer closing it before a message is
     /// [`ClosedBeforeFirstMessage`](StartupVerdict::ClosedBeforeFirstMessage).
