@@ -58,7 +58,7 @@ pub enum Outgoing {
 pub enum OversizedAction {
     /// It answered one of the requests sent: hand whatever waits for that
     /// answer this JSON-RPC error response
-    /// ([`oversized_error`](crate::jsonrpc::oversized_error)) instead.
+    /// ([`oversized_error`]) instead.
     FailRequest(Bytes),
     /// It was the peer's own request: send the peer this error response,
     /// so that it does not wait for an answer either.
@@ -124,7 +124,7 @@ struct Entry {
 /// - [`handle_incoming`](Self::handle_incoming) with each message body
 ///   received from it, and [`handle_answered`](Self::handle_answered) with
 ///   the id of a response that was dropped for its size (the
-///   [`Oversized`](crate::Oversized) notice names it);
+///   [`Oversized`] notice names it);
 /// - [`fail_all`](Self::fail_all) when the child ended or is being
 ///   restarted: the error responses to deliver, and the ids for the report.
 ///
@@ -255,7 +255,7 @@ impl PendingRequests {
     }
 
     /// The response to the request with this id (raw JSON text, as an
-    /// [`Oversized`](crate::Oversized) notice names it) arrived, or was
+    /// [`Oversized`] notice names it) arrived, or was
     /// dropped: it is no longer pending. Returns its id as it was sent, if
     /// it was pending.
     pub fn handle_answered(&mut self, raw_id: &[u8]) -> Option<Bytes> {
