@@ -80,10 +80,11 @@ fn c38_a_silent_child_shows_no_sign_of_life_and_is_left_as_it_was() {
 #[test]
 fn c38_a_slow_but_chatty_child_is_ready_after_longer_than_the_silence_and_its_message_is_kept() {
     run(async {
-        // Twelve stderr lines 150 ms apart: 1.8 s of start-up, each line well within a silence
-        // of 1 s, which a fixed deadline of that length would have ended.
-        let mut t = start_misbehave(&["slow-start", "12", "150"]);
-        let quiet = Duration::from_secs(1);
+        // Fifteen stderr lines 200 ms apart: 3 s of start-up, each line well within a silence
+        // of 2 s (a loaded machine may be slow to start the child), which a fixed deadline of
+        // that length would have ended.
+        let mut t = start_misbehave(&["slow-start", "15", "200"]);
+        let quiet = Duration::from_secs(2);
         let verdict = within(STEP, "the verdict", t.started(silence(quiet))).await;
         let StartupVerdict::Ready { after } = verdict else {
             panic!("expected ready, got {verdict}");
@@ -96,17 +97,18 @@ fn c38_a_slow_but_chatty_child_is_ready_after_longer_than_the_silence_and_its_me
         assert_eq!(text(&mut t).await, "{\"ready\":true}");
         roundtrip(&mut t, "{\"after\":\"ready\"}").await;
         let report = finish(t).await;
-        assert!(report.stderr_tail.contains("starting 12 of 12"), "{report}");
+        assert!(report.stderr_tail.contains("starting 15 of 15"), "{report}");
     });
 }
 
 #[test]
 fn c38_the_limit_ends_a_start_up_that_shows_life_but_never_answers() {
     run(async {
-        // Chatty for 6 s, but the start-up may take 700 ms in all.
-        let mut t = start_misbehave(&["slow-start", "40", "150"]);
+        // Chatty for 6 s, but the start-up may take 1.5 s in all (its first line comes well
+        // before, even on a loaded machine).
+        let mut t = start_misbehave(&["slow-start", "60", "100"]);
         let mut config = silence(Duration::from_secs(5));
-        config.limit = Some(Duration::from_millis(700));
+        config.limit = Some(Duration::from_millis(1500));
         let verdict = within(STEP, "the verdict", t.started(config)).await;
         let StartupVerdict::NoSignOfLife {
             after,
@@ -118,7 +120,7 @@ fn c38_the_limit_ends_a_start_up_that_shows_life_but_never_answers() {
             panic!("expected the limit's verdict, got {verdict:?}");
         };
         assert!(limit_reached && showed_life, "{verdict:?}");
-        assert_eq!(after, Duration::from_millis(700));
+        assert_eq!(after, Duration::from_millis(1500));
         finish(t).await;
     });
 }
