@@ -32,6 +32,7 @@ mod lifecycle;
 mod outbound;
 mod pollution;
 mod spawn;
+mod startup;
 mod stderr;
 mod supervised;
 mod support;

@@ -239,6 +239,14 @@ fn c37_pending_requests_get_error_responses_on_restart_and_on_exit() {
 
         let report = exited(&mut s).await;
         assert_eq!(report.exit, Exit::Signal(9), "{report}");
+        // The report names them too.
+        assert_eq!(report.unanswered_ids, [&b"1"[..], br#""a""#]);
+        assert!(
+            report
+                .to_string()
+                .contains(r#"; 2 requests never answered (ids 1, "a")"#),
+            "{report}"
+        );
         let errors = unanswered(&mut s, 2).await;
         assert_eq!(errors[0].0, "1");
         assert_eq!(errors[1].0, r#""a""#);
@@ -259,7 +267,8 @@ fn c37_pending_requests_get_error_responses_on_restart_and_on_exit() {
         within(STEP, "shutdown", s.shutdown())
             .await
             .expect("shutdown");
-        exited(&mut s).await;
+        let report = exited(&mut s).await;
+        assert_eq!(report.unanswered_ids, [&b"2"[..]]);
         let errors = unanswered(&mut s, 1).await;
         assert_eq!(errors[0].0, "2");
         assert!(

@@ -36,9 +36,6 @@ mod out_side;
 #[cfg(target_os = "linux")]
 mod pre_exec;
 pub mod prelude;
-#[cfg(feature = "serde")]
-#[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub mod requests;
 mod runtime;
 pub mod spawn;
 mod spawner;

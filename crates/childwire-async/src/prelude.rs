@@ -16,7 +16,8 @@
 //! [`PipeWrite`]), [`Bytes`], the type the `Sink` takes, and what a
 //! supervised child is configured with and hands out ([`Supervision`],
 //! [`RestartConfig`], [`WhileDown`], [`SupervisedEvent`], [`GaveUp`],
-//! [`UnansweredRequest`]).
+//! [`UnansweredRequest`]), and what a start-up is waited for with and
+//! ends in ([`StartupConfig`], [`StartupVerdict`]).
 //!
 //! Each runtime module adds its own `Transport`, `Sender`, `Receiver`,
 //! `Supervised` and `SupervisedSender` (the generic ones bound to its
@@ -39,12 +40,10 @@ pub use childwire_core::{
     MalformedReason, Message, Oversized, PollutionKind, PollutionNotice, PollutionPolicy, Received,
     SendError, SendErrorKind, SpawnError, StderrLine, StderrMode, StderrTailConfig,
 };
-pub use childwire_core::{Generation, GiveUpReason, RestartConfig};
+pub use childwire_core::{Generation, GiveUpReason, RestartConfig, StartupConfig, StartupVerdict};
 
 #[cfg(feature = "serde")]
 pub use crate::json::{RecvJsonError, SendJsonError};
-#[cfg(feature = "serde")]
-pub use crate::requests;
 pub use crate::{
     Config, ExitHandle, ExitSlot, NoRuntime, PipeRead, PipeWrite, STDERR_LINES_PENDING,
     ShutdownError, StderrCallback, StderrLines,

@@ -74,7 +74,9 @@ enum Phase<R: Runtime, F: Framing> {
 ///
 /// ```no_run
 /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
-/// use childwire_async::{Command, Config, Received, Supervised, SupervisedEvent, Supervision};
+/// use childwire_async::{
+///     Command, Config, Received, StartupConfig, Supervised, SupervisedEvent, Supervision,
+/// };
 ///
 /// const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#;
 /// let mut server = Supervised::<R>::spawn(
@@ -84,6 +86,11 @@ enum Phase<R: Runtime, F: Framing> {
 ///     // Run on every new generation before traffic resumes.
 ///     |t| Box::pin(async move {
 ///         t.send(INIT).await?;
+///         // Exited at once, or silent for 60 s: this generation failed.
+///         let verdict = t.started(StartupConfig::default()).await;
+///         if !verdict.is_ready() {
+///             return Err(verdict.to_string().into());
+///         }
 ///         t.recv().await.ok_or("no answer to initialize")?;
 ///         t.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
 ///         Ok(())
@@ -280,12 +287,11 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
 
     /// A generation ended with `report`: queue the report, the error
     /// responses to its unanswered requests, and what the policy decides.
-    fn ended(&mut self, report: ExitReport) {
+    fn ended(&mut self, mut report: ExitReport) {
         let now = self.rt.now();
         let shared = Arc::clone(&self.shared);
         let mut slot = shared.lock();
         slot.sender = None;
-        slot.last_report = Some(report.clone());
         if slot.stopped {
             self.policy.handle_stop();
         }
@@ -299,6 +305,10 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
                 restarting: matches!(verdict, RestartVerdict::Restart { .. }),
             })
         });
+        if let Some(unanswered) = &unanswered {
+            report.unanswered_ids = unanswered.ids().cloned().collect();
+        }
+        slot.last_report = Some(report.clone());
         self.keep_report(report.clone());
         self.queue
             .push_back(SupervisedEvent::Received(Received::Exited(Box::new(

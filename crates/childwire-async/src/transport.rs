@@ -30,6 +30,7 @@ use crate::stderr_lines::{self, StderrLines};
 use crate::{os, spawn, spawner};
 
 mod kill;
+mod startup;
 
 /// A function that receives each line the child writes to stderr (without
 /// its line terminator), with stderr captured. It runs on the background

@@ -1242,3 +1242,89 @@ fn c14_dropping_the_transport_while_lines_are_held_back_ends_the_background_task
     assert!(stalled.is_err());
     assert_eq!(rt.live_tasks(), 0);
 }
+
+#[test]
+fn c38_the_silence_runs_from_the_last_stderr_line_exactly_and_a_partial_line_is_life_too() {
+    use childwire_async::{StartupConfig, StartupVerdict};
+    let rt = FakeRuntime::new();
+    let child = rt.script_child(ChildSpec::default());
+    let script_rt = rt.clone();
+    rt.spawn_task(async move {
+        let mut child = child;
+        // Logs every 300 ms until 1.2 s, writes half a message at 1.4 s,
+        // then hangs.
+        for _ in 0..4 {
+            script_rt.sleep(300 * MS).await;
+            child.stderr.write_all(b"downloading\n").await.unwrap();
+        }
+        script_rt.sleep(200 * MS).await;
+        child.stdout.write_all(b"{\"jsonrpc\":").await.unwrap();
+        script_rt.sleep(Duration::from_secs(60)).await;
+        child.exit(0);
+    });
+    let verdict = rt.block_on(async {
+        let mut transport = spawn(Config::default());
+        let mut config = StartupConfig::default();
+        config.silence = Some(500 * MS);
+        let verdict = transport.started(config).await;
+        drop(transport);
+        verdict
+    });
+    // 500 ms after the partial line at 1.4 s, each stderr line counted at
+    // the instant it came (not when a timer fired and found it): else the
+    // line of 1.2 s, found at 1.9 s, would stretch it to 2.4 s.
+    assert_eq!(
+        verdict,
+        StartupVerdict::NoSignOfLife {
+            silent_for: 500 * MS,
+            after: 1900 * MS,
+            showed_life: true,
+            limit_reached: false,
+        }
+    );
+}
+
+#[test]
+fn c38_a_channel_whose_peer_closes_before_a_message_says_so_and_one_that_answers_is_ready() {
+    use childwire_async::{StartupConfig, StartupVerdict};
+    let rt = FakeRuntime::new();
+    let (to_peer, _peer_in) = pipe(1024);
+    let (peer_out, from_peer) = pipe(1024);
+    let peer_rt = rt.clone();
+    rt.spawn_task(async move {
+        peer_rt.sleep(200 * MS).await;
+        drop(peer_out);
+    });
+    let verdict = rt.block_on(async {
+        let mut channel =
+            Transport::<FakeRuntime>::from_pipes(from_peer, to_peer, &ChannelConfig::default())
+                .expect("inside the fake runtime");
+        channel.started(StartupConfig::default()).await
+    });
+    assert_eq!(
+        verdict,
+        StartupVerdict::ClosedBeforeFirstMessage { after: 200 * MS }
+    );
+
+    let rt = FakeRuntime::new();
+    let (to_peer, _peer_in) = pipe(1024);
+    let (mut peer_out, from_peer) = pipe(1024);
+    let peer_rt = rt.clone();
+    rt.spawn_task(async move {
+        peer_rt.sleep(300 * MS).await;
+        peer_out.write_all(b"{\"hello\":1}\n").await.unwrap();
+        peer_rt.sleep(Duration::from_secs(1)).await;
+    });
+    let (verdict, first) = rt.block_on(async {
+        let mut channel =
+            Transport::<FakeRuntime>::from_pipes(from_peer, to_peer, &ChannelConfig::default())
+                .expect("inside the fake runtime");
+        let verdict = channel.started(StartupConfig::default()).await;
+        (verdict, channel.recv().await)
+    });
+    assert_eq!(verdict, StartupVerdict::Ready { after: 300 * MS });
+    match first {
+        Some(Received::Message(m)) => assert_eq!(m.bytes(), &b"{\"hello\":1}"[..]),
+        other => panic!("the first message is kept for recv, got {other:?}"),
+    }
+}

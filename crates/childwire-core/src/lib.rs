@@ -103,7 +103,7 @@ pub use session::{Received, Session};
 pub use stderr_tail::{StderrTail, StderrTailConfig};
 pub use supervisor::{ReportWait, Supervisor};
 // Supervision (restart, unanswered requests, start-up verdict).
-pub use pending::{EndCause, PendingRequests, Unanswered};
+pub use pending::{EndCause, OversizedAction, PendingRequests, Unanswered};
 pub use restart::{Generation, GiveUpReason, RestartConfig, RestartPolicy, RestartVerdict};
 pub use startup::{ReadyOn, Startup, StartupConfig, StartupVerdict};
 

@@ -20,7 +20,8 @@ use std::io::Write as _;
 use bytes::Bytes;
 
 use crate::ending::Exit;
-use crate::jsonrpc::IdScanner;
+use crate::frame::Oversized;
+use crate::jsonrpc::{IdScanner, oversized_error};
 
 /// The error code of the responses [`PendingRequests::fail_all`] makes:
 /// -32000, which the MCP SDKs use for "connection closed" (and
@@ -48,6 +49,22 @@ pub enum Outgoing {
     /// matched (`null`, an object, or longer than
     /// [`MAX_ID_LEN`](crate::jsonrpc::MAX_ID_LEN) bytes).
     Unreadable,
+}
+
+/// What [`PendingRequests::handle_oversized`] decided for a message the
+/// transport dropped for its size.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum OversizedAction {
+    /// It answered one of the requests sent: hand whatever waits for that
+    /// answer this JSON-RPC error response
+    /// ([`oversized_error`]) instead.
+    FailRequest(Bytes),
+    /// It was the peer's own request: send the peer this error response,
+    /// so that it does not wait for an answer either.
+    AnswerPeer(Bytes),
+    /// Nothing to do: it had no id, or answered no pending request.
+    Nothing,
 }
 
 /// Why the requests still pending will not be answered, for
@@ -107,7 +124,7 @@ struct Entry {
 /// - [`handle_incoming`](Self::handle_incoming) with each message body
 ///   received from it, and [`handle_answered`](Self::handle_answered) with
 ///   the id of a response that was dropped for its size (the
-///   [`Oversized`](crate::Oversized) notice names it);
+///   [`Oversized`] notice names it);
 /// - [`fail_all`](Self::fail_all) when the child ended or is being
 ///   restarted: the error responses to deliver, and the ids for the report.
 ///
@@ -238,7 +255,7 @@ impl PendingRequests {
     }
 
     /// The response to the request with this id (raw JSON text, as an
-    /// [`Oversized`](crate::Oversized) notice names it) arrived, or was
+    /// [`Oversized`] notice names it) arrived, or was
     /// dropped: it is no longer pending. Returns its id as it was sent, if
     /// it was pending.
     pub fn handle_answered(&mut self, raw_id: &[u8]) -> Option<Bytes> {
@@ -250,6 +267,66 @@ impl PendingRequests {
         }
         self.len -= 1;
         Some(raw)
+    }
+
+    /// A message `body` given to [`handle_outgoing`](Self::handle_outgoing),
+    /// which took it as [`Outgoing::Tracked`], was not sent after all (the
+    /// send failed): its request, the newest with its id, is forgotten.
+    /// Returns whether one was.
+    pub fn handle_unsent(&mut self, body: &[u8]) -> bool {
+        let scanner = scan(body);
+        if !scanner.has_method() {
+            return false;
+        }
+        let Some(key) = scanner.id().and_then(|raw| key(&raw)) else {
+            return false;
+        };
+        let Some(entry) = self.by_id.get_mut(&key) else {
+            return false;
+        };
+        entry.sends.pop();
+        if entry.sends.is_empty() {
+            self.by_id.remove(&key);
+        }
+        self.len -= 1;
+        true
+    }
+
+    /// A message from the child was dropped for its size (over `limit`
+    /// bytes, the transport's `max_message_size`), as `notice` says. If it
+    /// answered a pending request, that request is answered now, with an
+    /// error; if it was the child's own request, the child is to be
+    /// answered with one.
+    ///
+    /// ```
+    /// use childwire_core::decoder::{Frame, LineDecoder};
+    /// use childwire_core::pending::{OversizedAction, PendingRequests};
+    ///
+    /// let mut pending = PendingRequests::default();
+    /// pending.handle_outgoing(br#"{"jsonrpc":"2.0","id":7,"method":"resources/read"}"#);
+    /// let mut decoder = LineDecoder::new(16);
+    /// decoder.handle_data(b"{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":\"far too long\"}\n");
+    /// let Some(Frame::Oversized(notice)) = decoder.poll_frame() else { panic!() };
+    /// let OversizedAction::FailRequest(error) = pending.handle_oversized(&notice, 16) else {
+    ///     panic!("its request fails")
+    /// };
+    /// assert!(error.starts_with(br#"{"jsonrpc":"2.0","id":7,"error":"#));
+    /// assert!(pending.is_empty(), "answered");
+    /// ```
+    pub fn handle_oversized(&mut self, notice: &Oversized, limit: usize) -> OversizedAction {
+        let Some(raw) = notice.json_rpc_id() else {
+            return OversizedAction::Nothing;
+        };
+        let error = || oversized_error(raw, notice.len, limit);
+        if self.handle_answered(raw).is_some() {
+            return OversizedAction::FailRequest(error());
+        }
+        // A request has a `method`; a response has none. The notice keeps
+        // the head of the line, where serializers put it.
+        if notice.head.windows(8).any(|w| w == b"\"method\"") {
+            return OversizedAction::AnswerPeer(error());
+        }
+        OversizedAction::Nothing
     }
 
     /// The child ended (or is being restarted) for `cause`: every pending

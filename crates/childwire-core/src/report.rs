@@ -30,6 +30,8 @@
 use std::fmt;
 use std::time::Duration;
 
+use bytes::Bytes;
+
 use crate::ending::{EndedBy, Exit};
 
 /// Traffic counters of a channel or of one child's life.
@@ -125,6 +127,13 @@ pub struct ExitReport {
     /// without anything holding the pipes. What stdout still held is read
     /// as the caller makes room, before the receiver's copy of the report.
     pub stdout_held_back: bool,
+    /// With request tracking on (a supervised child's
+    /// `track_requests`), the ids of the requests sent to the child that
+    /// it never answered, as raw JSON text (`7`, `"call-2"`), in the order
+    /// sent: each got an error response (see
+    /// [`PendingRequests::fail_all`](crate::pending::PendingRequests::fail_all)).
+    /// Empty without tracking.
+    pub unanswered_ids: Vec<Bytes>,
 }
 
 impl ExitReport {
@@ -146,6 +155,7 @@ impl ExitReport {
             unreceived_messages: 0,
             unreceived_bytes: 0,
             stdout_held_back: false,
+            unanswered_ids: Vec::new(),
         }
     }
 
@@ -207,6 +217,9 @@ impl fmt::Display for ExitReport {
                 f.write_str(", more held back in stdout")?;
             }
         }
+        if !self.unanswered_ids.is_empty() {
+            write_unanswered(f, &self.unanswered_ids)?;
+        }
         // A held-back stdout does not reach EOF by itself: that alone says
         // nothing about what the child started.
         if !self.pipes_drained && !self.stdout_held_back {
@@ -251,6 +264,30 @@ pub(crate) fn write_escaped(f: &mut fmt::Formatter<'_>, text: &str) -> fmt::Resu
     Ok(())
 }
 
+/// Most unanswered ids `Display` names; the rest are counted.
+const SHOWN_IDS: usize = 10;
+
+/// `; 2 requests never answered (ids 1, "call-2")`.
+fn write_unanswered(f: &mut fmt::Formatter<'_>, ids: &[Bytes]) -> fmt::Result {
+    let count = u64::try_from(ids.len()).unwrap_or(u64::MAX);
+    write!(
+        f,
+        "; {} never answered (id{} ",
+        Count(count, "request", "requests"),
+        if ids.len() == 1 { "" } else { "s" }
+    )?;
+    for (i, id) in ids.iter().take(SHOWN_IDS).enumerate() {
+        if i > 0 {
+            f.write_str(", ")?;
+        }
+        write_escaped(f, &String::from_utf8_lossy(id))?;
+    }
+    if ids.len() > SHOWN_IDS {
+        write!(f, ", and {} more", ids.len() - SHOWN_IDS)?;
+    }
+    f.write_str(")")
+}
+
 /// A count with its noun: `1 message`, `3 messages`.
 struct Count(u64, &'static str, &'static str);
 
@@ -271,5 +308,36 @@ impl fmt::Display for Elapsed {
         } else {
             write!(f, "{:.1} s", self.0.as_secs_f64())
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn c37_the_report_names_the_requests_never_answered_and_only_those() {
+        let mut report =
+            ExitReport::new(Exit::Signal(9), EndedBy::OnItsOwn, Duration::from_secs(2));
+        assert_eq!(
+            report.to_string(),
+            "killed by SIGKILL on its own after 2.0 s"
+        );
+        report.unanswered_ids = vec![Bytes::from_static(b"7")];
+        assert_eq!(
+            report.to_string(),
+            "killed by SIGKILL on its own after 2.0 s; 1 request never answered (id 7)"
+        );
+        report.unanswered_ids = (0..12)
+            .map(|n| Bytes::from(format!("\"call-{n}\"")))
+            .collect();
+        let text = report.to_string();
+        assert!(
+            text.ends_with(
+                "; 12 requests never answered (ids \"call-0\", \"call-1\", \"call-2\", \"call-3\", \
+                 \"call-4\", \"call-5\", \"call-6\", \"call-7\", \"call-8\", \"call-9\", and 2 more)"
+            ),
+            "{text}"
+        );
     }
 }

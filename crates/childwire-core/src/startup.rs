@@ -100,6 +100,13 @@ pub enum StartupVerdict {
         /// Time from spawn.
         after: Duration,
     },
+    /// Its output ended before its first message with no exit to report:
+    /// the peer of a channel over a pipe pair closed it, or the task
+    /// driving the child stopped (its runtime shut down).
+    ClosedBeforeFirstMessage {
+        /// Time from spawn.
+        after: Duration,
+    },
     /// It showed no sign of life for [`StartupConfig::silence`], or was
     /// still not ready at [`StartupConfig::limit`].
     NoSignOfLife {
@@ -154,6 +161,11 @@ impl fmt::Display for StartupVerdict {
                     None => f.write_str("; it wrote nothing to stderr"),
                 }
             }
+            StartupVerdict::ClosedBeforeFirstMessage { after } => write!(
+                f,
+                "its output ended before its first message ({} after it was started)",
+                Secs(*after)
+            ),
             StartupVerdict::NoSignOfLife {
                 silent_for,
                 after,
@@ -202,7 +214,8 @@ fn exit_hint(exit: Exit) -> Option<&'static str> {
 /// before they make a message), [`handle_message`](Self::handle_message)
 /// (a complete message), [`handle_ready`](Self::handle_ready) (the
 /// caller's predicate said ready, with [`ReadyOn::Caller`]),
-/// [`handle_exit`](Self::handle_exit), and
+/// [`handle_exit`](Self::handle_exit),
+/// [`handle_closed`](Self::handle_closed) (no exit to report), and
 /// [`handle_timeout`](Self::handle_timeout) (early, late and repeated calls
 /// are fine). After each, drain [`poll_verdict`](Self::poll_verdict) (the
 /// verdict, once) and arm a timer for [`poll_timeout`](Self::poll_timeout).
@@ -299,6 +312,17 @@ impl Startup {
             self.verdict = Some(StartupVerdict::ExitedBeforeFirstMessage {
                 exit,
                 stderr_tail,
+                after: self.since_spawn(now),
+            });
+        }
+    }
+
+    /// Its output ended before it was ready, with no exit to report (see
+    /// [`StartupVerdict::ClosedBeforeFirstMessage`]).
+    pub fn handle_closed(&mut self, now: Instant) {
+        self.expire(now);
+        if !self.is_decided() {
+            self.verdict = Some(StartupVerdict::ClosedBeforeFirstMessage {
                 after: self.since_spawn(now),
             });
         }

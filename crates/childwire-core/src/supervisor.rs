@@ -73,6 +73,11 @@ pub struct Supervisor {
     outbound_pending: bool,
     /// The caller's stderr callback panicked: the report says so.
     callback_panicked: bool,
+    /// When the child was spawned, and when it last wrote to stderr: for
+    /// a start-up verdict ([`Startup`](crate::startup::Startup)) taken by
+    /// a task that does not see the stderr pipe.
+    spawned_at: Instant,
+    last_stderr_at: Option<Instant>,
 }
 
 impl Supervisor {
@@ -91,6 +96,8 @@ impl Supervisor {
             stderr_unconfirmed: false,
             outbound_pending: false,
             callback_panicked: false,
+            spawned_at: now,
+            last_stderr_at: None,
         }
     }
 
@@ -104,6 +111,9 @@ impl Supervisor {
 
     /// Bytes read from the child's stderr.
     pub fn handle_stderr(&mut self, data: &[u8], now: Instant) {
+        if !data.is_empty() {
+            self.last_stderr_at = Some(now);
+        }
         self.stderr.handle_data(data);
         self.lifecycle.handle_timeout(now);
         self.advance();
@@ -337,6 +347,20 @@ impl Supervisor {
     /// Bytes the child wrote to stderr so far.
     pub fn stderr_bytes(&self) -> u64 {
         self.stderr.bytes_seen()
+    }
+
+    /// When the child was spawned (the `now` given to [`new`](Self::new)).
+    #[must_use]
+    pub fn spawned_at(&self) -> Instant {
+        self.spawned_at
+    }
+
+    /// When the child last wrote to stderr (the `now` of the latest
+    /// [`handle_stderr`](Self::handle_stderr) with bytes); `None` before
+    /// its first stderr output.
+    #[must_use]
+    pub fn last_stderr_at(&self) -> Option<Instant> {
+        self.last_stderr_at
     }
 
     fn advance(&mut self) {

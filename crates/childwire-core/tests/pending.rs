@@ -4,7 +4,13 @@
 
 use bytes::Bytes;
 use childwire_core::Exit;
-use childwire_core::pending::{EndCause, Outgoing, PendingRequests, UNANSWERED_ERROR_CODE};
+use childwire_core::pending::{
+    EndCause, Outgoing, OversizedAction, PendingRequests, UNANSWERED_ERROR_CODE,
+};
+use childwire_core::{
+    Oversized,
+    Frame, LineDecoder,
+};
 use serde_json::{Value, json};
 
 fn exited(code: i32) -> EndCause<'static> {
@@ -243,7 +249,6 @@ fn c37_content_length_bodies_are_read_the_same_way() {
 
 #[test]
 fn c28_c37_a_dropped_oversized_response_answers_its_request() {
-    use childwire_core::{Frame, LineDecoder};
     let mut pending = PendingRequests::default();
     pending.handle_outgoing(br#"{"jsonrpc":"2.0","id":"big","method":"resources/read"}"#);
     let mut decoder = LineDecoder::new(32);
@@ -258,4 +263,63 @@ fn c28_c37_a_dropped_oversized_response_answers_its_request() {
         Some(&br#""big""#[..])
     );
     assert!(pending.is_empty());
+}
+
+/// The notice for `line`, dropped over a 16-byte limit.
+fn dropped(line: &[u8]) -> Oversized {
+    let mut decoder = LineDecoder::new(16);
+    decoder.handle_data(line);
+    decoder.handle_eof();
+    match decoder.poll_frame() {
+        Some(Frame::Oversized(notice)) => notice,
+        other => panic!("expected an oversized notice, got {other:?}"),
+    }
+}
+
+#[test]
+fn c28_c37_a_dropped_answer_fails_its_request_and_a_dropped_request_is_answered() {
+    let mut pending = PendingRequests::default();
+    pending.handle_outgoing(br#"{"jsonrpc":"2.0","id":"a","method":"tools/call"}"#);
+    // Key order is the server's business: the id comes last.
+    let answer = dropped(br#"{"jsonrpc":"2.0","result":"far too long","id":"\u0061"}"#);
+    let OversizedAction::FailRequest(error) = pending.handle_oversized(&answer, 16) else {
+        panic!("our request fails");
+    };
+    assert!(error.starts_with(br#"{"jsonrpc":"2.0","id":"\u0061","error":"#));
+    assert!(pending.is_empty());
+    // Answered once: the same answer again is nobody's.
+    assert_eq!(
+        pending.handle_oversized(&answer, 16),
+        OversizedAction::Nothing
+    );
+
+    let request = dropped(br#"{"jsonrpc":"2.0","id":9,"method":"sampling/createMessage"}"#);
+    let OversizedAction::AnswerPeer(error) = pending.handle_oversized(&request, 16) else {
+        panic!("the peer's request is answered");
+    };
+    assert!(error.starts_with(br#"{"jsonrpc":"2.0","id":9,"error":"#));
+
+    let notification = dropped(br#"{"jsonrpc":"2.0","method":"notifications/progress"}"#);
+    assert_eq!(
+        pending.handle_oversized(&notification, 16),
+        OversizedAction::Nothing
+    );
+}
+
+#[test]
+fn c37_a_request_whose_send_failed_is_forgotten_the_newest_of_its_id() {
+    let mut pending = PendingRequests::default();
+    let first = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let again = br#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#;
+    assert_eq!(pending.handle_outgoing(first), Outgoing::Tracked);
+    assert_eq!(pending.handle_outgoing(again), Outgoing::Tracked);
+    assert!(pending.handle_unsent(again));
+    assert_eq!(pending.len(), 1);
+    // What is not a request forgets nothing.
+    assert!(!pending.handle_unsent(br#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+    assert!(!pending.handle_unsent(br#"{"jsonrpc":"2.0","id":2,"method":"ping"}"#));
+    assert_eq!(pending.len(), 1);
+    assert!(pending.handle_unsent(first));
+    assert!(pending.is_empty());
+    assert!(!pending.handle_unsent(first), "once");
 }

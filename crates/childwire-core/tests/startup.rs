@@ -193,3 +193,38 @@ fn c38_without_a_deadline_only_the_child_decides() {
         "{verdict}"
     );
 }
+
+#[test]
+fn c38_output_ended_with_no_exit_is_its_own_verdict_and_a_ready_child_stays_ready() {
+    let spawned = Instant::now();
+    let mut startup = Startup::new(config(10), spawned);
+    startup.handle_stdout(spawned + secs(1));
+    startup.handle_closed(spawned + secs(2));
+    let verdict = startup
+        .poll_verdict()
+        .expect("decided when the output ended");
+    assert_eq!(
+        verdict,
+        StartupVerdict::ClosedBeforeFirstMessage { after: secs(2) }
+    );
+    assert_eq!(
+        verdict.to_string(),
+        "its output ended before its first message (2.0 s after it was started)"
+    );
+
+    // Once ready, the end of its output changes nothing.
+    let mut startup = Startup::new(config(10), spawned);
+    startup.handle_message(spawned + secs(1));
+    startup.handle_closed(spawned + secs(2));
+    assert_eq!(
+        startup.poll_verdict(),
+        Some(StartupVerdict::Ready { after: secs(1) })
+    );
+    // Past the silence, the deadline's verdict comes first.
+    let mut startup = Startup::new(config(10), spawned);
+    startup.handle_closed(spawned + secs(11));
+    assert!(matches!(
+        startup.poll_verdict(),
+        Some(StartupVerdict::NoSignOfLife { .. })
+    ));
+}

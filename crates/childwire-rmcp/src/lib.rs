@@ -32,11 +32,12 @@
 //!   without closing it kills the group (the non-graceful path).
 //! - **A dead server explains itself.** When the server exits, every
 //!   request still waiting for its answer fails with a JSON-RPC error (code
-//!   [`SERVER_EXITED_ERROR_CODE`]) whose message is the exit report: "the
-//!   MCP server ended before it answered: it exited with code 3 after 12 ms;
-//!   last stderr: cannot open database". During the handshake that is the
-//!   error `serve` returns, instead of "connection closed". Sending after the
-//!   end fails with [`Error::Exited`], carrying the report too.
+//!   [`SERVER_EXITED_ERROR_CODE`]) that says how it ended: "the child
+//!   process exited with code 3 before it answered; its stderr says: cannot
+//!   open database", and the exit report lists their ids. During the
+//!   handshake that is the error `serve` returns, instead of "connection
+//!   closed". Sending after the end fails with [`Error::Exited`], carrying
+//!   the report.
 //! - **An over-long response fails its request.** A response over
 //!   `max_message_size` is dropped without being buffered whole, and its
 //!   request gets a JSON-RPC error (childwire's `oversized_error`) right away
@@ -64,22 +65,25 @@ use std::borrow::Cow;
 use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
 use childwire::tokio::{Oversized, Received, Receiver, Sender, ShutdownError, Transport as Wire};
-use rmcp::model::{JsonRpcMessage, RequestId};
 use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 
 pub use childwire::ExitHandle;
-pub use childwire::requests::SERVER_EXITED_ERROR_CODE;
+/// The JSON-RPC error code of the responses made up for requests the
+/// server will never answer because it ended: -32000, which the MCP SDKs
+/// use for "connection closed".
+pub use childwire::core::pending::UNANSWERED_ERROR_CODE as SERVER_EXITED_ERROR_CODE;
 pub use childwire::tokio::{
     ChannelConfig, Command, Config, ExitReport, NoRuntime, SendError, SpawnError, StderrMode,
 };
 pub use error::Error;
 
 use childwire::ExitSlot;
-use childwire::requests::{OversizedAction, Pending, exited_error};
+use childwire::core::pending::{EndCause, Outgoing, OversizedAction, PendingRequests};
 
 /// An rmcp [`Transport`] over a childwire transport: a child process (the
 /// client role, [`spawn`](ChildwireTransport::spawn)) or this process's
@@ -90,8 +94,9 @@ use childwire::requests::{OversizedAction, Pending, exited_error};
 pub struct ChildwireTransport<R: ServiceRole> {
     sender: Sender,
     receiver: Receiver,
-    /// Requests sent and not answered yet.
-    pending: Pending,
+    /// Requests sent and not answered yet (the core's tracker), shared
+    /// with the send futures.
+    pending: Arc<Mutex<PendingRequests>>,
     /// Messages made up by the transport (errors for dropped or never
     /// coming responses), delivered before the next read.
     ready: VecDeque<RxJsonRpcMessage<R>>,
@@ -179,7 +184,7 @@ impl<R: ServiceRole> ChildwireTransport<R> {
         Self {
             sender,
             receiver,
-            pending: Pending::default(),
+            pending: Arc::default(),
             ready: VecDeque::new(),
             limit,
             exit,
@@ -204,9 +209,12 @@ impl<R: ServiceRole> ChildwireTransport<R> {
         match item {
             Received::Message(message) => {
                 match serde_json::from_slice::<RxJsonRpcMessage<R>>(message.bytes()) {
-                    Ok(message) => {
-                        self.answered(&message);
-                        self.ready.push_back(message);
+                    Ok(parsed) => {
+                        // A response clears its request; one that is not
+                        // MCP JSON-RPC is dropped, and its request answered
+                        // at the end.
+                        lock(&self.pending).handle_incoming(message.bytes());
+                        self.ready.push_back(parsed);
                     }
                     Err(err) => tracing::warn!(
                         "dropped a message that is not MCP JSON-RPC ({err}): {:?}",
@@ -223,24 +231,17 @@ impl<R: ServiceRole> ChildwireTransport<R> {
         }
     }
 
-    /// Forgets the request a response answers.
-    fn answered(&self, message: &RxJsonRpcMessage<R>) {
-        let id = match message {
-            JsonRpcMessage::Response(response) => Some(&response.id),
-            JsonRpcMessage::Error(error) => error.id.as_ref(),
-            JsonRpcMessage::Request(_) | JsonRpcMessage::Notification(_) => None,
-        };
-        if let Some(id) = id {
-            self.pending.remove(&id_key(id));
-        }
-    }
-
     /// A message over the limit was dropped: fail our request it answered,
     /// or answer the peer's request it was.
     fn oversized(&mut self, notice: &Oversized) {
-        match self.pending.oversized(notice, self.limit) {
-            OversizedAction::FailRequest(error) => self.deliver(&error),
+        let action = lock(&self.pending).handle_oversized(notice, self.limit);
+        match action {
+            OversizedAction::FailRequest(error) => {
+                tracing::warn!("{notice}; its request fails with an error");
+                self.deliver(&error);
+            }
             OversizedAction::AnswerPeer(error) => {
+                tracing::warn!("{notice}; answering the peer's request with an error");
                 let sender = self.sender.clone();
                 tokio::spawn(async move {
                     if let Err(err) = sender.send(error).await {
@@ -248,19 +249,25 @@ impl<R: ServiceRole> ChildwireTransport<R> {
                     }
                 });
             }
-            _ => {}
+            _ => tracing::warn!("{notice}; no request of ours waits for it"),
         }
     }
 
     /// The child ended: every request still waiting fails with its report.
-    fn exited(&mut self, report: ExitReport) {
+    fn exited(&mut self, mut report: ExitReport) {
+        let unanswered = lock(&self.pending).fail_all(&EndCause {
+            exit: Some(report.exit),
+            stderr: report.stderr_summary(),
+            restarting: false,
+        });
+        report.unanswered_ids = unanswered.ids().cloned().collect();
         if report.unexpected() {
             tracing::warn!("the MCP server {report}");
         } else {
             tracing::debug!("the MCP server {report}");
         }
-        for id in self.pending.take_all() {
-            self.deliver(&exited_error(&id, &report));
+        for request in &unanswered.requests {
+            self.deliver(&request.response);
         }
         self.exit.set(report);
     }
@@ -285,27 +292,28 @@ impl<R: ServiceRole> Transport<R> for ChildwireTransport<R> {
         &mut self,
         item: TxJsonRpcMessage<R>,
     ) -> impl Future<Output = Result<(), Error>> + Send + 'static {
-        let request = match &item {
-            JsonRpcMessage::Request(request) => Some(id_key(&request.id)),
-            _ => None,
-        };
         let prepared = match self.exit.get() {
             Some(report) => Err(Error::Exited(Box::new(report))),
             None => serde_json::to_vec(&item).map_err(Error::Serialize),
         };
-        if let (Ok(_), Some(id)) = (&prepared, &request) {
-            self.pending.insert(id.clone());
-        }
+        // Tracked before it is sent: the answer may come before `send`
+        // returns.
+        let tracked = prepared
+            .as_ref()
+            .is_ok_and(|body| lock(&self.pending).handle_outgoing(body) == Outgoing::Tracked);
         let sender = self.sender.clone();
-        let pending = self.pending.clone();
+        let pending = Arc::clone(&self.pending);
         let exit = self.exit.handle();
         async move {
             match sender.send(prepared?).await {
                 Ok(()) => Ok(()),
                 Err(source) => {
-                    if let Some(id) = request {
-                        pending.remove(&id);
-                    }
+                    let source = source.map_payload(|body| {
+                        if tracked {
+                            lock(&pending).handle_unsent(&body);
+                        }
+                        body
+                    });
                     let exit = exit.get().map(Box::new);
                     Err(Error::Send { source, exit })
                 }
@@ -355,7 +363,7 @@ impl<R: ServiceRole> fmt::Debug for ChildwireTransport<R> {
     }
 }
 
-/// A request id in the compact JSON form [`Pending`] keys on.
-fn id_key(id: &RequestId) -> String {
-    serde_json::to_string(id).unwrap_or_default()
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    // The tracker stays consistent if a panic interrupted a holder.
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }

@@ -37,9 +37,10 @@
 //!   without disconnecting kills the group.
 //! - **A dead server explains itself.** When it exits, every request still
 //!   waiting fails with a JSON-RPC error (code
-//!   [`SERVER_EXITED_ERROR_CODE`]) whose message is the exit report ("exited
-//!   with code 3 after 12 ms; last stderr: cannot open database"), and
-//!   `receive` then fails with `ConnectionLost` saying the same.
+//!   [`SERVER_EXITED_ERROR_CODE`]) that says how it ended ("the child
+//!   process exited with code 3 before it answered; its stderr says: cannot
+//!   open database"), the exit report lists their ids, and `receive` then
+//!   fails with `ConnectionLost` with the whole report.
 //! - **An over-long response fails its request** at once with childwire's
 //!   `oversized_error`, instead of the request waiting for its timeout; it
 //!   is dropped without being buffered whole.
@@ -68,7 +69,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
-use childwire::core::jsonrpc::IdScanner;
+use childwire::core::pending::{EndCause, Outgoing, OversizedAction, PendingRequests};
 use childwire::tokio::{
     Oversized, Received, Receiver, SendErrorKind, Sender, ShutdownError, Transport as Wire,
 };
@@ -79,7 +80,10 @@ use turbomcp_transport::core::{
 };
 
 pub use childwire::ExitHandle;
-pub use childwire::requests::SERVER_EXITED_ERROR_CODE;
+/// The JSON-RPC error code of the responses made up for requests the
+/// server will never answer because it ended: -32000, which the MCP SDKs
+/// use for "connection closed".
+pub use childwire::core::pending::UNANSWERED_ERROR_CODE as SERVER_EXITED_ERROR_CODE;
 pub use childwire::tokio::{ChannelConfig, Command, Config, ExitReport, SpawnError, StderrMode};
 /// TurboMCP's child process configuration, which [`ChildwireTransport::new`]
 /// takes.
@@ -88,7 +92,6 @@ pub use turbomcp_transport::ChildProcessConfig;
 pub use turbomcp_transport::core::Transport;
 
 use childwire::ExitSlot;
-use childwire::requests::{OversizedAction, Pending, canonical_id, exited_error};
 
 type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -102,7 +105,8 @@ pub struct ChildwireTransport {
     /// The receiving side, locked across `receive`'s wait (cancel-safe).
     inbound: tokio::sync::Mutex<Inbound>,
     state: Mutex<TransportState>,
-    pending: Pending,
+    /// Requests sent and not answered yet (the core's tracker).
+    pending: Mutex<PendingRequests>,
     limit: usize,
     capabilities: TransportCapabilities,
     /// The child's end, once known; [`ExitHandle`]s see it.
@@ -185,7 +189,7 @@ impl ChildwireTransport {
             sender: Mutex::new(None),
             inbound: tokio::sync::Mutex::new(Inbound::default()),
             state: Mutex::new(TransportState::Disconnected),
-            pending: Pending::default(),
+            pending: Mutex::new(PendingRequests::default()),
             limit,
             capabilities,
             exit: ExitSlot::new(),
@@ -277,20 +281,20 @@ impl ChildwireTransport {
                 "not connected: call connect first".into(),
             ));
         };
-        let request = request_id(&message.payload);
-        if let Some(id) = &request {
-            self.pending.insert(id.clone());
-        }
-        let len = message.payload.len() as u64;
-        match sender.send(message.payload).await {
+        // Tracked before it is sent: the answer may come before `send`
+        // returns.
+        let payload = message.payload;
+        let tracked = lock(&self.pending).handle_outgoing(&payload) == Outgoing::Tracked;
+        let len = payload.len() as u64;
+        match sender.send(payload.clone()).await {
             Ok(()) => {
                 self.messages_sent.fetch_add(1, Ordering::Relaxed);
                 self.bytes_sent.fetch_add(len, Ordering::Relaxed);
                 Ok(())
             }
             Err(err) => {
-                if let Some(id) = &request {
-                    self.pending.remove(id);
+                if tracked {
+                    lock(&self.pending).handle_unsent(&payload);
                 }
                 Err(match self.exit.get() {
                     Some(report) => {
@@ -338,16 +342,20 @@ impl ChildwireTransport {
         match item {
             Received::Message(message) => {
                 let payload = message.into_bytes();
-                if let Some(id) = top_level_id(&payload) {
-                    self.pending.remove(&id);
-                }
+                lock(&self.pending).handle_incoming(&payload);
                 inbound.ready.push_back(payload);
             }
             Received::Oversized(notice) => self.oversized(inbound, &notice),
             // A banner or the other framing on stdout, named once (with
             // `ChannelConfig::pollution` on); the line itself follows.
             Received::Pollution(notice) => tracing::warn!("the MCP server: {notice}"),
-            Received::Exited(report) => {
+            Received::Exited(mut report) => {
+                let unanswered = lock(&self.pending).fail_all(&EndCause {
+                    exit: Some(report.exit),
+                    stderr: report.stderr_summary(),
+                    restarting: false,
+                });
+                report.unanswered_ids = unanswered.ids().cloned().collect();
                 if report.unexpected() {
                     tracing::warn!("the MCP server {report}");
                     self.set_state(TransportState::Failed {
@@ -357,9 +365,12 @@ impl ChildwireTransport {
                     tracing::debug!("the MCP server {report}");
                     self.set_state(TransportState::Disconnected);
                 }
-                for id in self.pending.take_all() {
-                    inbound.ready.push_back(exited_error(&id, &report));
-                }
+                inbound.ready.extend(
+                    unanswered
+                        .requests
+                        .into_iter()
+                        .map(|request| request.response),
+                );
                 self.exit.set(*report);
             }
             other => tracing::warn!("{other:?}"),
@@ -369,9 +380,14 @@ impl ChildwireTransport {
     /// A message over the limit was dropped: fail our request it answered,
     /// or answer the server's request it was.
     fn oversized(&self, inbound: &mut Inbound, notice: &Oversized) {
-        match self.pending.oversized(notice, self.limit) {
-            OversizedAction::FailRequest(error) => inbound.ready.push_back(error),
+        let action = lock(&self.pending).handle_oversized(notice, self.limit);
+        match action {
+            OversizedAction::FailRequest(error) => {
+                tracing::warn!("{notice}; its request fails with an error");
+                inbound.ready.push_back(error);
+            }
             OversizedAction::AnswerPeer(error) => {
+                tracing::warn!("{notice}; answering the server's request with an error");
                 if let Some(sender) = lock(&self.sender).clone() {
                     tokio::spawn(async move {
                         if let Err(err) = sender.send(error).await {
@@ -380,7 +396,7 @@ impl ChildwireTransport {
                     });
                 }
             }
-            _ => {}
+            _ => tracing::warn!("{notice}; no request of ours waits for it"),
         }
     }
 }
@@ -434,20 +450,4 @@ impl fmt::Debug for ChildwireTransport {
             .field("state", &*lock(&self.state))
             .finish_non_exhaustive()
     }
-}
-
-/// The id of an outgoing request (a message with a `method` and an `id`),
-/// in the compact form [`Pending`] keys on.
-fn request_id(payload: &[u8]) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_slice(payload).ok()?;
-    let object = value.as_object()?;
-    object.get("method")?;
-    serde_json::to_string(object.get("id")?).ok()
-}
-
-/// The top-level `id` of an incoming message, without parsing it whole.
-fn top_level_id(payload: &[u8]) -> Option<String> {
-    let mut scanner = IdScanner::new();
-    scanner.feed(payload);
-    canonical_id(&scanner.id()?)
 }

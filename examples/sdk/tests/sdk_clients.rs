@@ -67,7 +67,7 @@ fn c10_c30_a_server_dying_in_the_handshake_is_explained_by_its_exit_report() {
         assert!(
             out.stderr.contains("the handshake failed")
                 && out.stderr.contains("exited with code 3")
-                && out.stderr.contains("last stderr: cannot open database"),
+                && out.stderr.contains("cannot open database"),
             "{name}: {out:?}"
         );
     }

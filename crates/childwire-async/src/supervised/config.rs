@@ -29,7 +29,9 @@ pub struct Supervision {
     /// Track outgoing JSON-RPC requests, and answer those still pending
     /// when a generation ends with
     /// [`SupervisedEvent::Unanswered`](super::SupervisedEvent::Unanswered)
-    /// error responses. Default off.
+    /// error responses; the generation's exit report lists their ids
+    /// ([`ExitReport::unanswered_ids`](childwire_core::ExitReport::unanswered_ids)).
+    /// Default off.
     pub track_requests: bool,
     /// What a send does while the child is down. Default
     /// [`WhileDown::Wait`].

@@ -8,8 +8,9 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use childwire_core::pending::Outgoing;
 use childwire_core::pending::PendingRequests;
-use childwire_core::{Closed, ExitReport, Framing, IdScanner, SendError, SendErrorKind};
+use childwire_core::{Closed, ExitReport, Framing, SendError, SendErrorKind};
 
 use super::config::WhileDown;
 use crate::runtime::Runtime;
@@ -137,11 +138,16 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
                 (slot.sender.clone(), slot.generation)
             };
             if let Some(sender) = sender {
-                let id = self.track(payload.as_ref());
+                let tracked = self.track(payload.as_ref());
                 match sender.send(payload).await {
                     Ok(()) => return Ok(()),
                     Err(err) => {
-                        self.untrack(id.as_deref());
+                        let err = err.map_payload(|body| {
+                            if tracked {
+                                self.untrack(body.as_ref());
+                            }
+                            body
+                        });
                         let down = matches!(err.kind(), SendErrorKind::Closed(_));
                         if !down || self.shared.while_down == WhileDown::Fail {
                             return Err(err);
@@ -192,20 +198,20 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
         .await
     }
 
-    /// Records an outgoing request; its raw id, to forget it if the send
-    /// fails.
-    fn track(&self, body: &[u8]) -> Option<bytes::Bytes> {
-        let mut slot = self.shared.lock();
-        let pending = slot.pending.as_mut()?;
-        pending.handle_outgoing(body);
-        let mut scanner = IdScanner::new();
-        scanner.feed(body);
-        scanner.has_method().then(|| scanner.id()).flatten()
+    /// Records an outgoing request; whether it is tracked, to forget it
+    /// if the send fails.
+    fn track(&self, body: &[u8]) -> bool {
+        self.shared
+            .lock()
+            .pending
+            .as_mut()
+            .is_some_and(|pending| pending.handle_outgoing(body) == Outgoing::Tracked)
     }
 
-    fn untrack(&self, id: Option<&[u8]>) {
-        if let (Some(id), Some(pending)) = (id, self.shared.lock().pending.as_mut()) {
-            pending.handle_answered(id);
+    /// The send of `body`, tracked, failed: its request is forgotten.
+    fn untrack(&self, body: &[u8]) {
+        if let Some(pending) = self.shared.lock().pending.as_mut() {
+            pending.handle_unsent(body);
         }
     }
 

@@ -32,6 +32,7 @@
 //! | `stderr-flood MIB`           | write MIB MiB to stderr from a thread while echoing; `{"stderr_done":BYTES}` when written, `{"stderr_failed":..}` if a write fails |
 //! | `no-read`                    | print `{"ready":true}`, block forever without reading stdin |
 //! | `fail-start`                 | `Error: Cannot find module 'x'` on stderr, exit 1 |
+//! | `slow-start N MS`            | N stderr lines `starting I of N`, one every MS ms (a first `npx -y` run), then `{"ready":true}`, then echo |
 //! | `stderr-then-exit CODE`      | three stderr lines, exit with CODE |
 //! | `stderr-levels`              | three log lines on stderr (JSON-lines `warn`, pino `50`, `INFO:` prefix), exit 0 |
 //! | `print-env`                  | one `KEY=VALUE` line per variable (sorted), exit 0 |
@@ -269,6 +270,16 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
         "fail-start" => {
             writeln!(io::stderr(), "Error: Cannot find module 'x'")?;
             return Ok(1);
+        }
+        "slow-start" => {
+            let lines: u64 = number(rest, 0, "N", None)?;
+            let pause = Duration::from_millis(number(rest, 1, "MS", None)?);
+            for i in 1..=lines {
+                thread::sleep(pause);
+                writeln!(io::stderr(), "starting {i} of {lines}")?;
+            }
+            say(b"{\"ready\":true}\n")?;
+            echo(ECHO)?;
         }
         "stderr-then-exit" => {
             let code = number(rest, 0, "CODE", None)?;

@@ -1,0 +1,204 @@
+//! [`Transport::started`]: whether a child started, decided by the core's
+//! [`Startup`] from the signs of life the transport sees (DESIGN C38).
+//!
+//! Nothing is taken from the stream: the first message stays queued for
+//! the caller's next `recv`, the exit report for the one after the last
+//! message. Stderr output does not wake the waiting task: it only moves
+//! the deadline later, so it is looked at when the timer fires, with the
+//! time the background task saw it ([`Supervisor::last_stderr_at`]).
+//!
+//! [`Supervisor::last_stderr_at`]: childwire_core::Supervisor::last_stderr_at
+
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::atomic::Ordering;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use childwire_core::Framing;
+use childwire_core::startup::{ReadyOn, Startup, StartupConfig, StartupVerdict};
+
+use super::{Receiver, Transport};
+use crate::link::{ReadOutcome, lock};
+use crate::runtime::{Runtime, Timer};
+
+impl<R: Runtime, F: Framing> Transport<R, F> {
+    /// Waits until the child is ready (its first message), has exited
+    /// before its first message, or showed no sign of life for
+    /// [`StartupConfig::silence`], and says which: the start-up verdict.
+    ///
+    /// The silence deadline starts over at every sign of life (a stderr
+    /// line, bytes on stdout), so a server that logs while it downloads
+    /// (a first `npx -y` or `uvx` run) gets the time it needs, and one
+    /// that says nothing is given up on after the silence.
+    /// [`StartupConfig::limit`], if set, bounds the whole start-up. Time
+    /// counts from the spawn, on the runtime's clock.
+    ///
+    /// Nothing is taken from the stream: after `Ready` the first message
+    /// is the next [`recv`](Self::recv)'s, after `ExitedBeforeFirstMessage`
+    /// the exit report follows whatever notices came before it. A verdict
+    /// other than `Ready` leaves the child as it is: shut it down (or drop
+    /// the transport) if it was silent. Ready means the first message
+    /// ([`ReadyOn::FirstMessage`]) whatever
+    /// [`StartupConfig::ready_on`] says: for a readiness of its own (the
+    /// answer to `initialize`), drive [`Startup`] from `recv`. Cancel-safe.
+    ///
+    /// An MCP server says nothing on stdout until it is sent a request:
+    /// send `initialize` first, then wait for the verdict (in a
+    /// [`Supervised`](crate::Supervised) child's re-initialization step
+    /// too, for each generation).
+    ///
+    /// A channel over a pipe pair shows life on its reader alone, and its
+    /// peer closing it before a message is
+    /// [`ClosedBeforeFirstMessage`](StartupVerdict::ClosedBeforeFirstMessage).
+    ///
+    /// ```no_run
+    /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::time::Duration;
+    /// use childwire_async::{Command, Config, StartupConfig, Transport};
+    ///
+    /// let mut server = Transport::<R>::spawn(&Command::new("npx").args(["-y", "some-mcp-server"]), Config::default())?;
+    /// server.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#).await?;
+    /// let mut startup = StartupConfig::default();
+    /// startup.silence = Some(Duration::from_secs(20));
+    /// let verdict = server.started(startup).await;
+    /// if !verdict.is_ready() {
+    ///     // "exited with code 1 before its first message (0.3 s after it was
+    ///     // started); its stderr ends with: npm ERR! 404 Not Found"
+    ///     return Err(verdict.to_string().into());
+    /// }
+    /// let answer = server.recv().await; // the answer to `initialize`
+    /// # Ok(()) }
+    /// ```
+    pub async fn started(&mut self, config: StartupConfig) -> StartupVerdict {
+        self.receiver.started(config).await
+    }
+}
+
+impl<R: Runtime, F: Framing> Receiver<R, F> {
+    /// The start-up verdict, from the receiving half. See
+    /// [`Transport::started`].
+    pub async fn started(&mut self, mut config: StartupConfig) -> StartupVerdict {
+        config.ready_on = ReadyOn::FirstMessage;
+        let now = self.rt.now();
+        let spawned = self
+            .link
+            .control
+            .as_ref()
+            .map_or(now, |control| lock(control).supervisor.spawned_at());
+        let mut watch = Watch {
+            startup: Startup::new(config, spawned),
+            timer: None,
+            turns_seen: 0,
+            stderr_seen: None,
+        };
+        poll_fn(|cx| self.poll_started(&mut watch, cx)).await
+    }
+
+    fn poll_started(&mut self, watch: &mut Watch, cx: &mut Context<'_>) -> Poll<StartupVerdict> {
+        let mut flushed = false;
+        loop {
+            let now = self.rt.now();
+            if let Some(control) = &self.link.control {
+                let at = lock(control).supervisor.last_stderr_at();
+                if at != watch.stderr_seen {
+                    watch.stderr_seen = at;
+                    if let Some(at) = at {
+                        watch.startup.handle_stderr(at);
+                    }
+                }
+            }
+            let mut inn = lock(&self.link.inn);
+            let turns = self.link.peer_turns.load(Ordering::Relaxed);
+            if turns != watch.turns_seen {
+                watch.turns_seen = turns;
+                watch.startup.handle_stdout(now);
+            }
+            if inn.inbound.stats().messages > 0 {
+                watch.startup.handle_message(now);
+            } else if let Some(report) = &inn.report {
+                watch
+                    .startup
+                    .handle_exit(report.exit, report.stderr_tail.clone(), now);
+            } else if inn.finished || inn.broken.is_some() {
+                // The end was received already, or the driver stopped.
+                match self.link.exit.get() {
+                    Some(report) => watch
+                        .startup
+                        .handle_exit(report.exit, report.stderr_tail, now),
+                    None => watch.startup.handle_closed(now),
+                }
+            } else if inn.inbound.is_eof() && !self.link.is_child() {
+                watch.startup.handle_closed(now);
+            }
+            watch.startup.handle_timeout(now);
+            if let Some(verdict) = watch.startup.poll_verdict() {
+                return Poll::Ready(verdict);
+            }
+            if !flushed {
+                // About to wait for the child: what the caller queued (its
+                // `initialize`) is written first, as `recv` does.
+                flushed = true;
+                drop(inn);
+                self.link.flush_if_armed(|| self.rt.now());
+                continue;
+            }
+            if inn.inbound.is_eof() {
+                // The report (or the driver's end) will wake us.
+                inn.wait(cx.waker());
+            } else {
+                match inn.read_once(
+                    cx.waker(),
+                    &self.link.stdout_eof_unreported,
+                    &self.link.peer_turns,
+                ) {
+                    ReadOutcome::Progress => {
+                        if inn.inbound.is_eof() && self.link.is_child() {
+                            // The supervisor hears of the EOF from the
+                            // background task.
+                            self.link.wake_bg();
+                        }
+                        continue;
+                    }
+                    ReadOutcome::Pending => {}
+                    // Held back by the receive bound (notices alone), or
+                    // the pipe is gone: the background task wakes us.
+                    ReadOutcome::Stopped => inn.wait(cx.waker()),
+                }
+            }
+            drop(inn);
+            if watch.poll_timer(&self.rt, cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    }
+}
+
+/// A start-up being watched: the core's machine, its timer, and what was
+/// already fed to it.
+struct Watch {
+    startup: Startup,
+    timer: Option<Pin<Box<dyn Timer>>>,
+    /// The link's read count last seen: a new read is stdout's sign of life.
+    turns_seen: u64,
+    /// The latest stderr output already fed.
+    stderr_seen: Option<Instant>,
+}
+
+impl Watch {
+    /// Arms the timer for the machine's deadline and polls it: ready when
+    /// the deadline passed (the machine is asked again), pending otherwise.
+    fn poll_timer<R: Runtime>(&mut self, rt: &R, cx: &mut Context<'_>) -> Poll<()> {
+        let Some(at) = self.startup.poll_timeout() else {
+            return Poll::Pending;
+        };
+        let timer = match &mut self.timer {
+            Some(timer) => {
+                timer.as_mut().reset(at);
+                timer
+            }
+            None => self.timer.insert(rt.timer(at)),
+        };
+        timer.as_mut().poll(cx)
+    }
+}

@@ -1,0 +1,126 @@
+//! The start-up verdict (C38): a deadline that stretches while the child shows life, ending in
+//! ready, "exited before its first message", or "no sign of life"; and nothing taken from the
+//! stream on the way.
+
+use std::time::Duration;
+
+use super::rt::{Exit, Received, StartupConfig, StartupVerdict};
+use super::support::*;
+
+fn silence(silence: Duration) -> StartupConfig {
+    let mut config = StartupConfig::default();
+    config.silence = Some(silence);
+    config
+}
+
+#[test]
+fn c38_an_instantly_exiting_child_exited_before_its_first_message_with_its_stderr() {
+    run(async {
+        let mut t = start_misbehave(&["fail-start"]);
+        let pid = pid_of(&t);
+        let verdict = within(STEP, "the verdict", t.started(silence(STEP))).await;
+        let StartupVerdict::ExitedBeforeFirstMessage {
+            exit, stderr_tail, ..
+        } = &verdict
+        else {
+            panic!("expected an exit before the first message, got {verdict:?}");
+        };
+        assert_eq!(*exit, Exit::Code(1), "{verdict}");
+        assert!(
+            stderr_tail.contains("Cannot find module 'x'"),
+            "{stderr_tail:?}"
+        );
+        let text = verdict.to_string();
+        assert!(
+            text.starts_with("exited with code 1 before its first message")
+                && text.ends_with("its stderr ends with: Error: Cannot find module 'x'"),
+            "{text}"
+        );
+        // The report is still the stream's, after the verdict.
+        match recv(&mut t).await {
+            Received::Exited(report) => assert_eq!(report.exit, Exit::Code(1), "{report}"),
+            other => panic!("expected the exit report, got {other:?}"),
+        }
+        assert!(within(STEP, "the end", t.recv()).await.is_none());
+        assert_reaped(pid).await;
+    });
+}
+
+#[test]
+fn c38_a_silent_child_shows_no_sign_of_life_and_is_left_as_it_was() {
+    run(async {
+        // `echo` says nothing until it is sent something.
+        let mut t = start_misbehave(&["echo"]);
+        let quiet = Duration::from_millis(300);
+        let verdict = within(STEP, "the verdict", t.started(silence(quiet))).await;
+        let StartupVerdict::NoSignOfLife {
+            silent_for,
+            after,
+            showed_life,
+            limit_reached,
+        } = verdict
+        else {
+            panic!("expected no sign of life, got {verdict:?}");
+        };
+        assert_eq!(silent_for, quiet);
+        assert!(after >= quiet, "{after:?}");
+        assert!(!showed_life && !limit_reached);
+        assert!(
+            verdict
+                .to_string()
+                .starts_with("no sign of life for 0.3 s: no output on stdout or stderr at all"),
+            "{verdict}"
+        );
+        // The transport goes on: the verdict is the caller's to act on.
+        roundtrip(&mut t, "{\"after\":\"the verdict\"}").await;
+        finish(t).await;
+    });
+}
+
+#[test]
+fn c38_a_slow_but_chatty_child_is_ready_after_longer_than_the_silence_and_its_message_is_kept() {
+    run(async {
+        // Fifteen stderr lines 200 ms apart: 3 s of start-up, each line well within a silence
+        // of 2 s (a loaded machine may be slow to start the child), which a fixed deadline of
+        // that length would have ended.
+        let mut t = start_misbehave(&["slow-start", "15", "200"]);
+        let quiet = Duration::from_secs(2);
+        let verdict = within(STEP, "the verdict", t.started(silence(quiet))).await;
+        let StartupVerdict::Ready { after } = verdict else {
+            panic!("expected ready, got {verdict}");
+        };
+        assert!(
+            after > quiet,
+            "ready after {after:?}: the deadline never stretched"
+        );
+        // The first message is the caller's next.
+        assert_eq!(text(&mut t).await, "{\"ready\":true}");
+        roundtrip(&mut t, "{\"after\":\"ready\"}").await;
+        let report = finish(t).await;
+        assert!(report.stderr_tail.contains("starting 15 of 15"), "{report}");
+    });
+}
+
+#[test]
+fn c38_the_limit_ends_a_start_up_that_shows_life_but_never_answers() {
+    run(async {
+        // Chatty for 6 s, but the start-up may take 1.5 s in all (its first line comes well
+        // before, even on a loaded machine).
+        let mut t = start_misbehave(&["slow-start", "60", "100"]);
+        let mut config = silence(Duration::from_secs(5));
+        config.limit = Some(Duration::from_millis(1500));
+        let verdict = within(STEP, "the verdict", t.started(config)).await;
+        let StartupVerdict::NoSignOfLife {
+            after,
+            showed_life,
+            limit_reached,
+            ..
+        } = verdict
+        else {
+            panic!("expected the limit's verdict, got {verdict:?}");
+        };
+        assert!(limit_reached && showed_life, "{verdict:?}");
+        assert_eq!(after, Duration::from_millis(1500));
+        finish(t).await;
+    });
+}
