@@ -52,3 +52,9 @@ pub mod replayer;
 
 pub use recording::{Event, ParseError, RecordedExit, Recording};
 pub use replayer::{NOT_IN_RECORDING, Output, Replayer, Unmatched};
+
+/// The README (the crate's page on crates.io), compiled by `cargo test
+/// --doc` so its example keeps up with the API.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+struct Readme;
