@@ -1,4 +1,5 @@
 #![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 //! A fake child process built from a recording: it answers a host the way
 //! the recorded server did, so a captured failure becomes a test.
 //!
@@ -10,8 +11,9 @@
 //!   `childwire replay FILE` talks NDJSON on its stdin and stdout, writes
 //!   the recorded stderr lines to its stderr and exits with the recorded
 //!   code;
-//! - in a test without a process, with the [`Replayer`] state machine: feed
-//!   it what the host sends, write out what it hands back.
+//! - in a test without a process: as in-memory pipes for a transport
+//!   (`twin`, feature `transport`), or as the [`Replayer`] state machine
+//!   itself: feed it what the host sends, write out what it hands back.
 //!
 //! Requests are matched by method and order (the second `tools/call` the
 //! host sends gets the answer to the second recorded `tools/call`), and each
@@ -49,9 +51,14 @@
 mod message;
 pub mod recording;
 pub mod replayer;
+#[cfg(feature = "transport")]
+#[cfg_attr(docsrs, doc(cfg(feature = "transport")))]
+pub mod twin;
 
 pub use recording::{Event, ParseError, RecordedExit, Recording};
 pub use replayer::{NOT_IN_RECORDING, Output, Replayer, Unmatched};
+#[cfg(feature = "transport")]
+pub use twin::{Twin, TwinStdin, TwinStdout, twin};
 
 /// The README (the crate's page on crates.io), compiled by `cargo test
 /// --doc` so its example keeps up with the API.
