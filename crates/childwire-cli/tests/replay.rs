@@ -182,12 +182,12 @@ fn replays_on_every_runtime(name: &str) {
 }
 
 #[test]
-fn the_bundled_example_servers_session_replays_on_every_runtime() {
+fn c40_the_bundled_example_servers_session_replays_on_every_runtime() {
     replays_on_every_runtime("example_server.ndjson");
 }
 
 #[test]
-fn a_server_everything_session_replays_on_every_runtime_without_node() {
+fn c40_a_server_everything_session_replays_on_every_runtime_without_node() {
     replays_on_every_runtime("server_everything.ndjson");
 }
 
@@ -222,7 +222,7 @@ impl Program for Scripted {
 }
 
 #[test]
-fn stderr_the_exit_code_and_a_request_not_in_the_recording() {
+fn c40_stderr_the_exit_code_and_a_request_not_in_the_recording() {
     let path = std::env::temp_dir().join(format!("childwire-replay-{}.ndjson", std::process::id()));
     std::fs::write(
         &path,

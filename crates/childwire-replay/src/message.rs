@@ -55,23 +55,41 @@ impl Shape {
     }
 }
 
-/// The raw text of the top-level `id` of `message`, if it has one.
-pub(crate) fn raw_id(message: &[u8]) -> Option<&[u8]> {
-    serde_json::from_slice::<&RawValue>(message).ok()?;
-    member_span(message, "id").map(|span| &message[span])
-}
+/// Where a request carries its progress token (MCP:
+/// `params._meta.progressToken`).
+pub(crate) const REQUEST_PROGRESS_TOKEN: &[&str] = &["params", "_meta", "progressToken"];
+
+/// Where a progress notification names the request's token.
+pub(crate) const PROGRESS_TOKEN: &[&str] = &["params", "progressToken"];
 
 /// `message` with the value of its top-level `id` replaced by `id` (raw
 /// JSON text); unchanged when it has none.
 pub(crate) fn with_id(message: &[u8], id: &[u8]) -> Vec<u8> {
-    let Some(span) = member_span(message, "id") else {
+    with_value_at(message, &["id"], id)
+}
+
+/// `message` with the value at `path` replaced by `value` (raw JSON text);
+/// unchanged when it has none.
+pub(crate) fn with_value_at(message: &[u8], path: &[&str], value: &[u8]) -> Vec<u8> {
+    let Some(span) = path_span(message, path) else {
         return message.to_vec();
     };
-    let mut out = Vec::with_capacity(message.len() - span.len() + id.len());
+    let mut out = Vec::with_capacity(message.len() - span.len() + value.len());
     out.extend_from_slice(&message[..span.start]);
-    out.extend_from_slice(id);
+    out.extend_from_slice(value);
     out.extend_from_slice(&message[span.end..]);
     out
+}
+
+/// Where the value at `path` sits: a top-level member, a member of that,
+/// and so on. `json` must be valid JSON, as for [`member_span`].
+pub(crate) fn path_span(json: &[u8], path: &[&str]) -> Option<Range<usize>> {
+    let mut span = 0..json.len();
+    for name in path {
+        let inner = member_span(&json[span.clone()], name)?;
+        span = span.start + inner.start..span.start + inner.end;
+    }
+    Some(span)
 }
 
 /// An id as one string, so that `7`, `7 ` and `"a"` vs `"\u0061"` compare
@@ -240,6 +258,19 @@ mod tests {
         for other in ["not json", "[1,2]", "{}", r#"{"method":3}"#, r#"{"id":1"#] {
             assert_eq!(shape(other), Shape::Other, "{other}");
         }
+    }
+
+    #[test]
+    fn nested_values_are_found_by_path() {
+        let message =
+            br#"{"id":1,"params":{"x":{"progressToken":0},"_meta":{"progressToken":"t-1"}}}"#;
+        let span = path_span(message, REQUEST_PROGRESS_TOKEN).unwrap();
+        assert_eq!(&message[span], br#""t-1""#);
+        assert_eq!(path_span(message, PROGRESS_TOKEN), None);
+        assert_eq!(
+            with_value_at(message, REQUEST_PROGRESS_TOKEN, b"7"),
+            br#"{"id":1,"params":{"x":{"progressToken":0},"_meta":{"progressToken":7}}}"#
+        );
     }
 
     #[test]

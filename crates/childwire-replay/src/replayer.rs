@@ -15,7 +15,9 @@
 //!   id, a message that is not JSON-RPC by its bytes. Then its answer is
 //!   queued, each response carrying the id of the live request it answers.
 //!   A response whose request the host has not sent yet (the host sends in
-//!   another order than recorded) waits for that request.
+//!   another order than recorded) waits for that request. A progress
+//!   notification carries the live request's progress token (MCP's
+//!   `params._meta.progressToken`), as a response carries its id.
 //! - A live request with no recorded counterpart gets a JSON-RPC error
 //!   (code [`NOT_IN_RECORDING`]) naming the method; any other unmatched
 //!   message gets nothing. Both are listed by [`Replayer::unmatched`].
@@ -32,7 +34,9 @@ use std::ops::Range;
 
 use serde_json::json;
 
-use crate::message::{self, Shape};
+use crate::message::{
+    self, PROGRESS_TOKEN, REQUEST_PROGRESS_TOKEN, Shape, canonical_id, path_span,
+};
 use crate::recording::{Event, RecordedExit, Recording};
 
 /// The JSON-RPC error code a request missing from the recording gets:
@@ -94,6 +98,8 @@ struct HostMessage {
     /// Seen live; the raw text of the live id, if the live message had one.
     matched: bool,
     live_id: Option<Vec<u8>>,
+    /// The raw progress token of the live request, if it asked for progress.
+    live_token: Option<Vec<u8>>,
     /// Responses that answer this request, recorded before the host sent
     /// it live: indices into `items`.
     held: Vec<usize>,
@@ -102,10 +108,13 @@ struct HostMessage {
 /// One thing the recorded server did.
 #[derive(Debug)]
 enum Item {
-    /// A message; for a response, the index of the host request it answers.
+    /// A message; for a response, the index of the host request it
+    /// answers; for a progress notification, the index of the request whose
+    /// token it carries.
     Message {
         bytes: Vec<u8>,
         answers: Option<usize>,
+        progress: Option<usize>,
     },
     Oversized(u64),
     Stderr(String),
@@ -174,6 +183,8 @@ impl Replayer {
         let mut by_key: HashMap<Key, Vec<usize>> = HashMap::new();
         // Requests not answered yet, by canonical id: indices into `hosts`.
         let mut open: HashMap<String, VecDeque<usize>> = HashMap::new();
+        // Requests that asked for progress, by canonical token.
+        let mut tokens: HashMap<String, usize> = HashMap::new();
         let mut opening_end = None;
         for event in recording.into_events() {
             match event {
@@ -181,6 +192,9 @@ impl Replayer {
                     let key = match Shape::of(&bytes) {
                         Shape::Request { method, id } => {
                             open.entry(id).or_default().push_back(hosts.len());
+                            if let Some(token) = path_span(&bytes, REQUEST_PROGRESS_TOKEN) {
+                                tokens.insert(canonical_id(&bytes[token]), hosts.len());
+                            }
                             Key::Method(method)
                         }
                         Shape::Notification { method } => Key::Method(method),
@@ -196,15 +210,28 @@ impl Replayer {
                         answer: items.len()..items.len(),
                         matched: false,
                         live_id: None,
+                        live_token: None,
                         held: Vec::new(),
                     });
                 }
                 Event::FromChild(bytes) => {
-                    let answers = match Shape::of(&bytes) {
-                        Shape::Response { id } => open.get_mut(&id).and_then(VecDeque::pop_front),
-                        _ => None,
-                    };
-                    items.push(Item::Message { bytes, answers });
+                    let (mut answers, mut progress) = (None, None);
+                    match Shape::of(&bytes) {
+                        Shape::Response { id } => {
+                            answers = open.get_mut(&id).and_then(VecDeque::pop_front);
+                        }
+                        Shape::Notification { .. } => {
+                            progress = path_span(&bytes, PROGRESS_TOKEN)
+                                .and_then(|token| tokens.get(&canonical_id(&bytes[token])))
+                                .copied();
+                        }
+                        _ => {}
+                    }
+                    items.push(Item::Message {
+                        bytes,
+                        answers,
+                        progress,
+                    });
                 }
                 Event::OversizedFromChild(len) => items.push(Item::Oversized(len)),
                 Event::Stderr(line) => items.push(Item::Stderr(line)),
@@ -240,7 +267,7 @@ impl Replayer {
         let (key, live_id) = match Shape::of(message) {
             Shape::Request { method, .. } => (
                 Key::Method(method),
-                message::raw_id(message).map(<[u8]>::to_vec),
+                path_span(message, &["id"]).map(|id| message[id].to_vec()),
             ),
             Shape::Notification { method } => (Key::Method(method), None),
             Shape::Response { id } => (Key::Response(id), None),
@@ -268,6 +295,10 @@ impl Replayer {
         };
         let host_message = &mut self.hosts[host];
         host_message.matched = true;
+        host_message.live_token = live_id
+            .as_ref()
+            .and_then(|_| path_span(message, REQUEST_PROGRESS_TOKEN))
+            .map(|token| message[token].to_vec());
         host_message.live_id = live_id;
         let answer = host_message.answer.clone();
         let held = std::mem::take(&mut host_message.held);
@@ -317,17 +348,28 @@ impl Replayer {
             return;
         }
         let output = match &mut self.items[index] {
-            Item::Message { bytes, answers } => match answers.map(|host| &mut self.hosts[host]) {
-                Some(host) if !host.matched => {
-                    // Its request has not come yet: wait for it.
-                    host.held.push(index);
-                    return;
+            Item::Message {
+                bytes,
+                answers,
+                progress,
+            } => {
+                if let Some(host) = *answers {
+                    if !self.hosts[host].matched {
+                        // Its request has not come yet: wait for it.
+                        self.hosts[host].held.push(index);
+                        return;
+                    }
                 }
-                Some(HostMessage {
-                    live_id: Some(id), ..
-                }) => Output::Message(message::with_id(bytes, id)),
-                _ => Output::Message(std::mem::take(bytes)),
-            },
+                let mut out = std::mem::take(bytes);
+                if let Some(id) = answers.and_then(|host| self.hosts[host].live_id.as_deref()) {
+                    out = message::with_id(&out, id);
+                }
+                let token = progress.and_then(|host| self.hosts[host].live_token.as_deref());
+                if let Some(token) = token {
+                    out = message::with_value_at(&out, PROGRESS_TOKEN, token);
+                }
+                Output::Message(out)
+            }
             Item::Oversized(len) => Output::Oversized(*len),
             Item::Stderr(line) => Output::Stderr(std::mem::take(line)),
             Item::Exit => {

@@ -66,11 +66,11 @@ fn replays_itself(name: &str) {
 }
 
 #[test]
-fn the_example_server_recording_replays_itself() {
+fn c40_the_example_server_recording_replays_itself() {
     replays_itself("example_server.ndjson");
 }
 
 #[test]
-fn the_server_everything_recording_replays_itself() {
+fn c40_the_server_everything_recording_replays_itself() {
     replays_itself("server_everything.ndjson");
 }

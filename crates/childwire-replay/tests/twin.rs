@@ -97,7 +97,7 @@ fn on_every_runtime(
 }
 
 #[test]
-fn the_example_server_recording_through_a_transport_on_every_runtime() {
+fn c40_the_example_server_recording_through_a_transport_on_every_runtime() {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/recordings/example_server.ndjson");
     let recording = Recording::parse(&std::fs::read_to_string(path).unwrap()).unwrap();
     // The host side with ids of its own, and the server side as the host
@@ -142,7 +142,7 @@ fn the_example_server_recording_through_a_transport_on_every_runtime() {
 }
 
 #[test]
-fn a_server_that_crashed_ends_the_stream_where_it_did_with_its_stderr() {
+fn c40_a_server_that_crashed_ends_the_stream_where_it_did_with_its_stderr() {
     let recording: Recording = [
         r#"{"dir":"from_child","text":"Starting server on stdio"}"#,
         r#"{"dir":"stderr","line":"INFO ready"}"#,

@@ -164,6 +164,31 @@ fn a_server_request_is_answered_by_id_and_the_session_goes_on() {
 }
 
 #[test]
+fn progress_notifications_carry_the_live_requests_token() {
+    let mut server = replayer(&[
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"slow","_meta":{"progressToken":"rec-1"}}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"rec-1","progress":1}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"other","progress":1}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":1,"result":{}}}"#,
+    ]);
+    server.handle_message(
+        br#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"_meta":{"progressToken":42},"name":"slow"}}"#,
+    );
+    assert_eq!(
+        drain(&mut server),
+        [
+            message(
+                r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":42,"progress":1}}"#
+            ),
+            message(
+                r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":"other","progress":1}}"#
+            ),
+            message(r#"{"jsonrpc":"2.0","id":5,"result":{}}"#),
+        ]
+    );
+}
+
+#[test]
 fn a_server_that_exited_on_its_own_exits_where_it_did() {
     let mut server = replayer(&[
         r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"tools/call"}}"#,
@@ -356,7 +381,7 @@ proptest! {
     /// exactly its server side, each response carrying the live id, in the
     /// recorded order, and exits the recorded way.
     #[test]
-    fn a_recording_replays_its_own_server_side(
+    fn c40_a_recording_replays_its_own_server_side(
         steps in prop::collection::vec(step(), 0..40),
         spaced in any::<bool>(),
         code in 0..256i32,
