@@ -16,7 +16,6 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use childwire_core::Exit;
 use childwire_core::decoder::{Frame, LineDecoder};
 use childwire_replay::{Output, RecordedExit, Recording, Replayer};
 
@@ -206,7 +205,7 @@ fn end(exit: &RecordedExit) -> ExitCode {
     let _ = io::stdout().flush();
     let _ = io::stderr().flush();
     #[cfg(unix)]
-    if let Exit::Signal(signo) = exit.exit {
+    if let childwire_core::Exit::Signal(signo) = exit.exit {
         if let Some(signal) = rustix::process::Signal::from_named_raw(signo) {
             // Dies here unless the signal's default is to go on (SIGCHLD)
             // or it is ignored (SIGPIPE, in a Rust program): then the code

@@ -95,13 +95,14 @@ impl Key {
 struct HostMessage {
     /// The answer: indices into `Replayer::items`.
     answer: Range<usize>,
-    /// Seen live; the raw text of the live id, if the live message had one.
+    /// A live message was matched to it.
     matched: bool,
+    /// The raw text of the live message's id, if it had one.
     live_id: Option<Vec<u8>>,
     /// The raw progress token of the live request, if it asked for progress.
     live_token: Option<Vec<u8>>,
-    /// Responses that answer this request, recorded before the host sent
-    /// it live: indices into `items`.
+    /// Responses to this request that came due before the host sent it
+    /// live, waiting for it: indices into `items`.
     held: Vec<usize>,
 }
 
