@@ -290,3 +290,35 @@ fn c40_stderr_the_exit_code_and_a_request_not_in_the_recording() {
     }
     std::fs::remove_file(&path).unwrap();
 }
+
+/// An unchanged host, `childwire probe`, against the replay of the bundled
+/// server on each runtime: it sees the server it saw when recording.
+#[test]
+fn c40_the_probe_sees_the_bundled_server_in_its_replay_on_every_runtime() {
+    let recording = recording("example_server.ndjson");
+    for runtime in ["tokio", "smol", "async-std"] {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_childwire"))
+            .args(["probe", "--runtime", runtime, "--timeout", "30"])
+            .args(["--call", "add", "--args", r#"{"a":2,"b":40}"#, "--"])
+            .arg(env!("CARGO_BIN_EXE_childwire"))
+            .arg("replay")
+            .arg(&recording)
+            .output()
+            .expect("running childwire probe");
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            out.status.success(),
+            "{runtime}: {stdout}{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        for line in [
+            "<- initialize: protocol 2025-06-18",
+            "   server: childwire-example-server 0.1.0",
+            "<- 2 tools",
+            "<- result: 42",
+            "server exited with code 0 after stdin was closed",
+        ] {
+            assert!(stdout.contains(line), "{runtime}: {line:?} in:\n{stdout}");
+        }
+    }
+}
