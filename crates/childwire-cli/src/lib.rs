@@ -10,6 +10,7 @@
 //! - [`protocol`]: MCP protocol revisions and JSON-RPC error codes.
 //! - [`mcp_client`]: the MCP client that says what it sees.
 //! - [`relay`]: the stdio proxy with an optional NDJSON log.
+//! - [`replay`]: a fake server made of a recording (`childwire replay`).
 //! - [`rt`]: running a program on the runtime picked with `--runtime`.
 //! - [`cli`]: options first, then the child's command, unchanged; and the
 //!   `main` the programs share.
@@ -36,4 +37,5 @@ pub mod cli;
 pub mod mcp_client;
 pub mod protocol;
 pub mod relay;
+pub mod replay;
 pub mod rt;

@@ -1,8 +1,10 @@
-//! `childwire`: probe an MCP server over stdio, or relay a host to one.
+//! `childwire`: probe an MCP server over stdio, relay a host to one, or
+//! replay a recorded one.
 //!
 //! ```text
 //! childwire probe -- npx -y @modelcontextprotocol/server-everything
 //! childwire relay --log /tmp/mcp.ndjson -- uvx mcp-server-time
+//! childwire replay /tmp/mcp.ndjson
 //! ```
 //!
 //! The subcommands are the repository's `mcp_client` and `relay` examples,
@@ -23,6 +25,7 @@ const USAGE: &str = "\
 childwire: run an MCP server (or any NDJSON program) over stdio.
 
 Usage: childwire <COMMAND> [OPTIONS] [--] CMD [ARGS...]
+       childwire replay FILE
 
 Commands:
   probe    run CMD, perform the MCP handshake, list its tools, call one
@@ -30,6 +33,9 @@ Commands:
            it ended
   relay    sit between a host (this process's stdin and stdout) and CMD,
            relaying every message unchanged; --log FILE records them
+  replay   act as the server recorded in FILE (by relay --log): answer
+           each request the way it did, ids rewritten, and exit with its
+           exit code
 
 `childwire <COMMAND> --help` lists a command's options. Options come first;
 from CMD on (or after `--`), every argument goes to CMD unchanged.
@@ -41,6 +47,7 @@ Options:
 Examples:
   childwire probe -- npx -y @modelcontextprotocol/server-everything
   childwire relay --log /tmp/mcp.ndjson -- uvx mcp-server-time
+  childwire replay /tmp/mcp.ndjson
 ";
 
 fn main() -> ExitCode {
@@ -65,6 +72,7 @@ fn main() -> ExitCode {
             relay::parse,
             |options| (options.runtime, Relay(options)),
         ),
+        Some(name) if name == "replay" => childwire_cli::replay::main(rest),
         Some(name) if name == "-h" || name == "--help" || name == "help" => {
             // A closed stdout (`--help | head`) is not worth a panic.
             let _ = std::io::stdout().write_all(USAGE.as_bytes());
@@ -75,7 +83,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(other) => usage_error(&format!("unknown command `{other}`")),
-        None => usage_error("missing the command: probe or relay"),
+        None => usage_error("missing the command: probe, relay or replay"),
     }
 }
 

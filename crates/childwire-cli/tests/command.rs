@@ -109,6 +109,7 @@ fn a_missing_or_unknown_command_is_a_usage_error() {
         (&["serve"][..], "unknown command `serve`"),
         (&["probe"][..], "missing the server's command"),
         (&["relay", "--frobnicate", "cat"][..], "unknown option"),
+        (&["replay"][..], "missing the recording"),
     ] {
         let out = childwire(args, "");
         assert_eq!(out.status.code(), Some(2), "{args:?}: {}", out.stderr);
@@ -117,11 +118,13 @@ fn a_missing_or_unknown_command_is_a_usage_error() {
 }
 
 #[test]
-fn help_lists_both_commands_and_each_command_has_its_own() {
+fn help_lists_the_commands_and_each_command_has_its_own() {
     let out = childwire(&["--help"], "");
     assert!(out.status.success());
-    assert!(out.stdout.contains("probe") && out.stdout.contains("relay"));
-    for command in ["probe", "relay"] {
+    for command in ["probe", "relay", "replay"] {
+        assert!(out.stdout.contains(command), "{command}: {}", out.stdout);
+    }
+    for command in ["probe", "relay", "replay"] {
         let out = childwire(&[command, "--help"], "");
         assert!(out.status.success(), "{command}: {}", out.stderr);
         assert!(
