@@ -16,7 +16,7 @@ use std::io::{self, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use childwire_core::decoder::{Frame, LineDecoder};
+use childwire_core::{Frame, LineDecoder};
 use childwire_replay::{Output, RecordedExit, Recording, Replayer};
 
 use crate::cli::{ArgWalker, Parsed, UsageError};

@@ -7,10 +7,7 @@ use childwire_core::Exit;
 use childwire_core::pending::{
     EndCause, Outgoing, OversizedAction, PendingRequests, UNANSWERED_ERROR_CODE,
 };
-use childwire_core::{
-    Oversized,
-    Frame, LineDecoder,
-};
+use childwire_core::{Frame, LineDecoder, Oversized};
 use serde_json::{Value, json};
 
 fn exited(code: i32) -> EndCause<'static> {

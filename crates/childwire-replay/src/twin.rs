@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
 
 use childwire_async::{PipeRead, PipeWrite};
-use childwire_core::decoder::{Frame, LineDecoder};
+use childwire_core::{Frame, LineDecoder};
 
 use crate::recording::{RecordedExit, Recording};
 use crate::replayer::{Output, Replayer, Unmatched};
