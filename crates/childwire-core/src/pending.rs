@@ -299,7 +299,7 @@ impl PendingRequests {
     /// answered with one.
     ///
     /// ```
-    /// use childwire_core::decoder::{Frame, LineDecoder};
+    /// use childwire_core::{Frame, LineDecoder};
     /// use childwire_core::pending::{OversizedAction, PendingRequests};
     ///
     /// let mut pending = PendingRequests::default();
