@@ -27,6 +27,7 @@ mod cgroup;
 mod control;
 mod exit_handle;
 mod flusher;
+mod in_side;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 mod json;
@@ -44,6 +45,7 @@ pub mod spawn;
 mod spawner;
 mod stderr_lines;
 mod supervised;
+mod sync;
 mod transport;
 mod wake;
 

@@ -15,7 +15,7 @@ use childwire_core::{Command, StderrLine, StderrMode};
 use futures_core::Stream;
 
 use crate::StderrCallback;
-use crate::link::lock;
+use crate::sync::lock;
 
 /// The callback a child's transport calls with each stderr line: with
 /// [`StderrMode::Show`], each line is written to this process's stderr

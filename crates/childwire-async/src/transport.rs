@@ -10,7 +10,6 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use childwire_core::{
@@ -23,10 +22,12 @@ use futures_sink::Sink;
 use crate::control::{Control, ControlParts};
 use crate::exit_handle::{ExitHandle, ExitSlot};
 use crate::flusher::Flusher;
-use crate::link::{ControlSide, Link, ReadOutcome, lock};
+use crate::in_side::{ReadOutcome, StreamEnd};
+use crate::link::Link;
 use crate::out_side::write_all;
 use crate::runtime::{PipeRead, PipeWrite, Runtime};
 use crate::stderr_lines::{self, StderrLines};
+use crate::sync::lock;
 use crate::{os, spawn, spawner};
 
 mod kill;
@@ -274,7 +275,7 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
             child.stdin,
             inbound,
             child.stdout,
-            Some(ControlSide::new(supervisor, command.get_kill_on_drop())),
+            Some((supervisor, command.get_kill_on_drop())),
         );
         let program = command.get_program().to_string_lossy().into_owned();
         // Every event of this child's background task is in its span.
@@ -291,8 +292,10 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
                 on_stderr_line: stderr_lines::with_shown(command, config.on_stderr_line.clone()),
             },
         );
+        // The handles first: the background task finds them there.
+        let transport = Self::from_link(link, rt.clone(), child.pid);
         rt.spawn(Box::pin(control));
-        Ok(Self::from_link(link, rt, child.pid))
+        Ok(transport)
     }
 
     /// [`from_pipes`](Transport::from_pipes) with another framing.
@@ -305,8 +308,10 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         let rt = R::current()?;
         let (inbound, outbound) = Channel::new(framing, config).into_parts();
         let link = Link::new(outbound, Box::new(writer), inbound, Box::new(reader), None);
-        rt.spawn(Box::pin(Flusher::new(Arc::clone(&link), rt.clone())));
-        Ok(Self::from_link(link, rt, None))
+        let flusher = Flusher::new(Arc::clone(&link), rt.clone());
+        let transport = Self::from_link(link, rt.clone(), None);
+        rt.spawn(Box::pin(flusher));
+        Ok(transport)
     }
 
     fn from_link(link: Arc<Link<F>>, rt: R, pid: Option<u32>) -> Self {
@@ -471,11 +476,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// at once if it is known, after waiting for it if the core says it
     /// comes ([`Supervisor::report_wait`]).
     async fn with_end<B>(&self, err: SendError<B>) -> SendError<B> {
-        let (SendErrorKind::Closed(closed), Some(control)) = (err.kind(), &self.link.control)
+        let (SendErrorKind::Closed(closed), Some(supervisor)) = (err.kind(), &self.link.supervisor)
         else {
             return err;
         };
-        let wait = lock(control).supervisor.report_wait(closed, self.rt.now());
+        let wait = lock(supervisor).report_wait(closed, self.rt.now());
         let mut timer = match wait {
             ReportWait::No => {
                 return match self.link.exit.get() {
@@ -626,23 +631,20 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// like [`close`](Self::close) and fails with
     /// [`ShutdownError::NoChild`].
     pub async fn shutdown(&self) -> Result<ExitReport, ShutdownError> {
-        let Some(control) = &self.link.control else {
+        if !self.link.is_child() {
             self.close().await?;
             return Err(ShutdownError::NoChild);
-        };
+        }
         self.begin_shutdown();
-        poll_fn(|cx| {
-            let control = lock(control);
-            if let Some(report) = &control.report {
-                return Poll::Ready(Ok(report.clone()));
-            }
-            if control.stopped {
-                return Poll::Ready(Err(ShutdownError::DriverStopped));
-            }
-            control.done_waiters.register(cx.waker());
-            Poll::Pending
-        })
-        .await
+        self.wait_report().await
+    }
+
+    /// Waits for the child's report; fails if the background task stopped
+    /// without one.
+    async fn wait_report(&self) -> Result<ExitReport, ShutdownError> {
+        poll_fn(|cx| self.link.exit.poll_report(cx.waker()))
+            .await
+            .ok_or(ShutdownError::DriverStopped)
     }
 
     /// Stops sending: what is queued is written, then the write side is
@@ -657,13 +659,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             lock(&self.link.out).outbound.close();
         }
         poll_fn(|cx| {
-            // Never the control lock while holding out's: the order is
-            // always control, then out.
-            let stopped = self
-                .link
-                .control
-                .as_ref()
-                .is_some_and(|control| lock(control).stopped);
+            let stopped = self.link.exit.is_closed();
             let mut out = lock(&self.link.out);
             let _ = write_all!(self.link, out, Some(cx.waker()), self.rt.now());
             if out.broken {
@@ -713,7 +709,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
 
     /// Tells the supervisor, once, that shutdown was asked.
     fn begin_shutdown(&self) {
-        let Some(control) = &self.link.control else {
+        let Some(supervisor) = &self.link.supervisor else {
             return;
         };
         let now = self.rt.now();
@@ -723,11 +719,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             self.link.arm_flush(&mut out);
             !out.outbound.is_drained()
         };
-        let mut control = lock(control);
+        let mut sup = lock(supervisor);
         // Asking again changes nothing.
-        control.supervisor.handle_outbound(pending, now);
-        control.supervisor.handle_shutdown(now);
-        drop(control);
+        sup.handle_outbound(pending, now);
+        sup.handle_shutdown(now);
+        drop(sup);
         self.link.wake_bg();
     }
 
@@ -759,7 +755,7 @@ impl<R: Runtime, F: Framing> Drop for Sender<R, F> {
                 self.link.arm_flush(&mut out);
             }
         }
-        release(&self.link, self.rt.now());
+        self.link.release(self.rt.now());
     }
 }
 
@@ -844,6 +840,7 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
             out.outbound.close();
             let _ = self
                 .link
+                .out
                 .poll_write_all(out, Some(cx.waker()), self.rt.now());
         }
         Poll::Ready(Ok(()))
@@ -940,20 +937,18 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
             if let Some(frame) = frame {
                 return Poll::Ready(Some(frame.into()));
             }
-            if inn.finished {
-                return Poll::Ready(None);
-            }
-            if let Some(report) = inn.report.take() {
-                inn.finished = true;
-                return Poll::Ready(Some(Received::Exited(Box::new(report))));
-            }
-            if inn.broken.is_some() {
-                inn.finished = true;
-                return Poll::Ready(None);
+            match inn.end {
+                StreamEnd::Open => {}
+                StreamEnd::ReportDue => {
+                    inn.end = StreamEnd::Over;
+                    let report = self.link.exit.get();
+                    return Poll::Ready(report.map(|r| Received::Exited(Box::new(r))));
+                }
+                StreamEnd::Over => return Poll::Ready(None),
             }
             if inn.inbound.is_eof() {
                 if !self.link.is_child() {
-                    inn.finished = true;
+                    inn.end = StreamEnd::Over;
                     return Poll::Ready(None);
                 }
                 // The report follows once the supervisor decides the end.
@@ -970,15 +965,13 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                 inn = lock(&self.link.inn);
                 continue;
             }
-            match inn.read_once(
-                cx.waker(),
-                &self.link.stdout_eof_unreported,
-                &self.link.peer_turns,
-            ) {
-                ReadOutcome::Progress => {
-                    if inn.inbound.is_eof() && self.link.is_child() {
-                        self.link.wake_bg();
-                    }
+            match inn.read_once(cx.waker(), &self.link.peer_turns) {
+                ReadOutcome::Progress => {}
+                ReadOutcome::Eof => {
+                    // The supervisor's input (never under this lock).
+                    drop(inn);
+                    self.link.stdout_eof(self.rt.now());
+                    inn = lock(&self.link.inn);
                 }
                 ReadOutcome::Pending => return Poll::Pending,
                 ReadOutcome::Stopped => {
@@ -999,7 +992,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
 
 impl<R: Runtime, F: Framing> Drop for Receiver<R, F> {
     fn drop(&mut self) {
-        release(&self.link, self.rt.now());
+        self.link.release(self.rt.now());
     }
 }
 
@@ -1045,20 +1038,6 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Transport<R, F> {
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Pin::new(&mut self.get_mut().sender).poll_close(cx)
     }
-}
-
-/// A handle is gone; the last one to go tells the supervisor, which
-/// decides what becomes of a child nobody holds.
-fn release<F: Framing>(link: &Link<F>, now: Instant) {
-    if !link.release() {
-        return;
-    }
-    if let Some(control) = &link.control {
-        let mut control = lock(control);
-        let kill_on_drop = control.kill_on_drop;
-        control.supervisor.handle_abandoned(kill_on_drop, now);
-    }
-    link.wake_bg();
 }
 
 /// Why [`Sender::shutdown`] or [`Sender::close`] could not complete.

@@ -10,7 +10,7 @@ use std::task::{Wake, Waker};
 #[cfg(test)]
 use std::sync::atomic::AtomicUsize;
 
-use crate::link::BgWaker;
+use crate::sync::BgWaker;
 
 /// The tasks waiting on one resource. Poll the resource with
 /// [`waker`](Self::waker): its wake-up reaches every registered task.
