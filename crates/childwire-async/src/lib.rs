@@ -24,6 +24,7 @@
 pub mod async_process;
 #[cfg(target_os = "linux")]
 mod cgroup;
+mod config;
 mod control;
 mod exit_handle;
 mod flusher;
@@ -54,6 +55,7 @@ pub use exit_handle::{ExitHandle, ExitSlot};
 pub use json::{RecvJsonError, SendJsonError};
 // The names the runtime crates and the `childwire` facade re-export, listed
 // once (with the core's types this crate's API uses).
+pub use config::{Config, StderrCallback};
 pub use prelude::*;
 pub use runtime::{
     NoRuntime, PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer, child_pipes,
@@ -63,4 +65,4 @@ pub use supervised::{
     DEFAULT_SEED, GaveUp, ReinitError, ReinitFuture, Supervised, SupervisedEvent, SupervisedSender,
     Supervision, WhileDown,
 };
-pub use transport::{Config, Receiver, Sender, ShutdownError, StderrCallback, Transport};
+pub use transport::{Receiver, Sender, ShutdownError, Transport};

@@ -30,7 +30,11 @@ pub(crate) struct Link<F: Framing> {
     pub(crate) supervisor: Option<Mutex<Supervisor>>,
     /// Whether the last handle's drop, without a shutdown, kills the child.
     kill_on_drop: bool,
-    /// The background task, woken when it has something to do.
+    /// The background task, woken when it has something to do. A mutex,
+    /// not on the per-message path: taken once per batch a sender leaves
+    /// to that task (`arm_flush`), once per poll of the task, and when a
+    /// write starts the write timeout's clock (173 wake-ups for 65,536
+    /// messages in the `send().await` row, counted under callgrind).
     bg: BgWaker,
     /// Mirrors the sending half's `send_ready` as last seen under its lock,
     /// so the `Sink`'s `poll_ready` answers without the lock while there is
@@ -40,12 +44,19 @@ pub(crate) struct Link<F: Framing> {
     /// `start_send` (see `Outbound::send_anyway`). Measured: without it
     /// (the lock in every `poll_ready`), the `Sink` costs 57-58 ns per
     /// 64 B message instead of 47-48 (per_message --quick, two runs each,
-    /// at b2c9294).
+    /// at b2c9294); in instructions (`cargo xtask bench`, row `send 200 B:
+    /// childwire Sink feed`, least of three runs, at 7a69531) 491.4 per
+    /// message instead of 454.4.
     pub(crate) send_ready: AtomicBool,
     /// How many reads brought bytes from the peer: its turns, for the
     /// senders' write-now decision ([`Outbound::writes_now`]). Outside the
     /// receiving half's lock, so a sender reads it without that lock; one
     /// increment per read (64 KiB at most), one load per message sent.
+    /// Measured (`cargo xtask bench`, instructions per message, at
+    /// 7a69531): `send().await` 426.3 with it, 447.3 with the count read
+    /// under the receiving half's lock instead (round trip on Tokio
+    /// 2934.8 and 2954.8); the load and the core's `handle_peer_turn` cost
+    /// 4 of them (422.3 without any count, which the rule needs).
     pub(crate) peer_turns: AtomicU64,
     /// Live user handles (senders and the receiver); none left: abandoned.
     handles: AtomicUsize,
