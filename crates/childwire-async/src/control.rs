@@ -51,8 +51,6 @@ pub(crate) struct Control<R: Runtime, F: Framing> {
     /// The callback panicked once; it is not called again.
     callback_panicked: bool,
     timer: Deadline,
-    /// The report reached the receiver (after the lines held back for it).
-    handed_over: bool,
     /// This child's span: its events carry its pid and program.
     span: tracing::Span,
 }
@@ -68,14 +66,7 @@ pub(crate) struct ControlParts {
 
 impl<R: Runtime, F: Framing> Control<R, F> {
     pub(crate) fn new(link: Arc<Link<F>>, rt: R, parts: ControlParts) -> Self {
-        let stderr_buf = vec![
-            0;
-            if parts.stderr.is_some() {
-                STDERR_CHUNK
-            } else {
-                0
-            }
-        ];
+        let chunk = parts.stderr.as_ref().map_or(0, |_| STDERR_CHUNK);
         let stderr_ready = Readiness::new(link.bg_waker());
         Self {
             stderr_waker: Waker::from(Arc::clone(&stderr_ready)),
@@ -87,12 +78,11 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             span: parts.span,
             exit: Some(parts.exit),
             stderr: parts.stderr,
-            stderr_buf: stderr_buf.into_boxed_slice(),
+            stderr_buf: vec![0; chunk].into_boxed_slice(),
             on_stderr_line: parts.on_stderr_line,
             stderr_lines: Vec::new(),
             callback_panicked: false,
             timer: Deadline::default(),
-            handed_over: false,
         }
     }
 
@@ -257,7 +247,6 @@ impl<R: Runtime, F: Framing> Control<R, F> {
     /// far: the core completes it with the counters and the pipes' state
     /// as they are now ([`Supervisor::final_report`]).
     fn hand_over(&mut self) {
-        self.handed_over = true;
         let counters = self.link.counters();
         let mut inn = lock(&self.link.inn);
         let stdout_eof = inn.inbound.is_eof();
@@ -359,7 +348,8 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
         let mut sup = lock(supervisor);
         if sup.report_taken() {
             drop(sup);
-            if !self.handed_over {
+            // Not handed to the receiver yet (lines held back for it).
+            if lock(&link.inn).end == StreamEnd::Open {
                 self.hand_over();
             }
             return;
