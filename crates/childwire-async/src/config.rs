@@ -5,13 +5,7 @@ use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
-use crate::stderr_lines::{self, StderrLines};
-
-/// A function that receives each line the child writes to stderr (without
-/// its line terminator), with stderr captured. It runs on the background
-/// task: keep it short. If it panics it is not called again, the transport
-/// goes on, and the exit report says so.
-pub type StderrCallback = Arc<dyn Fn(&[u8]) + Send + Sync>;
+use crate::stderr_lines::{self, StderrCallback, StderrLines};
 
 /// A transport's limits and timings (the core's [`childwire_core::Config`],
 /// reached through `Deref`) and its hooks.

@@ -55,12 +55,12 @@ pub use exit_handle::{ExitHandle, ExitSlot};
 pub use json::{RecvJsonError, SendJsonError};
 // The names the runtime crates and the `childwire` facade re-export, listed
 // once (with the core's types this crate's API uses).
-pub use config::{Config, StderrCallback};
+pub use config::Config;
 pub use prelude::*;
 pub use runtime::{
     NoRuntime, PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer, child_pipes,
 };
-pub use stderr_lines::{STDERR_LINES_PENDING, StderrLines};
+pub use stderr_lines::{STDERR_LINES_PENDING, StderrCallback, StderrLines};
 pub use supervised::{
     DEFAULT_SEED, GaveUp, ReinitError, ReinitFuture, Supervised, SupervisedEvent, SupervisedSender,
     Supervision, WhileDown,
