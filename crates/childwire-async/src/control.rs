@@ -15,12 +15,14 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use bytes::Bytes;
-use childwire_core::{Action, Closed, ExitReport, Framing, Supervisor, joint};
+use childwire_core::{Action, Closed, Framing, Supervisor, joint};
 
 use crate::StderrCallback;
-use crate::link::{Link, ReadOutcome, lock};
+use crate::in_side::{ReadOutcome, StreamEnd};
+use crate::link::Link;
 use crate::os;
-use crate::runtime::{PipeRead, Runtime, Timer};
+use crate::runtime::{PipeRead, Runtime};
+use crate::sync::{Deadline, lock};
 use crate::wake::Readiness;
 
 /// Stderr is for diagnostics: smaller reads keep an idle child's footprint
@@ -48,9 +50,7 @@ pub(crate) struct Control<R: Runtime, F: Framing> {
     stderr_lines: Vec<Bytes>,
     /// The callback panicked once; it is not called again.
     callback_panicked: bool,
-    timer: Option<(Instant, Pin<Box<dyn Timer>>)>,
-    /// The report reached the receiver (after the lines held back for it).
-    handed_over: bool,
+    timer: Deadline,
     /// This child's span: its events carry its pid and program.
     span: tracing::Span,
 }
@@ -66,14 +66,7 @@ pub(crate) struct ControlParts {
 
 impl<R: Runtime, F: Framing> Control<R, F> {
     pub(crate) fn new(link: Arc<Link<F>>, rt: R, parts: ControlParts) -> Self {
-        let stderr_buf = vec![
-            0;
-            if parts.stderr.is_some() {
-                STDERR_CHUNK
-            } else {
-                0
-            }
-        ];
+        let chunk = parts.stderr.as_ref().map_or(0, |_| STDERR_CHUNK);
         let stderr_ready = Readiness::new(link.bg_waker());
         Self {
             stderr_waker: Waker::from(Arc::clone(&stderr_ready)),
@@ -85,12 +78,11 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             span: parts.span,
             exit: Some(parts.exit),
             stderr: parts.stderr,
-            stderr_buf: stderr_buf.into_boxed_slice(),
+            stderr_buf: vec![0; chunk].into_boxed_slice(),
             on_stderr_line: parts.on_stderr_line,
             stderr_lines: Vec::new(),
             callback_panicked: false,
-            timer: None,
-            handed_over: false,
+            timer: Deadline::default(),
         }
     }
 
@@ -106,7 +98,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         let (write_failed, out_deadline) = {
             let mut out = lock(&link.out);
             if out.flush_armed {
-                out = link.poll_write_queued(out, Some(cx.waker()), now).0;
+                out = link.out.poll_write_queued(out, Some(cx.waker()), now).0;
             }
             out.outbound.handle_timeout(now);
             (
@@ -114,7 +106,6 @@ impl<R: Runtime, F: Framing> Control<R, F> {
                 out.outbound.poll_timeout(),
             )
         };
-        let stdout_eof = link.take_stdout_eof();
 
         // The OS's events, without any lock.
         let mut stderr_read = None;
@@ -136,13 +127,12 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         }
 
         // Every event to the core, routed by the core (the order is always
-        // control, then out).
-        let mut control = lock(link.control.as_ref()?);
-        let sup = &mut control.supervisor;
+        // supervisor, then out).
+        let mut sup = lock(link.supervisor.as_ref()?);
         {
             let mut out = lock(&link.out);
             if write_failed {
-                joint::stdin_closed(&mut out.outbound, sup, Closed::PeerClosed, now);
+                joint::stdin_closed(&mut out.outbound, &mut sup, Closed::PeerClosed, now);
             }
             if let Some(status) = exited {
                 let exit = match status {
@@ -153,13 +143,10 @@ impl<R: Runtime, F: Framing> Control<R, F> {
                         childwire_core::Exit::Code(-1)
                     }
                 };
-                joint::exited(&mut out.outbound, sup, exit, now);
+                joint::exited(&mut out.outbound, &mut sup, exit, now);
                 out.close_pipe();
             }
-            joint::route_outbound(&out.outbound, sup, now);
-        }
-        if stdout_eof {
-            sup.handle_stdout_eof(now);
+            joint::route_outbound(&out.outbound, &mut sup, now);
         }
         match stderr_read {
             Some(Ok(n)) if n > 0 => sup.handle_stderr(&self.stderr_buf[..n], now),
@@ -172,26 +159,24 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             }
             None => {}
         }
-        let sup = &mut control.supervisor;
         if sup.poll_timeout().is_some_and(|at| at <= now) {
             sup.handle_timeout(now);
         }
         while let Some(action) = sup.poll_action() {
             progress = true;
-            self.carry_out(sup, action, now, false);
+            self.carry_out(&mut sup, action, now, false);
         }
         self.stderr_lines
             .extend(std::iter::from_fn(|| sup.poll_stderr_line()));
-        let report_ready = sup.report_ready();
+        let (ready, taken) = (sup.report_ready(), sup.report_taken());
         let reads_stdout = sup.driver_reads_stdout();
         let deadline = earliest(sup.poll_timeout(), out_deadline);
-        if report_ready && control.report.is_none() {
-            drop(control);
+        drop(sup);
+        if ready && !taken {
             self.publish_report();
             return Some((true, None));
         }
-        if let Some(report) = control.report.clone() {
-            drop(control);
+        if taken {
             // `shutdown()` has the report; the receiver gets it after what
             // the receive bound held back in stdout, read as the caller
             // makes room (the receiver wakes us). Stopping at the report
@@ -200,23 +185,24 @@ impl<R: Runtime, F: Framing> Control<R, F> {
             return match self.read_held_back(cx) {
                 Some(read) if !self.link.is_abandoned() => Some((progress || read, None)),
                 _ => {
-                    self.hand_over(report);
+                    self.hand_over();
                     None
                 }
             };
         }
-        drop(control);
 
         // The core's decision: after the exit, read the rest of stdout here
         // (within the receive bound) so its EOF is seen and the report made.
         if reads_stdout {
             let mut inn = lock(&link.inn);
-            if matches!(
-                inn.read_once(cx.waker(), &link.stdout_eof_unreported, &link.peer_turns),
-                ReadOutcome::Progress
-            ) {
+            let read = inn.read_once(cx.waker(), &link.peer_turns);
+            if !matches!(read, ReadOutcome::Pending | ReadOutcome::Stopped) {
                 progress = true;
                 inn.wake_waiters();
+            }
+            drop(inn);
+            if matches!(read, ReadOutcome::Eof) {
+                link.stdout_eof(now);
             }
         }
         Some((progress, deadline))
@@ -228,11 +214,7 @@ impl<R: Runtime, F: Framing> Control<R, F> {
     /// child started still holds: the drain grace is over).
     fn read_held_back(&mut self, cx: &mut Context<'_>) -> Option<bool> {
         let mut inn = lock(&self.link.inn);
-        match inn.read_once(
-            cx.waker(),
-            &self.link.stdout_eof_unreported,
-            &self.link.peer_turns,
-        ) {
+        match inn.read_once(cx.waker(), &self.link.peer_turns) {
             ReadOutcome::Progress => {
                 inn.wake_waiters();
                 Some(true)
@@ -242,41 +224,47 @@ impl<R: Runtime, F: Framing> Control<R, F> {
         }
     }
 
-    /// Completes the report with the counters and hands it to `shutdown()`
-    /// callers; the receiver's copy follows with [`hand_over`](Self::hand_over).
+    /// Takes the report from the supervisor, with the counters and the
+    /// caller's backlog as the end is decided, into the link's exit slot:
+    /// `shutdown()`, `kill()`, failed sends and exit handles have it. The
+    /// receiver's turn follows with [`hand_over`](Self::hand_over).
     fn publish_report(&mut self) {
         let counters = self.link.counters();
-        // How far behind the caller is now, as the end is decided.
         let backlog = lock(&self.link.inn).inbound.backlog();
-        let Some(control) = self.link.control.as_ref() else {
+        let Some(supervisor) = self.link.supervisor.as_ref() else {
             return;
         };
-        let mut control = lock(control);
-        control.supervisor.handle_backlog(backlog);
-        let Some(report) = control.supervisor.take_report(counters) else {
-            return;
-        };
-        // Under the same lock as the supervisor's "taken": a sender that
-        // finds the report taken finds it here.
-        self.link.exit.set(report.clone());
-        control.report = Some(report);
-        control.done_waiters.wake_all();
+        let mut sup = lock(supervisor);
+        sup.handle_backlog(backlog);
+        if let Some(report) = sup.take_report(counters) {
+            // Under the same lock as the supervisor's "taken": a sender that
+            // finds the report taken finds it in the slot.
+            self.link.exit.set(report);
+        }
     }
 
-    /// Hands the report to the receiver, after every frame read so far:
-    /// with the counters and the pipes' state as they are now.
-    fn hand_over(&mut self, mut report: ExitReport) {
-        self.handed_over = true;
-        let stderr_bytes = report.counters.stderr_bytes;
-        report.counters = self.link.counters();
-        report.counters.stderr_bytes = stderr_bytes;
+    /// The report is the receiver's next item, after every frame read so
+    /// far: the core completes it with the counters and the pipes' state
+    /// as they are now ([`Supervisor::final_report`]).
+    fn hand_over(&mut self) {
+        let counters = self.link.counters();
         let mut inn = lock(&self.link.inn);
-        // Both pipes reached EOF after all (late, because the caller held
-        // stdout back): nothing the child started held them.
-        report.pipes_drained |= self.stderr.is_none() && inn.inbound.is_eof();
+        let stdout_eof = inn.inbound.is_eof();
         // The pipe may still be held by something the child started: stop.
         inn.stop_reading();
-        inn.report = Some(report);
+        drop(inn);
+        if let Some(supervisor) = &self.link.supervisor {
+            let mut sup = lock(supervisor);
+            if stdout_eof {
+                // Seen by a receiver that has not told the supervisor yet.
+                sup.handle_stdout_eof(self.rt.now());
+            }
+            if let Some(report) = sup.final_report(counters) {
+                self.link.exit.complete(report);
+            }
+        }
+        let mut inn = lock(&self.link.inn);
+        inn.end = StreamEnd::ReportDue;
         inn.wake_waiters();
         drop(inn);
         lock(&self.link.out).wake_waiters();
@@ -305,32 +293,14 @@ impl<R: Runtime, F: Framing> Control<R, F> {
                 }
             }
         }
-        if let Some(control) = &self.link.control {
-            let mut control = lock(control);
+        if let Some(supervisor) = &self.link.supervisor {
+            let mut sup = lock(supervisor);
             if self.callback_panicked {
-                control.supervisor.handle_stderr_callback_panicked();
+                sup.handle_stderr_callback_panicked();
             }
-            control.supervisor.handle_stderr_delivered();
+            sup.handle_stderr_delivered();
         }
         true
-    }
-
-    /// Arms the timer for `deadline`; `true` if it already passed.
-    fn poll_timer(&mut self, deadline: Option<Instant>, cx: &mut Context<'_>) -> bool {
-        let Some(deadline) = deadline else {
-            self.timer = None;
-            return false;
-        };
-        match &mut self.timer {
-            Some((at, timer)) if *at != deadline => {
-                timer.as_mut().reset(deadline);
-                *at = deadline;
-            }
-            Some(_) => {}
-            None => self.timer = Some((deadline, self.rt.timer(deadline))),
-        }
-        let (_, timer) = self.timer.as_mut().expect("armed above");
-        timer.as_mut().poll(cx).is_ready()
     }
 }
 
@@ -355,7 +325,7 @@ impl<R: Runtime, F: Framing> Future for Control<R, F> {
                 this.deliver_stderr_lines();
                 return Poll::Ready(());
             };
-            if !progress && !this.poll_timer(deadline, cx) {
+            if !progress && !this.timer.poll(&this.rt, deadline, cx) {
                 return Poll::Pending;
             }
         }
@@ -371,28 +341,29 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
     /// run again), and hand whoever waits the report, or else an error
     /// naming the cause.
     fn drop(&mut self) {
-        let Some(control) = &self.link.control else {
+        let link = Arc::clone(&self.link);
+        let Some(supervisor) = &link.supervisor else {
             return;
         };
-        let mut control = lock(control);
-        if let Some(report) = control.report.clone() {
-            drop(control);
-            if !self.handed_over {
-                self.hand_over(report);
+        let mut sup = lock(supervisor);
+        if sup.report_taken() {
+            drop(sup);
+            // Not handed to the receiver yet (lines held back for it).
+            if lock(&link.inn).end == StreamEnd::Open {
+                self.hand_over();
             }
             return;
         }
         let now = self.rt.now();
-        let sup = &mut control.supervisor;
         sup.handle_driver_stopped(now);
-        self.carry_out_final_actions(sup, now);
+        self.carry_out_final_actions(&mut sup, now);
         if sup.lifecycle().exit().is_none() {
             if let Some(exit) = self.tracking.wait_exited(DROP_REAP_WAIT) {
-                let mut out = lock(&self.link.out);
-                joint::exited(&mut out.outbound, sup, exit, self.rt.now());
+                let mut out = lock(&link.out);
+                joint::exited(&mut out.outbound, &mut sup, exit, self.rt.now());
                 out.close_pipe();
                 drop(out);
-                self.carry_out_final_actions(sup, now);
+                self.carry_out_final_actions(&mut sup, now);
             }
         }
         // The runtime's child type reaps an exited child when dropped.
@@ -400,36 +371,24 @@ impl<R: Runtime, F: Framing> Drop for Control<R, F> {
         self.stderr_lines
             .extend(std::iter::from_fn(|| sup.poll_stderr_line()));
         let report_ready = sup.report_ready() || !self.stderr_lines.is_empty();
-        drop(control);
+        drop(sup);
         if report_ready {
             // Its lines still reach the callback, then the report is out.
             self.deliver_stderr_lines();
             self.publish_report();
-            let published = self
-                .link
-                .control
-                .as_ref()
-                .and_then(|control| lock(control).report.clone());
-            if let Some(report) = published {
+            if lock(supervisor).report_taken() {
                 // No task is left to wait for the receiver: it gets the
                 // report now, after what was read.
-                self.hand_over(report);
+                self.hand_over();
                 return;
             }
         }
-        let Some(control) = &self.link.control else {
-            return;
-        };
-        let mut control = lock(control);
-        control.stopped = true;
-        control.done_waiters.wake_all();
-        drop(control);
-        self.link.exit.close();
-        let mut inn = lock(&self.link.inn);
-        inn.broken = Some(Closed::DriverStopped);
+        link.exit.close();
+        let mut inn = lock(&link.inn);
+        inn.end = StreamEnd::Over;
         inn.wake_waiters();
         drop(inn);
-        let mut out = lock(&self.link.out);
+        let mut out = lock(&link.out);
         out.abort(Closed::DriverStopped);
         out.wake_waiters();
     }

@@ -145,6 +145,20 @@ impl ExitSlot {
     pub fn get(&self) -> Option<ExitReport> {
         self.shared.state().report.clone()
     }
+
+    /// Replaces the recorded report with the same end, completed (the
+    /// counters and pipes as the receiver got it, see
+    /// [`Supervisor::final_report`](childwire_core::Supervisor::final_report)).
+    pub(crate) fn complete(&self, report: ExitReport) {
+        self.shared.state().report = Some(report);
+        self.shared.waiters.wake_all();
+    }
+
+    /// Whether the slot was closed without a report: none will come.
+    pub(crate) fn is_closed(&self) -> bool {
+        let state = self.shared.state();
+        state.closed && state.report.is_none()
+    }
 }
 
 impl Default for ExitSlot {

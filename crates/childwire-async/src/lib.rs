@@ -24,9 +24,11 @@
 pub mod async_process;
 #[cfg(target_os = "linux")]
 mod cgroup;
+mod config;
 mod control;
 mod exit_handle;
 mod flusher;
+mod in_side;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 mod json;
@@ -41,6 +43,7 @@ pub mod spawn;
 mod spawner;
 mod stderr_lines;
 mod supervised;
+mod sync;
 mod transport;
 mod wake;
 
@@ -49,13 +52,14 @@ pub use exit_handle::{ExitHandle, ExitSlot};
 pub use json::{RecvJsonError, SendJsonError};
 // The names the runtime crates and the `childwire` facade re-export, listed
 // once (with the core's types this crate's API uses).
+pub use config::Config;
 pub use prelude::*;
 pub use runtime::{
     NoRuntime, PipeIds, PipeRead, PipeWrite, Runtime, SpawnedChild, Timer, child_pipes,
 };
-pub use stderr_lines::{STDERR_LINES_PENDING, StderrLines};
+pub use stderr_lines::{STDERR_LINES_PENDING, StderrCallback, StderrLines};
 pub use supervised::{
     DEFAULT_SEED, GaveUp, ReinitError, ReinitFuture, Supervised, SupervisedEvent, SupervisedSender,
     Supervision, WhileDown,
 };
-pub use transport::{Config, Receiver, Sender, ShutdownError, StderrCallback, Transport};
+pub use transport::{Receiver, Sender, ShutdownError, Transport};

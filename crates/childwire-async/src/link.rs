@@ -7,43 +7,34 @@
 //! sender queuing a message never waits for a write in progress.
 
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError, TryLockError};
-use std::task::{Context, Poll, Waker};
+use std::sync::{Arc, Mutex, TryLockError};
+use std::task::Waker;
 use std::time::Instant;
 
-use childwire_core::{Closed, Counters, ExitReport, Framing, Inbound, Outbound, Supervisor};
+use childwire_core::{Counters, Framing, Inbound, Outbound, Supervisor, channel};
 use crossbeam_utils::CachePadded;
 
 use crate::exit_handle::ExitSlot;
-use crate::out_side::{OutGuard, OutSide};
+use crate::in_side::InSide;
+use crate::out_side::{OutCell, OutGuard, OutSide};
 use crate::runtime::{PipeRead, PipeWrite};
-use crate::wake::{WakeSet, fan_out};
-
-/// One read's worth: what a Linux pipe holds.
-pub(crate) const READ_CHUNK: usize = 64 * 1024;
-
-/// Where the background task's waker is kept.
-pub(crate) type BgWaker = Arc<Mutex<Option<Waker>>>;
-
-pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    // A panic elsewhere while holding a lock leaves these states consistent
-    // (their own methods keep them so); go on with them.
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
+use crate::sync::{BgWaker, lock, wake_bg};
 
 pub(crate) struct Link<F: Framing> {
-    /// The two halves on cache lines of their own: a sender locks its half
-    /// once per message on one thread while the receiver reads its own on
-    /// another, and sharing a line, each would wait for the other's writes
-    /// to it (measured: over a quarter of `poll_recv`'s own samples, on
-    /// the check that follows taking its lock).
-    pub(crate) out: CachePadded<Mutex<OutSide<F>>>,
+    /// The sending half, on a cache line of its own (see [`OutCell`]).
+    pub(crate) out: OutCell<F>,
+    /// The receiving half, on its own line for the same reason.
     pub(crate) inn: CachePadded<Mutex<InSide<F>>>,
-    /// The child's part; `None` for a channel over a pipe pair.
-    pub(crate) control: Option<Mutex<ControlSide>>,
-    /// The background task, woken when it has something to do. Shared with
-    /// the sending half, which wakes it when a write starts the clock of
-    /// the write timeout, whose timer that task runs.
+    /// The child's supervisor; `None` for a channel over a pipe pair. When
+    /// both are locked, this one first, then `out` (never `inn` under it).
+    pub(crate) supervisor: Option<Mutex<Supervisor>>,
+    /// Whether the last handle's drop, without a shutdown, kills the child.
+    kill_on_drop: bool,
+    /// The background task, woken when it has something to do. A mutex,
+    /// not on the per-message path: taken once per batch a sender leaves
+    /// to that task (`arm_flush`), once per poll of the task, and when a
+    /// write starts the write timeout's clock (173 wake-ups for 65,536
+    /// messages in the `send().await` row, counted under callgrind).
     bg: BgWaker,
     /// Mirrors the sending half's `send_ready` as last seen under its lock,
     /// so the `Sink`'s `poll_ready` answers without the lock while there is
@@ -53,25 +44,25 @@ pub(crate) struct Link<F: Framing> {
     /// `start_send` (see `Outbound::send_anyway`). Measured: without it
     /// (the lock in every `poll_ready`), the `Sink` costs 57-58 ns per
     /// 64 B message instead of 47-48 (per_message --quick, two runs each,
-    /// at b2c9294).
+    /// at b2c9294); in instructions (`cargo xtask bench`, row `send 200 B:
+    /// childwire Sink feed`, least of three runs, at 7a69531) 491.4 per
+    /// message instead of 454.4.
     pub(crate) send_ready: AtomicBool,
-    /// The reading pipe reached EOF and the supervisor was not told yet.
-    /// Outside the receiving half's lock, so the background task looks at
-    /// it on every round without contending with a receiver that is
-    /// reading and decoding under that lock.
-    pub(crate) stdout_eof_unreported: AtomicBool,
     /// How many reads brought bytes from the peer: its turns, for the
     /// senders' write-now decision ([`Outbound::writes_now`]). Outside the
     /// receiving half's lock, so a sender reads it without that lock; one
     /// increment per read (64 KiB at most), one load per message sent.
+    /// Measured (`cargo xtask bench`, instructions per message, at
+    /// 7a69531): `send().await` 426.3 with it, 447.3 with the count read
+    /// under the receiving half's lock instead (round trip on Tokio
+    /// 2934.8 and 2954.8); the load and the core's `handle_peer_turn` cost
+    /// 4 of them (422.3 without any count, which the rule needs).
     pub(crate) peer_turns: AtomicU64,
-    /// Live user handles (senders and the receiver).
+    /// Live user handles (senders and the receiver); none left: abandoned.
     handles: AtomicUsize,
-    /// Every handle is gone.
-    abandoned: AtomicBool,
-    /// The child's end for [`ExitHandle`](crate::ExitHandle)s and failed
-    /// sends: set when the report is made, closed if the driver stops
-    /// without one.
+    /// The child's end: the one record of its report, which `shutdown`,
+    /// `kill`, failed sends, exit handles and the receiver all read. Closed
+    /// if the driver stops without one.
     pub(crate) exit: ExitSlot,
 }
 
@@ -81,25 +72,25 @@ impl<F: Framing> Link<F> {
         stdin: Box<dyn PipeWrite>,
         inbound: Inbound<F>,
         stdout: Box<dyn PipeRead>,
-        control: Option<ControlSide>,
+        supervisor: Option<(Supervisor, bool)>,
     ) -> Arc<Self> {
         let bg = BgWaker::default();
+        let kill_on_drop = supervisor.as_ref().is_some_and(|(_, kill)| *kill);
         Arc::new(Self {
-            out: CachePadded::new(Mutex::new(OutSide::new(outbound, stdin, Arc::clone(&bg)))),
+            out: OutCell::new(OutSide::new(outbound, stdin, Arc::clone(&bg))),
             inn: CachePadded::new(Mutex::new(InSide::new(inbound, stdout))),
-            control: control.map(Mutex::new),
+            supervisor: supervisor.map(|(supervisor, _)| Mutex::new(supervisor)),
+            kill_on_drop,
             bg,
             send_ready: AtomicBool::new(true),
-            stdout_eof_unreported: AtomicBool::new(false),
             peer_turns: AtomicU64::new(0),
             handles: AtomicUsize::new(0),
-            abandoned: AtomicBool::new(false),
             exit: ExitSlot::new(),
         })
     }
 
     pub(crate) fn is_child(&self) -> bool {
-        self.control.is_some()
+        self.supervisor.is_some()
     }
 
     /// Where the background task's waker is kept, for wakers of the pipes
@@ -116,9 +107,7 @@ impl<F: Framing> Link<F> {
     }
 
     pub(crate) fn wake_bg(&self) {
-        if let Some(waker) = lock(&self.bg).as_ref() {
-            waker.wake_by_ref();
-        }
+        wake_bg(&self.bg);
     }
 
     /// Records whether the sending half would take a message now (see
@@ -146,7 +135,7 @@ impl<F: Framing> Link<F> {
         out: OutGuard<'a, F>,
         now: Instant,
     ) -> OutGuard<'a, F> {
-        let (mut out, written) = self.poll_write_all(out, None, now);
+        let (mut out, written) = self.out.poll_write_all(out, None, now);
         if written.is_pending() {
             self.arm_flush(&mut out);
         }
@@ -193,192 +182,52 @@ impl<F: Framing> Link<F> {
         if out.flush_armed {
             // What senders queue meanwhile is the background task's
             // (armed): this caller is about to read.
-            let _ = self.poll_write_queued(out, None, clock());
+            let _ = self.out.poll_write_queued(out, None, clock());
         }
     }
 
-    /// Takes "stdout reached EOF" for the supervisor, once.
-    pub(crate) fn take_stdout_eof(&self) -> bool {
-        self.stdout_eof_unreported.swap(false, Ordering::AcqRel)
+    /// Stdout reached EOF: the supervisor's input, given by whoever read it.
+    pub(crate) fn stdout_eof(&self, now: Instant) {
+        if let Some(supervisor) = &self.supervisor {
+            lock(supervisor).handle_stdout_eof(now);
+            self.wake_bg();
+        }
     }
 
     pub(crate) fn acquire(&self) {
         self.handles.fetch_add(1, Ordering::AcqRel);
     }
 
-    /// A handle is gone; `true` if it was the last one.
-    pub(crate) fn release(&self) -> bool {
-        let last = self.handles.fetch_sub(1, Ordering::AcqRel) == 1;
-        if last {
-            self.abandoned.store(true, Ordering::Release);
+    /// A handle is gone; the last one to go tells the supervisor, which
+    /// decides what becomes of a child nobody holds.
+    pub(crate) fn release(&self, now: Instant) {
+        if self.handles.fetch_sub(1, Ordering::AcqRel) != 1 {
+            return;
         }
-        last
+        if let Some(supervisor) = &self.supervisor {
+            lock(supervisor).handle_abandoned(self.kill_on_drop, now);
+        }
+        self.wake_bg();
     }
 
-    /// Whether every handle is gone.
+    /// Whether every handle is gone (the handles are made before the
+    /// background task is spawned).
     pub(crate) fn is_abandoned(&self) -> bool {
-        self.abandoned.load(Ordering::Acquire)
+        self.handles.load(Ordering::Acquire) == 0
     }
 
     /// The channel's counters now.
     pub(crate) fn counters(&self) -> Counters {
-        // One lock at a time: no order to keep.
         let stderr_bytes = self
-            .control
+            .supervisor
             .as_ref()
-            .map_or(0, |control| lock(control).supervisor.stderr_bytes());
-        let (messages_out, bytes_out) = {
-            let out = lock(&self.out);
-            (
-                out.outbound.messages_written(),
-                out.outbound.bytes_written(),
-            )
-        };
+            .map_or(0, |supervisor| lock(supervisor).stderr_bytes());
+        // The one place both halves are locked: `out`, then `inn`. Nothing
+        // locks `out` while holding `inn`.
+        let out = lock(&self.out);
         let inn = lock(&self.inn);
-        let stats = inn.inbound.stats();
-        let mut counters = Counters::default();
-        counters.messages_in = stats.messages;
-        counters.bytes_in = stats.bytes;
-        counters.messages_out = messages_out;
-        counters.bytes_out = bytes_out;
-        counters.oversized = stats.oversized;
-        counters.malformed = stats.malformed;
-        counters.blank_lines = stats.blank_lines;
+        let mut counters = channel::counters(&inn.inbound, &out.outbound);
         counters.stderr_bytes = stderr_bytes;
-        if let Some(pollution) = inn.inbound.pollution_counts() {
-            counters.polluted = pollution.polluted;
-            counters.polluted_dropped = pollution.dropped;
-        }
         counters
-    }
-}
-
-/// The receiving half, the reading pipe, and the end of the stream.
-pub(crate) struct InSide<F: Framing> {
-    pub(crate) inbound: Inbound<F>,
-    pipe: Option<Box<dyn PipeRead>>,
-    buf: Box<[u8]>,
-    /// The child's end, delivered after the last frame.
-    pub(crate) report: Option<ExitReport>,
-    /// Why the stream ended without a report (the task driving it stopped).
-    pub(crate) broken: Option<Closed>,
-    /// The report (or the end of a channel's stream) was delivered.
-    pub(crate) finished: bool,
-    /// Tasks waiting for frames, the report, or the pipe.
-    waiters: Arc<WakeSet>,
-    pipe_waker: Waker,
-}
-
-/// What one attempt to read brought.
-pub(crate) enum ReadOutcome {
-    /// Frames may be waiting.
-    Progress,
-    /// Nothing to read now; the waiter is registered.
-    Pending,
-    /// No more reading: EOF seen, the pipe gone, or the queue at its bound.
-    Stopped,
-}
-
-impl<F: Framing> InSide<F> {
-    fn new(inbound: Inbound<F>, pipe: Box<dyn PipeRead>) -> Self {
-        let waiters = WakeSet::new();
-        Self {
-            inbound,
-            pipe: Some(pipe),
-            buf: vec![0; READ_CHUNK].into_boxed_slice(),
-            report: None,
-            broken: None,
-            finished: false,
-            pipe_waker: fan_out(&waiters),
-            waiters,
-        }
-    }
-
-    pub(crate) fn wait(&self, waker: &Waker) {
-        self.waiters.register(waker);
-    }
-
-    pub(crate) fn wake_waiters(&self) {
-        self.waiters.wake_all();
-    }
-
-    /// Reads once and decodes what came, within the receive bound. At EOF,
-    /// sets `eof_unreported` (the link's flag for the supervisor).
-    pub(crate) fn read_once(
-        &mut self,
-        waiter: &Waker,
-        eof_unreported: &AtomicBool,
-        turns: &AtomicU64,
-    ) -> ReadOutcome {
-        if !self.inbound.wants_read() {
-            return ReadOutcome::Stopped;
-        }
-        let Some(pipe) = self.pipe.as_mut() else {
-            return ReadOutcome::Stopped;
-        };
-        self.waiters.register(waiter);
-        let pipe_waker = self.pipe_waker.clone();
-        let mut cx = Context::from_waker(&pipe_waker);
-        match pipe.poll_read(&mut cx, &mut self.buf) {
-            Poll::Ready(Ok(n)) if n > 0 => {
-                turns.fetch_add(1, Ordering::Relaxed);
-                self.inbound.handle_data(&self.buf[..n]);
-                ReadOutcome::Progress
-            }
-            Poll::Ready(result) => {
-                if let Err(err) = result {
-                    tracing::warn!("reading from the peer failed: {err}");
-                }
-                self.pipe = None;
-                self.inbound.handle_eof();
-                eof_unreported.store(true, Ordering::Release);
-                ReadOutcome::Progress
-            }
-            Poll::Pending => ReadOutcome::Pending,
-        }
-    }
-
-    /// Reading is stopped by the receive bound alone: the pipe may hold
-    /// more, to read once the caller makes room.
-    pub(crate) fn is_held_back(&self) -> bool {
-        self.pipe.is_some() && !self.inbound.wants_read() && !self.inbound.is_eof()
-    }
-
-    /// The next frame for the caller, and whether taking it made room
-    /// below the receive bound.
-    pub(crate) fn take_frame(&mut self) -> (Option<childwire_core::Frame>, bool) {
-        let held_back = self.is_held_back();
-        let frame = self.inbound.poll_received();
-        (frame, held_back && self.inbound.wants_read())
-    }
-
-    /// Stops reading: the pipe is dropped (a grandchild may still hold it).
-    pub(crate) fn stop_reading(&mut self) {
-        self.pipe = None;
-    }
-}
-
-/// The child's part, driven by the background task.
-pub(crate) struct ControlSide {
-    pub(crate) supervisor: Supervisor,
-    /// Whether a drop without a shutdown kills the child.
-    pub(crate) kill_on_drop: bool,
-    /// A copy of the report for `shutdown()` callers.
-    pub(crate) report: Option<ExitReport>,
-    /// The background task ended before the end (its runtime shut down).
-    pub(crate) stopped: bool,
-    /// `shutdown()` calls waiting for the report.
-    pub(crate) done_waiters: Arc<WakeSet>,
-}
-
-impl ControlSide {
-    pub(crate) fn new(supervisor: Supervisor, kill_on_drop: bool) -> Self {
-        Self {
-            supervisor,
-            kill_on_drop,
-            report: None,
-            stopped: false,
-            done_waiters: WakeSet::new(),
-        }
     }
 }

@@ -14,8 +14,13 @@ use bytes::Bytes;
 use childwire_core::{Command, StderrLine, StderrMode};
 use futures_core::Stream;
 
-use crate::StderrCallback;
-use crate::link::lock;
+use crate::sync::lock;
+
+/// A function that receives each line the child writes to stderr (without
+/// its line terminator), with stderr captured. It runs on the background
+/// task: keep it short. If it panics it is not called again, the transport
+/// goes on, and the exit report says so.
+pub type StderrCallback = Arc<dyn Fn(&[u8]) + Send + Sync>;
 
 /// The callback a child's transport calls with each stderr line: with
 /// [`StderrMode::Show`], each line is written to this process's stderr

@@ -5,12 +5,10 @@
 
 use std::fmt;
 use std::future::poll_fn;
-use std::ops::{Deref, DerefMut};
 use std::pin::Pin;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use childwire_core::{
@@ -20,120 +18,21 @@ use childwire_core::{
 use futures_core::Stream;
 use futures_sink::Sink;
 
+// Also named from here by the supervised transport.
+pub(crate) use crate::config::Config;
 use crate::control::{Control, ControlParts};
 use crate::exit_handle::{ExitHandle, ExitSlot};
 use crate::flusher::Flusher;
-use crate::link::{ControlSide, Link, ReadOutcome, lock};
+use crate::in_side::{ReadOutcome, StreamEnd};
+use crate::link::Link;
 use crate::out_side::write_all;
 use crate::runtime::{PipeRead, PipeWrite, Runtime};
-use crate::stderr_lines::{self, StderrLines};
+use crate::stderr_lines;
+use crate::sync::lock;
 use crate::{os, spawn, spawner};
 
 mod kill;
 mod startup;
-
-/// A function that receives each line the child writes to stderr (without
-/// its line terminator), with stderr captured. It runs on the background
-/// task: keep it short. If it panics it is not called again, the transport
-/// goes on, and the exit report says so.
-pub type StderrCallback = Arc<dyn Fn(&[u8]) + Send + Sync>;
-
-/// A transport's limits and timings (the core's [`childwire_core::Config`],
-/// reached through `Deref`) and its hooks.
-///
-/// ```
-/// use std::time::Duration;
-/// use childwire_async::Config;
-///
-/// let mut config = Config::default();
-/// config.stdin_grace(Duration::from_millis(500));
-/// config.on_stderr_line(|line| eprintln!("server: {}", String::from_utf8_lossy(line)));
-/// ```
-#[derive(Clone, Default)]
-pub struct Config {
-    core: childwire_core::Config,
-    on_stderr_line: Option<StderrCallback>,
-}
-
-impl Config {
-    /// Calls `callback` with each line the child writes to stderr, in
-    /// addition to `tracing` (target `childwire::stderr`, the level the
-    /// line names in the field `child_level`) and, with the default
-    /// [`StderrMode::Show`](crate::StderrMode::Show), this process's
-    /// stderr, as the child wrote it: a callback that shows the lines
-    /// itself goes with [`StderrMode::Capture`](crate::StderrMode::Capture).
-    /// [`level_of`](childwire_core::stderr_level::level_of) reads a line's
-    /// level (JSON-lines logs, pino, `INFO:` prefixes): most stderr lines
-    /// are logs, not errors.
-    pub fn on_stderr_line(
-        &mut self,
-        callback: impl Fn(&[u8]) + Send + Sync + 'static,
-    ) -> &mut Self {
-        self.on_stderr_line = Some(Arc::new(callback));
-        self
-    }
-}
-
-impl Config {
-    /// The child's stderr lines as a stream ([`StderrLines`]) instead of a
-    /// callback: it replaces any [`on_stderr_line`](Self::on_stderr_line).
-    /// Lines still go to `tracing`, into the exit report's tail and, with
-    /// the default [`StderrMode::Show`](crate::StderrMode::Show), to this
-    /// process's stderr.
-    ///
-    /// ```no_run
-    /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
-    /// use childwire_async::{Command, Config, Transport};
-    ///
-    /// let mut config = Config::default();
-    /// let mut stderr = config.stderr_stream();
-    /// let server = Transport::<R>::spawn(&Command::new("npx"), config)?;
-    /// while let Some(line) = stderr.next_line().await {
-    ///     eprintln!("server: {}", String::from_utf8_lossy(&line));
-    /// }
-    /// # Ok(()) }
-    /// ```
-    pub fn stderr_stream(&mut self) -> StderrLines {
-        let (sink, lines) = stderr_lines::pair();
-        self.on_stderr_line(move |line| sink.push(line));
-        lines
-    }
-}
-
-impl From<childwire_core::Config> for Config {
-    fn from(core: childwire_core::Config) -> Self {
-        Self {
-            core,
-            on_stderr_line: None,
-        }
-    }
-}
-
-impl Deref for Config {
-    type Target = childwire_core::Config;
-
-    fn deref(&self) -> &childwire_core::Config {
-        &self.core
-    }
-}
-
-impl DerefMut for Config {
-    fn deref_mut(&mut self) -> &mut childwire_core::Config {
-        &mut self.core
-    }
-}
-
-impl fmt::Debug for Config {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Config")
-            .field("core", &self.core)
-            .field(
-                "on_stderr_line",
-                &self.on_stderr_line.as_ref().map(|_| ".."),
-            )
-            .finish()
-    }
-}
 
 /// A message channel: to a child process over its stdin and stdout, or to a
 /// peer over any pipe pair (a socket, the process's own stdio).
@@ -275,7 +174,7 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
             child.stdin,
             inbound,
             child.stdout,
-            Some(ControlSide::new(supervisor, command.get_kill_on_drop())),
+            Some((supervisor, command.get_kill_on_drop())),
         );
         let program = command.get_program().to_string_lossy().into_owned();
         // Every event of this child's background task is in its span.
@@ -292,8 +191,10 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
                 on_stderr_line: stderr_lines::with_shown(command, config.on_stderr_line.clone()),
             },
         );
+        // The handles first: the background task finds them there.
+        let transport = Self::from_link(link, rt.clone(), child.pid);
         rt.spawn(Box::pin(control));
-        Ok(Self::from_link(link, rt, child.pid))
+        Ok(transport)
     }
 
     /// [`from_pipes`](Transport::from_pipes) with another framing.
@@ -306,8 +207,10 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         let rt = R::current()?;
         let (inbound, outbound) = Channel::new(framing, config).into_parts();
         let link = Link::new(outbound, Box::new(writer), inbound, Box::new(reader), None);
-        rt.spawn(Box::pin(Flusher::new(Arc::clone(&link), rt.clone())));
-        Ok(Self::from_link(link, rt, None))
+        let flusher = Flusher::new(Arc::clone(&link), rt.clone());
+        let transport = Self::from_link(link, rt.clone(), None);
+        rt.spawn(Box::pin(flusher));
+        Ok(transport)
     }
 
     fn from_link(link: Arc<Link<F>>, rt: R, pid: Option<u32>) -> Self {
@@ -470,13 +373,13 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
 
     /// `err` with the child's exit report, if sending ended with the child:
     /// at once if it is known, after waiting for it if the core says it
-    /// comes ([`Supervisor::report_wait`]).
+    /// comes ([`Supervisor::report_wait`](childwire_core::Supervisor::report_wait)).
     async fn with_end<B>(&self, err: SendError<B>) -> SendError<B> {
-        let (SendErrorKind::Closed(closed), Some(control)) = (err.kind(), &self.link.control)
+        let (SendErrorKind::Closed(closed), Some(supervisor)) = (err.kind(), &self.link.supervisor)
         else {
             return err;
         };
-        let wait = lock(control).supervisor.report_wait(closed, self.rt.now());
+        let wait = lock(supervisor).report_wait(closed, self.rt.now());
         let mut timer = match wait {
             ReportWait::No => {
                 return match self.link.exit.get() {
@@ -627,23 +530,20 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// like [`close`](Self::close) and fails with
     /// [`ShutdownError::NoChild`].
     pub async fn shutdown(&self) -> Result<ExitReport, ShutdownError> {
-        let Some(control) = &self.link.control else {
+        if !self.link.is_child() {
             self.close().await?;
             return Err(ShutdownError::NoChild);
-        };
+        }
         self.begin_shutdown();
-        poll_fn(|cx| {
-            let control = lock(control);
-            if let Some(report) = &control.report {
-                return Poll::Ready(Ok(report.clone()));
-            }
-            if control.stopped {
-                return Poll::Ready(Err(ShutdownError::DriverStopped));
-            }
-            control.done_waiters.register(cx.waker());
-            Poll::Pending
-        })
-        .await
+        self.wait_report().await
+    }
+
+    /// Waits for the child's report; fails if the background task stopped
+    /// without one.
+    async fn wait_report(&self) -> Result<ExitReport, ShutdownError> {
+        poll_fn(|cx| self.link.exit.poll_report(cx.waker()))
+            .await
+            .ok_or(ShutdownError::DriverStopped)
     }
 
     /// Stops sending: what is queued is written, then the write side is
@@ -658,13 +558,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             lock(&self.link.out).outbound.close();
         }
         poll_fn(|cx| {
-            // Never the control lock while holding out's: the order is
-            // always control, then out.
-            let stopped = self
-                .link
-                .control
-                .as_ref()
-                .is_some_and(|control| lock(control).stopped);
+            let stopped = self.link.exit.is_closed();
             let mut out = lock(&self.link.out);
             let _ = write_all!(self.link, out, Some(cx.waker()), self.rt.now());
             if out.broken {
@@ -714,7 +608,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
 
     /// Tells the supervisor, once, that shutdown was asked.
     fn begin_shutdown(&self) {
-        let Some(control) = &self.link.control else {
+        let Some(supervisor) = &self.link.supervisor else {
             return;
         };
         let now = self.rt.now();
@@ -724,11 +618,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             self.link.arm_flush(&mut out);
             !out.outbound.is_drained()
         };
-        let mut control = lock(control);
+        let mut sup = lock(supervisor);
         // Asking again changes nothing.
-        control.supervisor.handle_outbound(pending, now);
-        control.supervisor.handle_shutdown(now);
-        drop(control);
+        sup.handle_outbound(pending, now);
+        sup.handle_shutdown(now);
+        drop(sup);
         self.link.wake_bg();
     }
 
@@ -760,7 +654,7 @@ impl<R: Runtime, F: Framing> Drop for Sender<R, F> {
                 self.link.arm_flush(&mut out);
             }
         }
-        release(&self.link, self.rt.now());
+        self.link.release(self.rt.now());
     }
 }
 
@@ -845,6 +739,7 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
             out.outbound.close();
             let _ = self
                 .link
+                .out
                 .poll_write_all(out, Some(cx.waker()), self.rt.now());
         }
         Poll::Ready(Ok(()))
@@ -941,20 +836,18 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
             if let Some(frame) = frame {
                 return Poll::Ready(Some(frame.into()));
             }
-            if inn.finished {
-                return Poll::Ready(None);
-            }
-            if let Some(report) = inn.report.take() {
-                inn.finished = true;
-                return Poll::Ready(Some(Received::Exited(Box::new(report))));
-            }
-            if inn.broken.is_some() {
-                inn.finished = true;
-                return Poll::Ready(None);
+            match inn.end {
+                StreamEnd::Open => {}
+                StreamEnd::ReportDue => {
+                    inn.end = StreamEnd::Over;
+                    let report = self.link.exit.get();
+                    return Poll::Ready(report.map(|r| Received::Exited(Box::new(r))));
+                }
+                StreamEnd::Over => return Poll::Ready(None),
             }
             if inn.inbound.is_eof() {
                 if !self.link.is_child() {
-                    inn.finished = true;
+                    inn.end = StreamEnd::Over;
                     return Poll::Ready(None);
                 }
                 // The report follows once the supervisor decides the end.
@@ -971,15 +864,13 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                 inn = lock(&self.link.inn);
                 continue;
             }
-            match inn.read_once(
-                cx.waker(),
-                &self.link.stdout_eof_unreported,
-                &self.link.peer_turns,
-            ) {
-                ReadOutcome::Progress => {
-                    if inn.inbound.is_eof() && self.link.is_child() {
-                        self.link.wake_bg();
-                    }
+            match inn.read_once(cx.waker(), &self.link.peer_turns) {
+                ReadOutcome::Progress => {}
+                ReadOutcome::Eof => {
+                    // The supervisor's input (never under this lock).
+                    drop(inn);
+                    self.link.stdout_eof(self.rt.now());
+                    inn = lock(&self.link.inn);
                 }
                 ReadOutcome::Pending => return Poll::Pending,
                 ReadOutcome::Stopped => {
@@ -1000,7 +891,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
 
 impl<R: Runtime, F: Framing> Drop for Receiver<R, F> {
     fn drop(&mut self) {
-        release(&self.link, self.rt.now());
+        self.link.release(self.rt.now());
     }
 }
 
@@ -1046,20 +937,6 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Transport<R, F> {
     fn poll_close(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
         Pin::new(&mut self.get_mut().sender).poll_close(cx)
     }
-}
-
-/// A handle is gone; the last one to go tells the supervisor, which
-/// decides what becomes of a child nobody holds.
-fn release<F: Framing>(link: &Link<F>, now: Instant) {
-    if !link.release() {
-        return;
-    }
-    if let Some(control) = &link.control {
-        let mut control = lock(control);
-        let kill_on_drop = control.kill_on_drop;
-        control.supervisor.handle_abandoned(kill_on_drop, now);
-    }
-    link.wake_bg();
 }
 
 /// Why [`Sender::shutdown`] or [`Sender::close`] could not complete.

@@ -10,10 +10,15 @@ use std::task::{Wake, Waker};
 #[cfg(test)]
 use std::sync::atomic::AtomicUsize;
 
-use crate::link::BgWaker;
+use crate::sync::BgWaker;
 
 /// The tasks waiting on one resource. Poll the resource with
-/// [`waker`](Self::waker): its wake-up reaches every registered task.
+/// [`fan_out`]'s waker: its wake-up reaches every registered task.
+///
+/// A plain mutex: taken once per read or per batch written, not per
+/// message (counted under callgrind at 7a69531, 65,536 messages of
+/// 200 B: the `send().await` row takes it 177 times, the `recv()` row 401
+/// times), so a lock-free set would buy nothing measurable.
 #[derive(Debug, Default)]
 pub(crate) struct WakeSet {
     wakers: Mutex<Wakers>,

@@ -58,13 +58,21 @@ pub enum ReportWait {
 /// 3. [`take_report`](Self::take_report): the report, once, when the end is
 ///    decided and every stderr line was delivered.
 /// 4. [`poll_timeout`](Self::poll_timeout).
+///
+/// A driver that hands the report to a receiver after frames the receive
+/// bound held back (read after the report was taken) hands it on as
+/// [`final_report`](Self::final_report) says.
 #[derive(Debug)]
 pub struct Supervisor {
     lifecycle: Lifecycle,
     stderr: StderrTail,
     /// The end, decided by the lifecycle, not yet taken.
     report: Option<ExitReport>,
-    report_taken: bool,
+    /// The report as [`take_report`](Self::take_report) handed it out.
+    taken: Option<ExitReport>,
+    /// Stdout and stderr reached EOF, as told.
+    stdout_eof: bool,
+    stderr_eof: bool,
     /// The caller's backlog was recorded in the report.
     backlog_recorded: bool,
     /// Stderr lines were handed out and their delivery not yet confirmed.
@@ -91,7 +99,9 @@ impl Supervisor {
             lifecycle,
             stderr: StderrTail::new(config.stderr_tail.clone()),
             report: None,
-            report_taken: false,
+            taken: None,
+            stdout_eof: false,
+            stderr_eof: false,
             backlog_recorded: false,
             stderr_unconfirmed: false,
             outbound_pending: false,
@@ -105,6 +115,7 @@ impl Supervisor {
 
     /// The child's stdout reached EOF.
     pub fn handle_stdout_eof(&mut self, now: Instant) {
+        self.stdout_eof = true;
         self.lifecycle.handle_stdout_eof(now);
         self.advance();
     }
@@ -122,6 +133,7 @@ impl Supervisor {
     /// The child's stderr reached EOF, or it has no stderr pipe (then call
     /// this at spawn).
     pub fn handle_stderr_eof(&mut self, now: Instant) {
+        self.stderr_eof = true;
         self.stderr.handle_eof();
         self.lifecycle.handle_stderr_eof(now);
         self.advance();
@@ -261,12 +273,30 @@ impl Supervisor {
             return None;
         }
         let mut report = self.report.take()?;
-        self.report_taken = true;
         report.counters = Counters {
             stderr_bytes: self.stderr.bytes_seen(),
             ..channel
         };
         report.stderr_callback_panicked = self.callback_panicked;
+        self.taken = Some(report.clone());
+        Some(report)
+    }
+
+    /// The report as the receiver gets it, after the frames read since
+    /// [`take_report`](Self::take_report) handed it out (the receive bound
+    /// held them back in stdout): the same end and stderr, with `channel`'s
+    /// counters now, and, if stdout was held back by that bound when the
+    /// end was decided, its pipes drained once both reached EOF (late
+    /// because of the caller, not held by anything the child started).
+    /// `None` before the report was taken.
+    #[must_use]
+    pub fn final_report(&self, channel: Counters) -> Option<ExitReport> {
+        let mut report = self.taken.clone()?;
+        report.counters = Counters {
+            stderr_bytes: report.counters.stderr_bytes,
+            ..channel
+        };
+        report.pipes_drained |= report.stdout_held_back && self.stdout_eof && self.stderr_eof;
         Some(report)
     }
 
@@ -303,7 +333,7 @@ impl Supervisor {
     ///   already taken): [`ReportWait::No`].
     #[must_use]
     pub fn report_wait(&self, closed: Closed, now: Instant) -> ReportWait {
-        if self.report_taken {
+        if self.taken.is_some() {
             // Known: whoever took it recorded it for the sender to find.
             return ReportWait::No;
         }
@@ -326,7 +356,7 @@ impl Supervisor {
     /// EOF (or `drain_grace`); what is read stays within the receive bound.
     #[must_use]
     pub fn driver_reads_stdout(&self) -> bool {
-        self.lifecycle.exit().is_some() && !self.report_taken
+        self.lifecycle.exit().is_some() && self.taken.is_none()
     }
 
     /// Whether the end is decided and the report can be taken now.
@@ -336,7 +366,7 @@ impl Supervisor {
 
     /// Whether the report was taken.
     pub fn report_taken(&self) -> bool {
-        self.report_taken
+        self.taken.is_some()
     }
 
     /// The lifecycle, for its phase and settings.
@@ -368,5 +398,88 @@ impl Supervisor {
             report.stderr_tail = self.stderr.tail();
             self.report = Some(report);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Carries out the actions with nothing found by the sweep.
+    fn carry_out(sup: &mut Supervisor, now: Instant) {
+        while let Some(action) = sup.poll_action() {
+            if action == Action::Sweep {
+                sup.handle_swept(Swept::default(), now);
+            }
+        }
+    }
+
+    #[test]
+    fn the_final_report_is_the_taken_one_with_the_counters_and_the_pipes_as_they_are_now() {
+        let now = Instant::now();
+        let config = Config::default();
+        let mut sup = Supervisor::new(&config, true, now);
+        sup.handle_stderr(b"cannot open database\n", now);
+        sup.handle_stderr_eof(now);
+        sup.handle_exit(Exit::Code(3), now);
+        carry_out(&mut sup, now);
+        while sup.poll_stderr_line().is_some() {}
+        sup.handle_stderr_delivered();
+        assert!(
+            sup.final_report(Counters::default()).is_none(),
+            "nothing taken yet"
+        );
+
+        // Stdout held back by the receive bound: the end is decided at the
+        // drain grace, without its EOF.
+        let later = now + config.lifecycle.drain_grace;
+        sup.handle_timeout(later);
+        carry_out(&mut sup, later);
+        sup.handle_backlog(Backlog {
+            messages: 2,
+            bytes: 2,
+            held_back: true,
+        });
+        let at_the_end = Counters {
+            messages_in: 2,
+            ..Counters::default()
+        };
+        let taken = sup.take_report(at_the_end).expect("decided");
+        assert!(!taken.pipes_drained);
+
+        // The receiver drained stdout since: three more messages, and EOF.
+        sup.handle_stdout_eof(later);
+        let now_counted = Counters {
+            messages_in: 5,
+            ..Counters::default()
+        };
+        let last = sup.final_report(now_counted).expect("taken");
+        assert_eq!(last.counters.messages_in, 5);
+        assert_eq!(last.counters.stderr_bytes, taken.counters.stderr_bytes);
+        assert!(last.pipes_drained, "both pipes reached EOF after all");
+        assert_eq!(
+            (last.exit, last.ended_by, &last.stderr_tail),
+            (taken.exit, taken.ended_by, &taken.stderr_tail)
+        );
+    }
+
+    #[test]
+    fn a_late_eof_drains_the_pipes_in_the_final_report_only_if_the_caller_held_stdout_back() {
+        let now = Instant::now();
+        let config = Config::default();
+        let mut sup = Supervisor::new(&config, true, now);
+        sup.handle_exit(Exit::Code(0), now);
+        let later = now + config.lifecycle.drain_grace;
+        // Something the child started held the pipes: the grace ran out.
+        sup.handle_timeout(later);
+        carry_out(&mut sup, later);
+        let taken = sup.take_report(Counters::default()).expect("decided");
+        assert!(!taken.pipes_drained && !taken.stdout_held_back);
+
+        // The sweep ended the holder: EOF on both, after the end.
+        sup.handle_stdout_eof(later);
+        sup.handle_stderr_eof(later);
+        let last = sup.final_report(Counters::default()).expect("taken");
+        assert!(!last.pipes_drained, "held at the exit, as reported");
     }
 }

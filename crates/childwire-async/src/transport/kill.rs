@@ -5,14 +5,11 @@
 //! the background task sends the signal and reports the end as it does
 //! for a shutdown.
 
-use std::future::poll_fn;
-use std::task::Poll;
-
 use childwire_core::{Closed, ExitReport, Framing};
 
 use super::{Sender, ShutdownError, Transport};
-use crate::link::lock;
 use crate::runtime::Runtime;
+use crate::sync::lock;
 
 impl<R: Runtime, F: Framing> Sender<R, F> {
     /// Kills the child now, and returns how it ended: SIGKILL to it (to
@@ -37,19 +34,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// ```
     pub async fn kill(&self) -> Result<ExitReport, ShutdownError> {
         self.start_kill()?;
-        let control = self.link.control.as_ref().ok_or(ShutdownError::NoChild)?;
-        poll_fn(|cx| {
-            let control = lock(control);
-            if let Some(report) = &control.report {
-                return Poll::Ready(Ok(report.clone()));
-            }
-            if control.stopped {
-                return Poll::Ready(Err(ShutdownError::DriverStopped));
-            }
-            control.done_waiters.register(cx.waker());
-            Poll::Pending
-        })
-        .await
+        self.wait_report().await
     }
 
     /// [`kill`](Self::kill) without waiting: SIGKILL is on its way when it
@@ -60,11 +45,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     ///
     /// [`ShutdownError::NoChild`] for a channel over a pipe pair.
     pub fn start_kill(&self) -> Result<(), ShutdownError> {
-        let Some(control) = &self.link.control else {
+        let Some(supervisor) = &self.link.supervisor else {
             return Err(ShutdownError::NoChild);
         };
         lock(&self.link.out).outbound.refuse(Closed::Closing);
-        lock(control).supervisor.handle_kill(self.rt.now());
+        lock(supervisor).handle_kill(self.rt.now());
         self.link.wake_bg();
         Ok(())
     }
@@ -74,7 +59,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// known once the child was reaped and its pipes drained (or the drain
     /// grace passed): the same moment [`shutdown`](Self::shutdown) returns.
     pub fn try_wait(&self) -> Option<ExitReport> {
-        lock(self.link.control.as_ref()?).report.clone()
+        self.link.exit.get()
     }
 }
 

@@ -1,0 +1,54 @@
+//! The small pieces every part of the transport's machinery shares: how a
+//! lock is taken, where the background task's waker is kept, and its
+//! timer. A leaf: it uses no other module of the crate.
+
+use std::pin::Pin;
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::task::{Context, Waker};
+use std::time::Instant;
+
+use crate::runtime::{Runtime, Timer};
+
+/// Takes `mutex`. A panic elsewhere while holding a lock leaves these
+/// states consistent (their own methods keep them so): go on with them.
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// Where the background task's waker is kept, for whoever has work for it.
+pub(crate) type BgWaker = Arc<Mutex<Option<Waker>>>;
+
+/// Wakes the background task, if it was polled yet.
+pub(crate) fn wake_bg(bg: &BgWaker) {
+    if let Some(waker) = lock(bg).as_ref() {
+        waker.wake_by_ref();
+    }
+}
+
+/// The background task's one timer, moved to each new deadline.
+#[derive(Default)]
+pub(crate) struct Deadline {
+    timer: Option<(Instant, Pin<Box<dyn Timer>>)>,
+}
+
+impl Deadline {
+    /// Arms the timer for `at` (none: disarmed); `true` if it already
+    /// passed.
+    pub(crate) fn poll<R: Runtime>(
+        &mut self,
+        rt: &R,
+        at: Option<Instant>,
+        cx: &mut Context<'_>,
+    ) -> bool {
+        let Some(at) = at else {
+            self.timer = None;
+            return false;
+        };
+        let (armed, timer) = self.timer.get_or_insert_with(|| (at, rt.timer(at)));
+        if *armed != at {
+            timer.as_mut().reset(at);
+            *armed = at;
+        }
+        timer.as_mut().poll(cx).is_ready()
+    }
+}
