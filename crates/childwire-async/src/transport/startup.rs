@@ -19,8 +19,9 @@ use childwire_core::Framing;
 use childwire_core::startup::{ReadyOn, Startup, StartupConfig, StartupVerdict};
 
 use super::{Receiver, Transport};
-use crate::link::{ReadOutcome, lock};
+use crate::in_side::{ReadOutcome, StreamEnd};
 use crate::runtime::{Runtime, Timer};
+use crate::sync::lock;
 
 impl<R: Runtime, F: Framing> Transport<R, F> {
     /// Waits until the child is ready (its first message), has exited
@@ -83,9 +84,9 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
         let now = self.rt.now();
         let spawned = self
             .link
-            .control
+            .supervisor
             .as_ref()
-            .map_or(now, |control| lock(control).supervisor.spawned_at());
+            .map_or(now, |supervisor| lock(supervisor).spawned_at());
         let mut watch = Watch {
             startup: Startup::new(config, spawned),
             timer: None,
@@ -99,8 +100,8 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
         let mut flushed = false;
         loop {
             let now = self.rt.now();
-            if let Some(control) = &self.link.control {
-                let at = lock(control).supervisor.last_stderr_at();
+            if let Some(supervisor) = &self.link.supervisor {
+                let at = lock(supervisor).last_stderr_at();
                 if at != watch.stderr_seen {
                     watch.stderr_seen = at;
                     if let Some(at) = at {
@@ -116,12 +117,9 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
             }
             if inn.inbound.stats().messages > 0 {
                 watch.startup.handle_message(now);
-            } else if let Some(report) = &inn.report {
-                watch
-                    .startup
-                    .handle_exit(report.exit, report.stderr_tail.clone(), now);
-            } else if inn.finished || inn.broken.is_some() {
-                // The end was received already, or the driver stopped.
+            } else if inn.end != StreamEnd::Open {
+                // The end is known (the report is due or was received), or
+                // the driver stopped without one.
                 match self.link.exit.get() {
                     Some(report) => watch
                         .startup
@@ -147,17 +145,12 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                 // The report (or the driver's end) will wake us.
                 inn.wait(cx.waker());
             } else {
-                match inn.read_once(
-                    cx.waker(),
-                    &self.link.stdout_eof_unreported,
-                    &self.link.peer_turns,
-                ) {
-                    ReadOutcome::Progress => {
-                        if inn.inbound.is_eof() && self.link.is_child() {
-                            // The supervisor hears of the EOF from the
-                            // background task.
-                            self.link.wake_bg();
-                        }
+                match inn.read_once(cx.waker(), &self.link.peer_turns) {
+                    ReadOutcome::Progress => continue,
+                    ReadOutcome::Eof => {
+                        // The supervisor's input (never under this lock).
+                        drop(inn);
+                        self.link.stdout_eof(self.rt.now());
                         continue;
                     }
                     ReadOutcome::Pending => {}
