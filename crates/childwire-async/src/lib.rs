@@ -44,6 +44,7 @@ pub mod spawn;
 mod spawner;
 mod stderr_lines;
 mod supervised;
+pub mod tap;
 mod transport;
 mod wake;
 

@@ -16,7 +16,8 @@
 //! [`PipeWrite`]), [`Bytes`], the type the `Sink` takes, and what a
 //! supervised child is configured with and hands out ([`Supervision`],
 //! [`RestartConfig`], [`WhileDown`], [`SupervisedEvent`], [`GaveUp`],
-//! [`UnansweredRequest`]).
+//! [`UnansweredRequest`]), and the wire tap ([`Tap`], [`TapEvent`], and the
+//! [`tap`] module with its recorder).
 //!
 //! Each runtime module adds its own `Transport`, `Sender`, `Receiver`,
 //! `Supervised` and `SupervisedSender` (the generic ones bound to its
@@ -45,6 +46,7 @@ pub use childwire_core::{Generation, GiveUpReason, RestartConfig};
 pub use crate::json::{RecvJsonError, SendJsonError};
 #[cfg(feature = "serde")]
 pub use crate::requests;
+pub use crate::tap::{self, Tap, TapEvent};
 pub use crate::{
     Config, ExitHandle, ExitSlot, NoRuntime, PipeRead, PipeWrite, STDERR_LINES_PENDING,
     ShutdownError, StderrCallback, StderrLines,

@@ -27,6 +27,7 @@ use crate::link::{ControlSide, Link, ReadOutcome, lock};
 use crate::out_side::write_all;
 use crate::runtime::{PipeRead, PipeWrite, Runtime};
 use crate::stderr_lines::{self, StderrLines};
+use crate::tap::{Hook, Tap, TapSlot};
 use crate::{os, spawn, spawner};
 
 mod kill;
@@ -52,6 +53,8 @@ pub type StderrCallback = Arc<dyn Fn(&[u8]) + Send + Sync>;
 pub struct Config {
     core: childwire_core::Config,
     on_stderr_line: Option<StderrCallback>,
+    /// Set by [`Config::tap`] (in `tap.rs`).
+    pub(crate) tap: Option<TapSlot>,
 }
 
 impl Config {
@@ -104,6 +107,7 @@ impl From<childwire_core::Config> for Config {
         Self {
             core,
             on_stderr_line: None,
+            tap: None,
         }
     }
 }
@@ -130,6 +134,7 @@ impl fmt::Debug for Config {
                 "on_stderr_line",
                 &self.on_stderr_line.as_ref().map(|_| ".."),
             )
+            .field("tap", &self.tap.as_ref().map(|_| ".."))
             .finish()
     }
 }
@@ -276,6 +281,7 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
             child.stdout,
             Some(ControlSide::new(supervisor, command.get_kill_on_drop())),
         );
+        let tap = Hook::new(config.tap.as_ref(), &rt, link.exit.handle());
         let program = command.get_program().to_string_lossy().into_owned();
         // Every event of this child's background task is in its span.
         let span = tracing::debug_span!("childwire", pid = child.pid, program = %program);
@@ -288,11 +294,14 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
                 span,
                 exit: child.exit,
                 stderr: child.stderr,
-                on_stderr_line: stderr_lines::with_shown(command, config.on_stderr_line.clone()),
+                on_stderr_line: tap.with_stderr(stderr_lines::with_shown(
+                    command,
+                    config.on_stderr_line.clone(),
+                )),
             },
         );
         rt.spawn(Box::pin(control));
-        Ok(Self::from_link(link, rt, child.pid))
+        Ok(Self::from_link(link, rt, child.pid).with_hook(tap))
     }
 
     /// [`from_pipes`](Transport::from_pipes) with another framing.
@@ -314,6 +323,43 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
             sender: Sender::new(Arc::clone(&link), rt.clone(), pid),
             receiver: Receiver::new(link, rt, pid),
         }
+    }
+
+    /// Shows `tap` the messages both ways and the notices from now on (see
+    /// [`tap`](crate::tap)): how a channel over a pipe pair is tapped, its
+    /// [`ChannelConfig`] having no tap. A child transport is tapped with
+    /// [`Config::tap`], which sees its stderr lines too.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: childwire_async::Runtime>(
+    /// #     reader: impl childwire_async::PipeRead,
+    /// #     writer: impl childwire_async::PipeWrite,
+    /// # ) -> Result<(), Box<dyn std::error::Error>> {
+    /// use childwire_async::tap::{self, TapEvent};
+    /// use childwire_async::{ChannelConfig, Transport};
+    ///
+    /// let peer = Transport::<R>::from_pipes(reader, writer, &ChannelConfig::default())?
+    ///     .with_tap(tap::from_fn(|at, event| {
+    ///         if let TapEvent::Received(message) = event {
+    ///             eprintln!("{at:?} <- {}", String::from_utf8_lossy(message));
+    ///         }
+    ///     }));
+    /// # Ok(()) }
+    /// ```
+    #[must_use]
+    pub fn with_tap(self, tap: impl Tap) -> Self {
+        let hook = Hook::new(
+            Some(&TapSlot::new(tap)),
+            &self.sender.rt,
+            self.exit_handle(),
+        );
+        self.with_hook(hook)
+    }
+
+    fn with_hook(mut self, hook: Hook<R>) -> Self {
+        self.sender.tap = hook.clone();
+        self.receiver.tap = hook;
+        self
     }
 
     /// Sends one message: its bytes with their framing (for NDJSON, `\n`).
@@ -420,12 +466,14 @@ pub struct Sender<R: Runtime, F: Framing = Lines> {
     link: Arc<Link<F>>,
     rt: R,
     pid: Option<u32>,
+    tap: Hook<R>,
 }
 
 impl<R: Runtime, F: Framing> Sender<R, F> {
     fn new(link: Arc<Link<F>>, rt: R, pid: Option<u32>) -> Self {
         link.acquire();
-        Self { link, rt, pid }
+        let tap = Hook::none();
+        Self { link, rt, pid, tap }
     }
 
     /// Sends one message: checked, framed and queued whole or not at all,
@@ -448,6 +496,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// ([`SendError::exit_report`]): when the child was reaped, or closed
     /// its stdin and exits within `stdin_grace`, the failure waits for it.
     pub async fn send<B: AsRef<[u8]>>(&self, payload: B) -> Result<(), SendError<B>> {
+        let tapped = self.tap.copy(&payload);
         let mut payload = Some(payload);
         let mut refused_full = false;
         let sent = poll_fn(|cx| {
@@ -462,7 +511,10 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         })
         .await;
         match sent {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.tap.sent(tapped);
+                Ok(())
+            }
             Err(err) => Err(self.with_end(err).await),
         }
     }
@@ -532,6 +584,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     ) -> Result<(), SendError<B>> {
         let mut payloads = payloads.into_iter().peekable();
         let mut pending: Option<B> = None;
+        let mut tapped = Vec::new();
         let sent = poll_fn(|cx| {
             let mut out = lock(&self.link.out);
             let now = self.rt.now();
@@ -545,8 +598,10 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
                 return Poll::Pending;
             }
             while let Some(item) = pending.take().or_else(|| payloads.next()) {
+                let copy = self.tap.copy(&item);
                 match out.outbound.send(item) {
                     Ok(()) => {
+                        tapped.extend(copy);
                         if out.outbound.queued() >= WRITE_BATCH {
                             out = self.link.write_or_arm(out, now);
                         }
@@ -566,6 +621,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
             Poll::Ready(Ok(()))
         })
         .await;
+        self.tap.sent(tapped);
         match sent {
             Ok(()) => Ok(()),
             Err(err) => Err(self.with_end(err).await),
@@ -744,7 +800,9 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
 
 impl<R: Runtime, F: Framing> Clone for Sender<R, F> {
     fn clone(&self) -> Self {
-        Self::new(Arc::clone(&self.link), self.rt.clone(), self.pid)
+        let mut sender = Self::new(Arc::clone(&self.link), self.rt.clone(), self.pid);
+        sender.tap = self.tap.clone();
+        sender
     }
 }
 
@@ -808,12 +866,15 @@ impl<R: Runtime, F: Framing> Sink<Bytes> for Sender<R, F> {
     }
 
     fn start_send(self: Pin<&mut Self>, item: Bytes) -> Result<(), Self::Error> {
+        let tapped = self.tap.copy_bytes(&item);
         let mut out = lock(&self.link.out);
         out.outbound.send_anyway(item)?;
         // Written once a batch is queued, else left to the background flush
         // (armed): nothing fed waits for a flush that may never be asked.
         let out = self.link.queued_one(out, || self.rt.now());
         self.link.note_send_ready(out.outbound.send_ready());
+        drop(out);
+        self.tap.sent(tapped);
         Ok(())
     }
 
@@ -877,12 +938,14 @@ pub struct Receiver<R: Runtime, F: Framing = Lines> {
     link: Arc<Link<F>>,
     rt: R,
     pid: Option<u32>,
+    tap: Hook<R>,
 }
 
 impl<R: Runtime, F: Framing> Receiver<R, F> {
     fn new(link: Arc<Link<F>>, rt: R, pid: Option<u32>) -> Self {
         link.acquire();
-        Self { link, rt, pid }
+        let tap = Hook::none();
+        Self { link, rt, pid, tap }
     }
 
     /// The next item. See [`Transport::recv`]; cancel-safe.
@@ -902,6 +965,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
             return 0;
         };
         into.push(first);
+        let tapped_from = into.len();
         let mut moved = 1;
         let mut inn = lock(&self.link.inn);
         let mut made_room = false;
@@ -918,6 +982,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
         if made_room {
             self.link.wake_bg();
         }
+        self.tap.received_all(&into[tapped_from..]);
         moved
     }
 
@@ -928,6 +993,13 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
     /// belong to the transport until returned, so a dropped `recv` future
     /// loses nothing: receiving is cancel-safe.
     pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        let item = self.poll_item(cx);
+        self.tap.received(&item);
+        item
+    }
+
+    /// [`poll_recv`](Self::poll_recv), untapped.
+    fn poll_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<Received>> {
         let mut flushed = false;
         let mut inn = lock(&self.link.inn);
         loop {
