@@ -35,5 +35,6 @@ mod spawn;
 mod stderr;
 mod supervised;
 mod support;
+mod tap;
 #[cfg(windows)]
 mod windows;
