@@ -179,6 +179,9 @@ fn c40_every_send_and_receive_path_is_tapped() {
         let t = start(&misbehave(&["echo"]), config);
         let pid = pid_of(&t);
         let (mut tx, mut rx) = t.split();
+        // Refused (a line break in an NDJSON message): not sent, not seen.
+        let refused = within(STEP, "a refused send", tx.send("a\nb")).await;
+        assert!(refused.is_err(), "{refused:?}");
         within(STEP, "send_many", tx.send_many(["1", "2"]))
             .await
             .expect("send_many");

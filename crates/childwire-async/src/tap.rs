@@ -19,10 +19,10 @@
 //!   report is known.
 //!
 //! The tap is called outside the transport's locks: it may be slow, or
-//! call back into the transport (from another task). Each message sent is
-//! copied once for it. A tap that panics is not called again; the
+//! call back into the transport (from another task). A tap that panics is not called again; the
 //! transport goes on, and a `tracing` error says so once. With no tap set,
-//! all it costs is a check of an `Option`.
+//! all it costs is a check of an `Option`; with one, `send_many` sends its
+//! messages one by one, so that the tap sees each as it is accepted.
 //!
 //! [`Recorder`] (feature `serde`) writes the events as NDJSON: a recording
 //! of the session, which `relay --log` writes too.
@@ -37,7 +37,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::Poll;
 use std::time::Instant;
 
-use bytes::Bytes;
 use childwire_core::stderr_level::{Level, level_of};
 use childwire_core::{ExitReport, Malformed, Oversized, PollutionNotice, Received};
 
@@ -271,35 +270,26 @@ impl<R: Runtime> Hook<R> {
         }))
     }
 
-    /// A copy of a message about to be offered for sending, for
-    /// [`sent`](Self::sent) once it is accepted; `None` without a tap.
+    /// Whether there is a tap.
     #[inline]
-    pub(crate) fn copy<B: AsRef<[u8]>>(&self, payload: &B) -> Option<Bytes> {
-        self.0
-            .as_ref()
-            .map(|_| Bytes::copy_from_slice(payload.as_ref()))
+    pub(crate) fn is_set(&self) -> bool {
+        self.0.is_some()
     }
 
-    /// [`copy`](Self::copy) of a `Bytes`, which costs no copy.
+    /// A message accepted for sending.
     #[inline]
-    pub(crate) fn copy_bytes(&self, payload: &Bytes) -> Option<Bytes> {
-        self.0.as_ref().map(|_| payload.clone())
-    }
-
-    /// Messages accepted for sending, copied by [`copy`](Self::copy).
-    #[inline]
-    pub(crate) fn sent(&self, copies: impl IntoIterator<Item = Bytes>) {
+    pub(crate) fn sent_one(&self, message: &[u8]) {
         if let Some(tapped) = &self.0 {
-            tapped.sent(copies);
+            tapped.sent_one(message);
         }
     }
 
-    /// What `poll_recv` hands out.
-    #[inline]
-    pub(crate) fn received(&self, item: &Poll<Option<Received>>) {
-        if let (Some(tapped), Poll::Ready(Some(item))) = (&self.0, item) {
+    /// `item`, which `poll_recv` hands out, shown first.
+    pub(crate) fn received(&self, item: Poll<Option<Received>>) -> Poll<Option<Received>> {
+        if let (Some(tapped), Poll::Ready(Some(item))) = (&self.0, &item) {
             tapped.received(std::slice::from_ref(item));
         }
+        item
     }
 
     /// Items `recv_many` moved, after the first (which `poll_recv` showed).
@@ -332,11 +322,8 @@ impl<R: Runtime> Hook<R> {
 impl<R: Runtime> Tapped<R> {
     #[cold]
     #[inline(never)]
-    fn sent(&self, copies: impl IntoIterator<Item = Bytes>) {
-        let at = self.rt.now();
-        for message in copies {
-            self.cell.call(at, TapEvent::Sent(&message));
-        }
+    fn sent_one(&self, message: &[u8]) {
+        self.cell.call(self.rt.now(), TapEvent::Sent(message));
     }
 
     #[cold]
