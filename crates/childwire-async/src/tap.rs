@@ -141,7 +141,7 @@ pub enum TapEvent<'a> {
     Notice(Notice<'a>),
     /// A line the child wrote to stderr (without its line terminator), and
     /// the level it names, if any
-    /// ([`level_of`](childwire_core::stderr_level::level_of)).
+    /// ([`level_of`]).
     Stderr {
         /// The line as the child wrote it.
         line: &'a [u8],
