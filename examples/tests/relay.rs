@@ -106,10 +106,21 @@ fn c15_log_records_both_directions_and_the_exit_code_is_mirrored() {
                 .all(|r| r["ts"].as_str().is_some_and(|ts| ts.ends_with('Z')))
         );
     }
+    // The child's stderr, through the tap on its transport, with the level
+    // the line names (none).
+    let stderr = of("stderr");
+    assert_eq!(stderr.len(), 1, "{text}");
+    assert_eq!(stderr[0]["line"], "bye");
+    assert_eq!(stderr[0]["level"], Value::Null);
     let exit = of("exit");
     assert_eq!(exit.len(), 1, "{text}");
     assert_eq!(exit[0]["exit_code"], 3);
+    assert_eq!(exit[0]["signal"], Value::Null);
     assert!(records.last().unwrap()["dir"] == "exit", "{text}");
+    // Seconds on the runtime's clock from the first record, never going back.
+    let t: Vec<f64> = records.iter().map(|r| r["t"].as_f64().unwrap()).collect();
+    assert_eq!(t[0], 0.0, "{text}");
+    assert!(t.windows(2).all(|w| w[0] <= w[1]), "{text}");
 }
 
 #[test]
@@ -238,7 +249,9 @@ fn c12_sigterm_sigint_and_sighup_shut_an_eof_ignoring_child_down_and_log_its_exi
         assert_group_gone(child, Duration::from_secs(1));
         let exits = exit_records(&log);
         assert_eq!(exits.len(), 1, "{name}: {:?}", log.records());
-        assert_eq!(exits[0]["exit_code"], code, "{name}");
+        // A signal ended it: no exit code, the signal's number.
+        assert_eq!(exits[0]["exit_code"], Value::Null, "{name}");
+        assert_eq!(exits[0]["signal"], code - 128, "{name}");
         assert!(
             exits[0]["report"]
                 .as_str()
@@ -283,7 +296,8 @@ fn c12_a_second_signal_kills_the_child_at_once() {
     assert_group_gone(child, Duration::from_secs(1));
     let exits = exit_records(&log);
     assert_eq!(exits.len(), 1, "{:?}", log.records());
-    assert_eq!(exits[0]["exit_code"], 128 + 9);
+    assert_eq!(exits[0]["exit_code"], Value::Null);
+    assert_eq!(exits[0]["signal"], 9);
 }
 
 #[test]
@@ -674,12 +688,17 @@ fn restart_keeps_the_hosts_session_across_a_kill_9(runtime: &str) {
         stderr.contains("relay: child exited with code 0 after stdin was closed"),
         "{stderr}"
     );
-    // Each process's end is logged.
-    let exits: Vec<Value> = exit_records(&log)
+    // Each process's end is logged: killed by signal 9, then code 0.
+    let exits: Vec<(Value, Value)> = exit_records(&log)
         .iter()
-        .map(|record| record["exit_code"].clone())
+        .map(|record| (record["exit_code"].clone(), record["signal"].clone()))
         .collect();
-    assert_eq!(exits, [128 + 9, 0], "{:?}", log.records());
+    assert_eq!(
+        exits,
+        [(Value::Null, 9.into()), (0.into(), Value::Null)],
+        "{:?}",
+        log.records()
+    );
 }
 
 /// A server that fails at once, every time.

@@ -36,5 +36,6 @@ mod startup;
 mod stderr;
 mod supervised;
 mod support;
+mod tap;
 #[cfg(windows)]
 mod windows;

@@ -1,11 +1,12 @@
 //! A transport's settings: the core's limits and timings, and the hooks
-//! that run in this crate (the stderr callback).
+//! that run in this crate (the stderr callback, the wire tap).
 
 use std::fmt;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use crate::stderr_lines::{self, StderrCallback, StderrLines};
+use crate::tap::TapSlot;
 
 /// A transport's limits and timings (the core's [`childwire_core::Config`],
 /// reached through `Deref`) and its hooks.
@@ -22,6 +23,8 @@ use crate::stderr_lines::{self, StderrCallback, StderrLines};
 pub struct Config {
     core: childwire_core::Config,
     pub(crate) on_stderr_line: Option<StderrCallback>,
+    /// Set by [`Config::tap`] (in `tap.rs`).
+    pub(crate) tap: Option<TapSlot>,
 }
 
 impl Config {
@@ -74,6 +77,7 @@ impl From<childwire_core::Config> for Config {
         Self {
             core,
             on_stderr_line: None,
+            tap: None,
         }
     }
 }
@@ -100,6 +104,7 @@ impl fmt::Debug for Config {
                 "on_stderr_line",
                 &self.on_stderr_line.as_ref().map(|_| ".."),
             )
+            .field("tap", &self.tap.as_ref().map(|_| ".."))
             .finish()
     }
 }

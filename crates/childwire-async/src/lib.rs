@@ -44,6 +44,7 @@ mod spawner;
 mod stderr_lines;
 mod supervised;
 mod sync;
+pub mod tap;
 mod transport;
 mod wake;
 

@@ -16,8 +16,9 @@
 //! [`PipeWrite`]), [`Bytes`], the type the `Sink` takes, and what a
 //! supervised child is configured with and hands out ([`Supervision`],
 //! [`RestartConfig`], [`WhileDown`], [`SupervisedEvent`], [`GaveUp`],
-//! [`UnansweredRequest`]), and what a start-up is waited for with and
-//! ends in ([`StartupConfig`], [`StartupVerdict`]).
+//! [`UnansweredRequest`]), what a start-up is waited for with and
+//! ends in ([`StartupConfig`], [`StartupVerdict`]), and the wire tap
+//! ([`Tap`], [`TapEvent`], and the [`tap`] module with its recorder).
 //!
 //! Each runtime module adds its own `Transport`, `Sender`, `Receiver`,
 //! `Supervised` and `SupervisedSender` (the generic ones bound to its
@@ -44,6 +45,7 @@ pub use childwire_core::{Generation, GiveUpReason, RestartConfig, StartupConfig,
 
 #[cfg(feature = "serde")]
 pub use crate::json::{RecvJsonError, SendJsonError};
+pub use crate::tap::{self, Tap, TapEvent};
 pub use crate::{
     Config, ExitHandle, ExitSlot, NoRuntime, PipeRead, PipeWrite, STDERR_LINES_PENDING,
     ShutdownError, StderrCallback, StderrLines,

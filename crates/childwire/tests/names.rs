@@ -16,8 +16,8 @@ macro_rules! shared_names {
                 ExitReport, ExitSlot, Framing, Lines, Malformed, MalformedReason, Message,
                 NoRuntime, Oversized, PipeRead, PipeWrite, Received, Receiver,
                 STDERR_LINES_PENDING, SendError, SendErrorKind, Sender, ShutdownError, SpawnError,
-                StderrCallback, StderrLines, StderrMode, StderrTailConfig, Transport, from_stream,
-                from_stream_with, stdio,
+                StderrCallback, StderrLines, StderrMode, StderrTailConfig, Tap, TapEvent,
+                Transport, from_stream, from_stream_with, stdio,
             };
 
             pub(super) fn ids() -> [std::any::TypeId; 6] {

@@ -19,8 +19,9 @@ and writes how CMD ended to stderr and to the log. Blank lines are not
 messages and are not relayed. Options end where CMD begins.
 
 Options:
-  --log FILE       append every message, both ways, to FILE as NDJSON:
-                   {\"ts\":..., \"dir\":\"to_child\"|\"from_child\", \"msg\":...}
+  --log FILE       append every message, both ways, CMD's stderr lines and
+                   its exit to FILE as NDJSON:
+                   {\"t\":..., \"ts\":..., \"dir\":\"to_child\"|..., \"msg\":...}
                    a message to CMD is logged before CMD gets it
   --max-message-size BYTES
                    longest message relayed, either way (default 64 MiB;

@@ -47,7 +47,7 @@ const NOT_FOUND: u8 = 127;
 const USAGE: u8 = 2;
 
 pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
-    let log = match options.log.as_deref().map(Log::create).transpose() {
+    let log = match options.log.as_deref().map(Log::create::<R>).transpose() {
         Ok(log) => log,
         Err(err) => {
             let path = options.log.as_deref().unwrap_or_else(|| "?".as_ref());
@@ -88,6 +88,9 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
         // running: on Linux the server dies with relay.
         .kill_on_parent_death(true);
     let mut config = Config::default();
+    if let Some(log) = &log {
+        config.tap(log.child_tap());
+    }
     if !options.quiet {
         // Verbatim, as if the relay were not there; the tail is still kept
         // for the exit report.
@@ -150,7 +153,6 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
         Some(report) => {
             note!("relay: child {report}");
             if let Some(log) = &log {
-                log.exit(&report);
                 log.flush();
             }
             exit_code(&report)
@@ -206,7 +208,7 @@ async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R, Verbatim>, 
                 // Logged before the child can see it, so a request's record
                 // always comes before its response's.
                 if let Some(log) = ends.log {
-                    log.message(Direction::ToChild, &message);
+                    log.to_child(&message);
                 }
                 match ends.to_child.send_line(message.into_bytes()).await {
                     Ok(()) => {}
@@ -284,10 +286,8 @@ async fn child_to_host<'a, R: ExampleRuntime>(
                 report,
                 last: false,
             } => {
+                // Its exit record is the tap's, as every generation's.
                 note!("relay: child {report}; restarting it");
-                if let Some(log) = ends.log {
-                    log.exit(&report);
-                }
                 continue;
             }
             ChildEvent::Ended { report, last: true } => {
@@ -303,12 +303,8 @@ async fn child_to_host<'a, R: ExampleRuntime>(
             }
         };
         let answer = match item {
-            Received::Message(message) => {
-                if let Some(log) = ends.log {
-                    log.message(Direction::FromChild, &message);
-                }
-                message.into_bytes()
-            }
+            // Logged by the child transport's tap, as all that comes from it.
+            Received::Message(message) => message.into_bytes(),
             Received::Oversized(notice) => {
                 // Whoever asked waits for this answer: it gets an error
                 // for its id instead, and never hangs.
@@ -509,8 +505,8 @@ fn oversized(dir: Direction, notice: &Oversized, limit: usize, log: Option<&Log>
         Direction::ToChild => "from stdin",
     };
     note!("relay: {from}: {notice}");
-    if let Some(log) = log {
-        log.oversized(dir, notice);
+    if let (Some(log), Direction::ToChild) = (log, dir) {
+        log.oversized_to_child(notice);
     }
     let id = notice.json_rpc_id()?;
     // A notification has no id and wants no answer; `null` answers nobody.

@@ -35,6 +35,7 @@
 //! | `slow-start N MS`            | N stderr lines `starting I of N`, one every MS ms (a first `npx -y` run), then `{"ready":true}`, then echo |
 //! | `stderr-then-exit CODE`      | three stderr lines, exit with CODE |
 //! | `stderr-levels`              | three log lines on stderr (JSON-lines `warn`, pino `50`, `INFO:` prefix), exit 0 |
+//! | `echo-then-log CODE`         | echo until EOF, then `INFO: echoed N lines` and a JSON-lines `error` record on stderr, exit with CODE |
 //! | `print-env`                  | one `KEY=VALUE` line per variable (sorted), exit 0 |
 //! | `print-cwd`                  | `cwd=PATH`, exit 0 |
 //! | `print-args ARGS...`         | one `[I]=ARG` line per argument, exit 0 |
@@ -299,6 +300,14 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             writeln!(err, "INFO: listening on stdio")?;
             return Ok(0);
         }
+        "echo-then-log" => {
+            let code = number(rest, 0, "CODE", None)?;
+            let lines = echo_counted()?;
+            let mut err = io::stderr().lock();
+            writeln!(err, "INFO: echoed {lines} lines")?;
+            writeln!(err, r#"{{"level":"error","msg":"bye"}}"#)?;
+            return Ok(code);
+        }
         "print-env" => {
             let mut vars: Vec<(OsString, OsString)> = std::env::vars_os().collect();
             vars.sort();
@@ -356,6 +365,18 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
 }
 
 /// Writes and flushes at once, so the reader sees it without waiting for more.
+/// Echoes stdin lines, each flushed at once, until EOF; how many there were.
+fn echo_counted() -> io::Result<u64> {
+    let mut lines = 0;
+    for line in io::stdin().lock().split(b'\n') {
+        let mut line = line?;
+        line.push(b'\n');
+        say(&line)?;
+        lines += 1;
+    }
+    Ok(lines)
+}
+
 fn say(bytes: &[u8]) -> io::Result<()> {
     let mut out = io::stdout().lock();
     out.write_all(bytes)?;
