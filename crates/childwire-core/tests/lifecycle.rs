@@ -863,6 +863,12 @@ mod contract {
             1 => Just(Op::StdoutEof),
             1 => Just(Op::StderrEof),
             1 => (signal, error).prop_map(|(s, e)| Op::SignalFailed(s, e)),
+            1 => Just(Op::Kill),
+            1 => any::<bool>().prop_map(Op::Abandoned),
+            1 => Just(Op::DriverStopped),
+            1 => Just(Op::Stalled),
+            2 => (0..3u32, any::<bool>())
+                .prop_map(|(ended, held_pipes)| Op::Swept(Swept { ended, held_pipes })),
             2 => Just(Op::Timeout),
             1 => (0..3000u64).prop_map(|n| Op::StaleTimeout(ms(n))),
             3 => (0..3000u64).prop_map(|n| Op::Advance(ms(n))),
@@ -885,7 +891,7 @@ mod contract {
         #![proptest_config(ProptestConfig::with_cases(2048))]
 
         #[test]
-        fn c12_c14_c15_random_inputs_keep_the_lifecycle_contract(
+        fn c12_c14_c15_c31_random_inputs_keep_the_lifecycle_contract(
             config in config(),
             process_group in any::<bool>(),
             ops in prop::collection::vec(op(), 0..40),
