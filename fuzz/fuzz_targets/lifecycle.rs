@@ -1,8 +1,12 @@
 //! Fuzzing of `Lifecycle` with arbitrary sequences of inputs and clock steps
 //! (stale times included), held after every drain to the contract model the
-//! property test uses (`childwire_core::testing::lifecycle`). The operations
-//! and the exits, signals and errors in them are the core's own types,
-//! generated through its `arbitrary` feature.
+//! property test uses (`childwire_core::testing::lifecycle`). Every input is
+//! generated: shutdown, the caller's kill, every handle dropped (with and
+//! without kill-on-drop), the driver stopping, a stalled stdin write, the
+//! write queue's state, stdin closed, the exit, both EOFs, failed signals
+//! and the sweep's outcome. The operations and the exits, signals and
+//! errors in them are the core's own types, generated through its
+//! `arbitrary` feature.
 
 #![no_main]
 

@@ -461,8 +461,8 @@ impl Lifecycle {
 
     /// The adapter stops driving the child for good (its task is dropped:
     /// the runtime shuts down), so no timer will fire and no pipe will be
-    /// read again. Unless the exit was already observed, SIGKILL is asked
-    /// at once; the sweep is asked at once too (what escaped the group is
+    /// read again. Unless the exit was already observed (or ESRCH said the
+    /// child is gone), SIGKILL is asked at once; the sweep is asked at once too (what escaped the group is
     /// ended now, not after a reap that may never be seen); and the end is
     /// reported as soon as the exit is known, without waiting for the
     /// pipes. The adapter should wait (briefly) for the exit and report it.
@@ -496,7 +496,7 @@ impl Lifecycle {
     /// sweep, and the end counts as [`EndedBy::Sigkill`]. Without it, the
     /// child is left to run: its stdin is closed (it reads EOF) and nothing
     /// else is sent. Nothing changes after a shutdown or the exit, or the
-    /// second time.
+    /// second time; no SIGKILL after ESRCH said the child is gone.
     pub fn handle_abandoned(&mut self, kill: bool, now: Instant) {
         let first = !std::mem::replace(&mut self.abandoned, true);
         if first && self.shutdown_at.is_none() && self.exit().is_none() && !self.kill_handed_out() {
@@ -608,9 +608,10 @@ impl Lifecycle {
     }
 
     /// Decides SIGKILL now, instead of the gentler steps still waiting,
-    /// unless it was already handed out.
+    /// unless it was already handed out or ESRCH said the child is gone
+    /// (nothing is left to kill: the sweep ends what escaped).
     fn kill_now(&mut self) {
-        if self.kill_handed_out() {
+        if self.kill_handed_out() || self.process_gone {
             return;
         }
         let kill = Action::Signal(Signal::Kill);

@@ -432,6 +432,51 @@ fn c14_esrch_on_sigterm_stops_escalation_and_waits_for_the_reap() {
     assert_eq!(ending.elapsed, secs(5));
 }
 
+/// ESRCH said the child is gone: no later input sends SIGKILL to it, not
+/// the caller's kill, nor every handle dropped with kill-on-drop, nor the
+/// driver stopping (which still sweeps what escaped), and the end names
+/// no SIGKILL that reached nothing. Dropping the handles acts only without
+/// a shutdown, so there the ESRCH comes unasked (any input order is
+/// allowed).
+#[test]
+fn c14_no_input_sends_sigkill_after_esrch() {
+    type Input = fn(&mut Lifecycle, Instant);
+    let inputs: [(&str, bool, Input); 3] = [
+        ("kill", true, |lc, now| lc.handle_kill(now)),
+        ("driver stopped", true, |lc, now| {
+            lc.handle_driver_stopped(now)
+        }),
+        ("abandoned", false, |lc, now| lc.handle_abandoned(true, now)),
+    ];
+    for (name, shutdown, input) in inputs {
+        let start = Instant::now();
+        let mut lc = Lifecycle::new(graces(ms(0), secs(2)), true, start);
+        lc.handle_outbound_drained(start);
+        if shutdown {
+            lc.handle_shutdown(start);
+            assert_eq!(lc.poll_action(), Some(CLOSE), "{name}");
+            assert_eq!(lc.poll_action(), Some(TERM), "{name}");
+        }
+        lc.handle_signal_failed(Signal::Term, SignalError::NoSuchProcess, start);
+        input(&mut lc, start + ms(5));
+        let mut asked = Vec::from_iter(std::iter::from_fn(|| lc.poll_action()));
+        assert!(!asked.contains(&KILL), "{name}: {asked:?}");
+        lc.handle_exit(Exit::Code(0), start + ms(10));
+        asked.extend(std::iter::from_fn(|| lc.poll_action()));
+        assert_eq!(asked, [SWEEP], "{name}: swept once, nothing else");
+        lc.handle_swept(Swept::default(), start + ms(10));
+        lc.handle_stdout_eof(start + ms(10));
+        lc.handle_stderr_eof(start + ms(10));
+        let ending = lc.poll_end().expect("the end");
+        let ended_by = if shutdown {
+            EndedBy::StdinClose
+        } else {
+            EndedBy::OnItsOwn
+        };
+        assert_eq!(ending.ended_by, ended_by, "{name}: {ending}");
+    }
+}
+
 #[test]
 fn c12_failed_sigterm_other_than_esrch_keeps_the_schedule() {
     let mut sim = Sim::with_defaults(Child::TermDenied);
@@ -818,6 +863,12 @@ mod contract {
             1 => Just(Op::StdoutEof),
             1 => Just(Op::StderrEof),
             1 => (signal, error).prop_map(|(s, e)| Op::SignalFailed(s, e)),
+            1 => Just(Op::Kill),
+            1 => any::<bool>().prop_map(Op::Abandoned),
+            1 => Just(Op::DriverStopped),
+            1 => Just(Op::Stalled),
+            2 => (0..3u32, any::<bool>())
+                .prop_map(|(ended, held_pipes)| Op::Swept(Swept { ended, held_pipes })),
             2 => Just(Op::Timeout),
             1 => (0..3000u64).prop_map(|n| Op::StaleTimeout(ms(n))),
             3 => (0..3000u64).prop_map(|n| Op::Advance(ms(n))),
@@ -840,7 +891,7 @@ mod contract {
         #![proptest_config(ProptestConfig::with_cases(2048))]
 
         #[test]
-        fn c12_c14_c15_random_inputs_keep_the_lifecycle_contract(
+        fn c12_c14_c15_c31_random_inputs_keep_the_lifecycle_contract(
             config in config(),
             process_group in any::<bool>(),
             ops in prop::collection::vec(op(), 0..40),

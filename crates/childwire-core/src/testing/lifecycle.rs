@@ -6,8 +6,13 @@
 //! The expectations come from what the machine was told and what it asked
 //! for, never from its internals: phases only move forward; no signal after
 //! the exit was observed or after ESRCH; SIGTERM and SIGKILL never before
-//! their graces; `poll_timeout` never goes backwards within a phase; and an
-//! observed exit ends the machine exactly once, with an ending that says what
+//! their graces, unless a kill was asked (the caller's kill, every handle
+//! dropped with kill-on-drop, the driver stopping), and then SIGKILL at
+//! once; stdin closed only by a shutdown, a stalled write or the handles
+//! dropped without kill-on-drop, and then at once; the sweep after the exit,
+//! or at once when the driver stops; `poll_timeout` never goes backwards
+//! within a phase; and an observed exit ends the machine exactly once, as
+//! soon as the end is due and not before, with an ending that says what
 //! happened.
 
 use std::time::{Duration, Instant};
@@ -21,6 +26,18 @@ use crate::report::ExitReport;
 pub enum Op {
     /// [`Lifecycle::handle_shutdown`].
     Shutdown,
+    /// [`Lifecycle::handle_kill`]: the caller's kill (`start_kill`).
+    Kill,
+    /// [`Lifecycle::handle_abandoned`]: every handle was dropped, with
+    /// kill-on-drop or without.
+    Abandoned(bool),
+    /// [`Lifecycle::handle_driver_stopped`].
+    DriverStopped,
+    /// [`Lifecycle::handle_close_stdin`]: a stdin write stalled past the
+    /// write timeout. The core routes the stall here after every change to
+    /// the write side ([`route_outbound`](crate::joint::route_outbound)),
+    /// so it may come again and again.
+    Stalled,
     /// [`Lifecycle::handle_outbound_drained`].
     OutboundDrained,
     /// [`Lifecycle::handle_outbound_pending`].
@@ -35,6 +52,10 @@ pub enum Op {
     StderrEof,
     /// [`Lifecycle::handle_signal_failed`].
     SignalFailed(Signal, SignalError),
+    /// [`Lifecycle::handle_swept`]: what the sweep found. The machine asks
+    /// for the sweep with [`Action::Sweep`]; the outcome comes later, as
+    /// this op (a report nobody asked for, or a second one, is ignored).
+    Swept(Swept),
     /// [`Lifecycle::handle_timeout`] with the current time.
     Timeout,
     /// `handle_timeout` with a `now` this far in the past.
@@ -53,7 +74,7 @@ impl<'a> arbitrary::Arbitrary<'a> for Op {
         let ms = |u: &mut arbitrary::Unstructured<'a>| -> arbitrary::Result<Duration> {
             Ok(Duration::from_millis(u64::from(u.arbitrary::<u16>()?)))
         };
-        Ok(match u.int_in_range(0..=11u8)? {
+        Ok(match u.int_in_range(0..=16u8)? {
             0 => Op::Shutdown,
             1 => Op::OutboundDrained,
             2 => Op::OutboundPending,
@@ -65,6 +86,14 @@ impl<'a> arbitrary::Arbitrary<'a> for Op {
             8 => Op::Timeout,
             9 => Op::StaleTimeout(ms(u)?),
             10 => Op::Advance(ms(u)?),
+            11 => Op::Kill,
+            12 => Op::Abandoned(u.arbitrary()?),
+            13 => Op::DriverStopped,
+            14 => Op::Stalled,
+            15 => Op::Swept(Swept {
+                ended: u32::from(u.arbitrary::<u8>()? % 4),
+                held_pipes: u.arbitrary()?,
+            }),
             _ => Op::AdvanceToDeadline,
         })
     }
@@ -98,23 +127,42 @@ pub struct Checker {
     process_group: bool,
     start: Instant,
     now: Instant,
+    /// The graceful shutdown, or the caller's kill, was asked at this time.
     shutdown_at: Option<Instant>,
     /// First exit passed in, with the `now` of that call and how it must be
     /// reported.
     exit: Option<(Exit, Instant, EndedBy)>,
     stdin_reported_closed: bool,
+    /// Stdin may be closed without a shutdown: a write stalled, or every
+    /// handle was dropped without kill-on-drop.
+    close_wanted: bool,
+    /// A kill at once was asked (the caller's, the handles' or the stopping
+    /// driver's): SIGKILL may skip the graces and SIGTERM.
+    kill_wanted: bool,
+    abandoned: bool,
+    driver_stopped: bool,
+    /// SIGTERM / SIGKILL handed out and not reported failed.
     term_delivered: bool,
     kill_delivered: bool,
     close_asked: u32,
     term_asked: u32,
     kill_asked: u32,
     sweeps: u32,
+    /// The sweep's outcome, reported after it was asked (the first report).
+    swept: Option<Swept>,
     gone: bool,
     stdout_eof: bool,
     stderr_eof: bool,
     endings: u32,
     phase: Phase,
     timeout: Option<Instant>,
+}
+
+/// What the op being applied must make the machine ask within its drain.
+#[derive(Default)]
+struct Expected {
+    close: bool,
+    kill: bool,
 }
 
 impl Checker {
@@ -132,12 +180,17 @@ impl Checker {
             shutdown_at: None,
             exit: None,
             stdin_reported_closed: false,
+            close_wanted: false,
+            kill_wanted: false,
+            abandoned: false,
+            driver_stopped: false,
             term_delivered: false,
             kill_delivered: false,
             close_asked: 0,
             term_asked: 0,
             kill_asked: 0,
             sweeps: 0,
+            swept: None,
             gone: false,
             stdout_eof: false,
             stderr_eof: false,
@@ -154,12 +207,51 @@ impl Checker {
     /// The first rule the machine broke, in words.
     pub fn apply(&mut self, op: &Op) -> Result<(), Violation> {
         let mut call_now = self.now;
+        let mut expected = Expected::default();
+        let alive = self.exit.is_none();
         match *op {
             Op::Shutdown => {
-                if self.shutdown_at.is_none() && self.exit.is_none() {
+                // After a kill was asked the end is under way: a shutdown
+                // changes nothing (a kill by the caller counts as one).
+                if self.shutdown_at.is_none() && alive && !self.kill_wanted {
                     self.shutdown_at = Some(self.now);
                 }
                 self.lc.handle_shutdown(self.now);
+            }
+            Op::Kill => {
+                // SIGKILL at once, unless the child is known dead or a
+                // SIGKILL already stands; it counts as an asked-for end.
+                if alive && !self.gone && !self.kill_delivered {
+                    self.shutdown_at.get_or_insert(self.now);
+                    expected.kill = self.want_kill();
+                }
+                self.lc.handle_kill(self.now);
+            }
+            Op::Abandoned(kill) => {
+                let first = !std::mem::replace(&mut self.abandoned, true);
+                // Dropping the handles changes nothing after a shutdown or
+                // a kill was asked, or after the exit.
+                if first && self.shutdown_at.is_none() && alive && !self.kill_delivered {
+                    if kill && !self.gone {
+                        expected.kill = self.want_kill();
+                    } else if !kill {
+                        expected.close = self.want_close();
+                    }
+                }
+                self.lc.handle_abandoned(kill, self.now);
+            }
+            Op::DriverStopped => {
+                let first = !std::mem::replace(&mut self.driver_stopped, true);
+                if first && alive && !self.gone && !self.kill_delivered {
+                    expected.kill = self.want_kill();
+                }
+                self.lc.handle_driver_stopped(self.now);
+            }
+            Op::Stalled => {
+                if alive {
+                    expected.close = self.want_close();
+                }
+                self.lc.handle_close_stdin(self.now);
             }
             Op::OutboundDrained => self.lc.handle_outbound_drained(self.now),
             Op::OutboundPending => self.lc.handle_outbound_pending(self.now),
@@ -168,7 +260,7 @@ impl Checker {
                 self.lc.handle_stdin_closed(self.now);
             }
             Op::Exit(exit) => {
-                if self.exit.is_none() {
+                if alive {
                     self.exit = Some((exit, self.now, self.ended_by(exit)));
                 }
                 self.lc.handle_exit(exit, self.now);
@@ -189,6 +281,12 @@ impl Checker {
                 self.gone |= error == SignalError::NoSuchProcess;
                 self.lc.handle_signal_failed(signal, error, self.now);
             }
+            Op::Swept(swept) => {
+                if self.sweeps == 1 && self.swept.is_none() && self.endings == 0 {
+                    self.swept = Some(swept);
+                }
+                self.lc.handle_swept(swept, self.now);
+            }
             Op::Timeout => self.lc.handle_timeout(self.now),
             Op::StaleTimeout(back) => {
                 call_now = self.now.checked_sub(back).unwrap_or(self.now);
@@ -207,12 +305,27 @@ impl Checker {
                 self.lc.handle_timeout(self.now);
             }
         }
-        self.drain(call_now)
+        let (close_before, kill_before) = (self.close_asked, self.kill_asked);
+        self.drain(call_now)?;
+        if expected.close {
+            check!(
+                self.close_asked > close_before,
+                "{op:?} did not close stdin at once"
+            );
+        }
+        if expected.kill {
+            check!(
+                self.kill_asked > kill_before,
+                "{op:?} did not ask SIGKILL at once"
+            );
+        }
+        Ok(())
     }
 
     /// Runs the clock out: every deadline fires and none is left; a live
     /// child is killed in the end unless ESRCH said it is gone; and a reaped
-    /// child (reaped here if it was not yet) ends the machine exactly once.
+    /// child (reaped here if it was not yet, its sweep reported) ends the
+    /// machine exactly once.
     ///
     /// # Errors
     ///
@@ -228,13 +341,16 @@ impl Checker {
         );
         if self.exit.is_none() {
             check_eq!(self.endings, 0, "an ending without an exit");
-            if self.shutdown_at.is_some() && !self.gone {
-                check_eq!(self.kill_asked, 1, "a live child is killed in the end");
+            if (self.shutdown_at.is_some() || self.kill_wanted) && !self.gone {
+                check!(self.kill_asked >= 1, "a live child is killed in the end");
             }
             self.apply(&Op::Exit(Exit::Signal(9)))?;
-            self.apply(&Op::StdoutEof)?;
-            self.apply(&Op::StderrEof)?;
         }
+        if self.swept.is_none() {
+            self.apply(&Op::Swept(Swept::default()))?;
+        }
+        self.apply(&Op::StdoutEof)?;
+        self.apply(&Op::StderrEof)?;
         check_eq!(self.endings, 1, "a reaped child ends exactly once");
         check_eq!(self.lc.phase(), Phase::Done, "phase after the end");
         check_eq!(
@@ -244,6 +360,20 @@ impl Checker {
             self.process_group
         );
         Ok(())
+    }
+
+    /// Stdin may now be closed without a shutdown; whether the machine must
+    /// ask for it (it was neither asked nor reported closed before).
+    fn want_close(&mut self) -> bool {
+        self.close_wanted = true;
+        self.close_asked == 0 && !self.stdin_reported_closed
+    }
+
+    /// SIGKILL may now skip the graces; the machine must ask it at once
+    /// (always `true`, for symmetry with [`want_close`](Self::want_close)).
+    fn want_kill(&mut self) -> bool {
+        self.kill_wanted = true;
+        true
     }
 
     /// How an exit observed now must be reported. A death by SIGTERM is
@@ -263,6 +393,19 @@ impl Checker {
         }
     }
 
+    /// Whether the end must be known by an input at `call_now`: once the
+    /// child was reaped, when both pipes reached EOF and the sweep was
+    /// reported, when `drain_grace` has passed since the exit, or at once
+    /// when the driver stopped (nobody reads the pipes any more).
+    fn end_due(&self, call_now: Instant) -> bool {
+        let Some((_, exit_now, _)) = self.exit else {
+            return false;
+        };
+        let drained = self.stdout_eof && self.stderr_eof && self.swept.is_some();
+        let deadline = exit_now.checked_add(self.config.drain_grace);
+        drained || self.driver_stopped || deadline.is_some_and(|d| call_now >= d)
+    }
+
     /// Drains the machine's outputs; `call_now` is the `now` of the input
     /// that produced them.
     fn drain(&mut self, call_now: Instant) -> Result<(), Violation> {
@@ -270,27 +413,39 @@ impl Checker {
             self.check_action(action, call_now)?;
         }
         check!(
-            self.close_asked <= 1 && self.term_asked <= 1 && self.kill_asked <= 1,
-            "an action asked twice: close {}, term {}, kill {}",
-            self.close_asked,
-            self.term_asked,
-            self.kill_asked
+            self.close_asked <= 1,
+            "stdin closed {} times",
+            self.close_asked
         );
         check!(self.sweeps <= 1, "{} sweeps", self.sweeps);
+        if self.exit.is_some() || self.driver_stopped {
+            check_eq!(
+                self.sweeps,
+                1,
+                "the sweep is asked at the exit or when the driver stops"
+            );
+        }
 
         if let Some(ending) = self.lc.poll_end() {
             let Some((exit, exit_now, ended_by)) = self.exit else {
                 return Err(format!("an ending without an exit: {ending:?}"));
             };
+            check!(self.end_due(call_now), "an ending before it was due");
             let since = self.shutdown_at.unwrap_or(self.start);
+            let swept = self.swept.unwrap_or_default();
             let mut expected =
                 ExitReport::new(exit, ended_by, exit_now.saturating_duration_since(since));
             expected.shutdown_requested = self.shutdown_at.is_some();
-            expected.pipes_drained = self.stdout_eof && self.stderr_eof;
+            // Holders found by the sweep held the pipes, drained or not.
+            expected.pipes_drained = self.stdout_eof && self.stderr_eof && !swept.held_pipes;
+            expected.stray_processes_ended = swept.ended;
             check_eq!(ending, expected, "the ending");
             self.endings += 1;
         }
         check!(self.endings <= 1, "more than one ending");
+        if self.end_due(call_now) {
+            check_eq!(self.endings, 1, "the end is due and was not reported");
+        }
 
         let phase = self.lc.phase();
         check!(
@@ -315,42 +470,64 @@ impl Checker {
         match action {
             Action::CloseStdin => {
                 check!(!exited, "CloseStdin after the exit was observed");
-                check!(self.shutdown_at.is_some(), "CloseStdin without shutdown");
+                check!(
+                    self.shutdown_at.is_some() || self.close_wanted,
+                    "CloseStdin without shutdown, stall or dropped handles"
+                );
                 self.close_asked += 1;
             }
-            Action::Signal(signal) => {
-                check!(!exited, "{signal} after the exit was observed");
-                check!(!self.gone, "{signal} after ESRCH");
-                let Some(shutdown_at) = self.shutdown_at else {
-                    return Err(format!("{signal} without shutdown"));
-                };
-                let since = call_now.saturating_duration_since(shutdown_at);
-                check!(
-                    since >= self.config.stdin_grace,
-                    "{signal} {since:?} after shutdown"
-                );
-                check!(
-                    self.close_asked == 1 || self.stdin_reported_closed,
-                    "{signal} while stdin is open"
-                );
-                match signal {
-                    Signal::Term => {
-                        self.term_asked += 1;
-                        self.term_delivered = true;
-                    }
-                    Signal::Kill => {
-                        check_eq!(self.term_asked, 1, "SIGKILL without SIGTERM first");
-                        let both = self.config.stdin_grace + self.config.term_grace;
-                        check!(since >= both, "SIGKILL {since:?} after shutdown");
-                        self.kill_asked += 1;
-                        self.kill_delivered = true;
-                    }
-                }
-            }
+            Action::Signal(signal) => self.check_signal(signal, call_now)?,
             Action::Sweep => {
-                check!(exited, "Sweep before the exit");
+                check!(
+                    exited || self.driver_stopped,
+                    "Sweep before the exit (the driver runs)"
+                );
                 self.sweeps += 1;
-                self.lc.handle_swept(Swept::default(), call_now);
+            }
+        }
+        Ok(())
+    }
+
+    fn check_signal(&mut self, signal: Signal, call_now: Instant) -> Result<(), Violation> {
+        check!(self.exit.is_none(), "{signal} after the exit was observed");
+        check!(!self.gone, "{signal} after ESRCH");
+        match signal {
+            Signal::Term => {
+                check!(!self.term_delivered, "SIGTERM asked again while it stands");
+                check_eq!(self.kill_asked, 0, "SIGTERM after SIGKILL");
+            }
+            Signal::Kill => {
+                check!(!self.kill_delivered, "SIGKILL asked again while it stands");
+            }
+        }
+        // The graceful path; a kill asked at once skips it.
+        if !(signal == Signal::Kill && self.kill_wanted) {
+            let Some(shutdown_at) = self.shutdown_at else {
+                return Err(format!("{signal} without shutdown or kill"));
+            };
+            let since = call_now.saturating_duration_since(shutdown_at);
+            check!(
+                since >= self.config.stdin_grace,
+                "{signal} {since:?} after shutdown"
+            );
+            check!(
+                self.close_asked == 1 || self.stdin_reported_closed,
+                "{signal} while stdin is open"
+            );
+            if signal == Signal::Kill {
+                check!(self.term_asked >= 1, "SIGKILL without SIGTERM first");
+                let both = self.config.stdin_grace + self.config.term_grace;
+                check!(since >= both, "SIGKILL {since:?} after shutdown");
+            }
+        }
+        match signal {
+            Signal::Term => {
+                self.term_asked += 1;
+                self.term_delivered = true;
+            }
+            Signal::Kill => {
+                self.kill_asked += 1;
+                self.kill_delivered = true;
             }
         }
         Ok(())
