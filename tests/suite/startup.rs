@@ -144,7 +144,11 @@ fn c38_ready_is_the_callers_message_and_the_ones_before_are_life_kept_for_recv()
         for line in LOG {
             send(&mut t, line).await;
         }
-        let quiet = Duration::from_millis(300);
+        // The first echo is back (`started` takes nothing), the second right behind it: a loaded
+        // machine's slow start is not the silence looked for next.
+        let first = within(STEP, "the first echo", t.started(silence(STEP))).await;
+        assert!(first.is_ready(), "{first}");
+        let quiet = Duration::from_secs(1);
         let mut seen = Vec::new();
         let verdict = within(
             STEP,
