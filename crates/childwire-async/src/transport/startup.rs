@@ -89,7 +89,8 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
     /// one comes in its turn; after any other verdict every message is
     /// still there, then the exit report. [`StartupConfig::ready_on`] is
     /// not looked at: `ready` decides. Cancel-safe (a new call looks at
-    /// the queued messages again).
+    /// the queued messages again). `ready` runs while the receiving half
+    /// is locked: keep it to looking at the bytes (send nothing from it).
     ///
     /// The messages wait within the receive bound
     /// ([`ChannelConfig::recv_high_water`](childwire_core::ChannelConfig::recv_high_water)):
