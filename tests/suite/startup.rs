@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use super::rt::{Exit, Received, StartupConfig, StartupVerdict};
+use super::rt::{Exit, Message, Received, StartupConfig, StartupVerdict};
 use super::support::*;
 
 fn silence(silence: Duration) -> StartupConfig {
@@ -122,5 +122,90 @@ fn c38_the_limit_ends_a_start_up_that_shows_life_but_never_answers() {
         assert!(limit_reached && showed_life, "{verdict:?}");
         assert_eq!(after, Duration::from_millis(1500));
         finish(t).await;
+    });
+}
+
+/// What an MCP host waits for: the answer to its `initialize` (id 0).
+const ANSWER: &str = r#"{"jsonrpc":"2.0","id":0,"result":{}}"#;
+const LOG: [&str; 2] = [
+    r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"n":1}}"#,
+    r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"n":2}}"#,
+];
+
+fn answers_initialize(message: &Message) -> bool {
+    message.bytes().as_ref() == ANSWER.as_bytes()
+}
+
+#[test]
+fn c38_ready_is_the_callers_message_and_the_ones_before_are_life_kept_for_recv() {
+    run(async {
+        // The echo child sends back what it is sent: two log notifications, later the answer.
+        let mut t = start_misbehave(&["echo"]);
+        for line in LOG {
+            send(&mut t, line).await;
+        }
+        // The first echo is back (`started` takes nothing), the second right behind it: a loaded
+        // machine's slow start is not the silence looked for next.
+        let first = within(STEP, "the first echo", t.started(silence(STEP))).await;
+        assert!(first.is_ready(), "{first}");
+        let quiet = Duration::from_secs(1);
+        let mut seen = Vec::new();
+        let verdict = within(
+            STEP,
+            "the verdict",
+            t.started_with(silence(quiet), |m: &Message| {
+                seen.push(m.bytes().clone());
+                answers_initialize(m)
+            }),
+        )
+        .await;
+        // Messages, but not the one asked for: life, then silence.
+        let StartupVerdict::NoSignOfLife { showed_life, .. } = verdict else {
+            panic!("the log lines are not the answer, yet the verdict is {verdict:?}");
+        };
+        assert!(showed_life, "{verdict:?}");
+        assert_eq!(seen, LOG.map(str::as_bytes));
+
+        send(&mut t, ANSWER).await;
+        seen.clear();
+        let verdict = within(
+            STEP,
+            "the verdict",
+            t.started_with(silence(STEP), |m: &Message| {
+                seen.push(m.bytes().clone());
+                answers_initialize(m)
+            }),
+        )
+        .await;
+        assert!(verdict.is_ready(), "{verdict}");
+        // A new call looks at the queued messages again, each once, up to the one accepted.
+        assert_eq!(seen, [LOG[0], LOG[1], ANSWER].map(str::as_bytes));
+        // Nothing was taken from the stream.
+        for line in [LOG[0], LOG[1], ANSWER] {
+            assert_eq!(text(&mut t).await, line);
+        }
+        roundtrip(&mut t, "{\"after\":\"ready\"}").await;
+        finish(t).await;
+    });
+}
+
+#[test]
+fn c38_a_child_that_exits_before_the_callers_readiness_exited_and_its_messages_are_kept() {
+    run(async {
+        // Two lines, then exit 3: neither is the answer.
+        let mut t = start_misbehave(&["exit-after", "2", "3"]);
+        let verdict = within(
+            STEP,
+            "the verdict",
+            t.started_with(silence(STEP), answers_initialize),
+        )
+        .await;
+        let StartupVerdict::ExitedBeforeFirstMessage { exit, .. } = verdict else {
+            panic!("expected an exit before readiness, got {verdict:?}");
+        };
+        assert_eq!(exit, Exit::Code(3));
+        let (messages, report) = drain_to_exit(&mut t).await;
+        assert_eq!(messages, [&b"{\"n\":0}"[..], b"{\"n\":1}"]);
+        assert_eq!(report.exit, Exit::Code(3), "{report}");
     });
 }

@@ -263,10 +263,12 @@ fn c37_pending_requests_get_error_responses_on_restart_and_on_exit() {
         within(STEP, "send", s.send(request("2")))
             .await
             .expect("send");
-        // The child never reads: the shutdown ends it with SIGTERM.
-        within(STEP, "shutdown", s.shutdown())
+        // The child never reads: the shutdown ends it with SIGTERM. Its report names the request
+        // left unanswered, as the one `recv` hands out does.
+        let shut = within(STEP, "shutdown", s.shutdown())
             .await
             .expect("shutdown");
+        assert_eq!(shut.unanswered_ids, [&b"2"[..]], "{shut}");
         let report = exited(&mut s).await;
         assert_eq!(report.unanswered_ids, [&b"2"[..]]);
         let errors = unanswered(&mut s, 1).await;
@@ -280,6 +282,51 @@ fn c37_pending_requests_get_error_responses_on_restart_and_on_exit() {
             within(STEP, "recv after the end", s.recv()).await.is_none(),
             "nothing after the last error response"
         );
+    });
+}
+
+#[cfg(unix)]
+#[test]
+fn c37_a_send_refused_by_a_dead_generation_names_its_unanswered_requests_as_recv_does() {
+    run(async {
+        let mut supervision = supervision(3);
+        supervision.track_requests = true;
+        supervision.while_down = WhileDown::Fail;
+        let mut s = Supervised::spawn(&misbehave(&["no-read"]), config(), supervision, |_| {
+            Box::pin(async { Ok(()) })
+        })
+        .expect("spawn");
+        assert_eq!(text_of(&mut s).await, r#"{"ready":true}"#);
+        within(STEP, "send", s.send(request("1")))
+            .await
+            .expect("send");
+        kill_9(s.id().expect("a pid"));
+        // No `recv` meanwhile: the refusal is the first to learn the end. Sends that go out
+        // before the end is known are requests left unanswered too.
+        let refused = within(STEP, "a refused send", async {
+            loop {
+                if let Err(err) = s.send(request("2")).await {
+                    break err;
+                }
+            }
+        })
+        .await;
+        let from_send = refused.exit_report().expect("the report").clone();
+        assert_eq!(from_send.exit, Exit::Signal(9), "{from_send}");
+        assert_eq!(from_send.unanswered_ids[0], &b"1"[..], "{from_send}");
+        assert!(
+            from_send.unanswered_ids[1..]
+                .iter()
+                .all(|id| id == &b"2"[..]),
+            "{from_send}"
+        );
+        let from_recv = exited(&mut s).await;
+        assert_eq!(from_recv.unanswered_ids, from_send.unanswered_ids);
+        let errors = unanswered(&mut s, from_send.unanswered_ids.len()).await;
+        assert_eq!(errors[0].0, "1");
+        within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
     });
 }
 

@@ -8,6 +8,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll};
 
+use bytes::Bytes;
 use childwire_core::ExitReport;
 
 use crate::wake::WakeSet;
@@ -73,6 +74,20 @@ struct State {
     report: Option<ExitReport>,
     /// The slot is gone: no report will come if there is none.
     closed: bool,
+    /// The ids of the requests the child's end left unanswered, from
+    /// [`ExitSlot::set_unanswered_ids`]: listed in the report, whichever
+    /// path recorded it.
+    unanswered: Option<Vec<Bytes>>,
+}
+
+impl State {
+    /// Records `report`, with the unanswered ids known.
+    fn record(&mut self, mut report: ExitReport) {
+        if let Some(ids) = &self.unanswered {
+            report.unanswered_ids.clone_from(ids);
+        }
+        self.report = Some(report);
+    }
 }
 
 impl Shared {
@@ -136,9 +151,35 @@ impl ExitSlot {
             if state.report.is_some() {
                 return;
             }
-            state.report = Some(report);
+            state.record(report);
         }
         self.shared.waiters.wake_all();
+    }
+
+    /// The requests the child's end left unanswered (their ids as raw JSON
+    /// text, in the order sent; see
+    /// [`PendingRequests`](childwire_core::pending::PendingRequests)): the
+    /// report lists them, whether it is recorded already or later, by this
+    /// slot or by the transport. A later call replaces the list: an
+    /// adapter that lists the requests still waiting when it learns the
+    /// end early (a shutdown) gives the final list once it read the end.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use bytes::Bytes;
+    /// use childwire_async::{EndedBy, Exit, ExitReport, ExitSlot};
+    ///
+    /// let slot = ExitSlot::new();
+    /// slot.set(ExitReport::new(Exit::Code(0), EndedBy::StdinClose, Duration::from_millis(12)));
+    /// slot.set_unanswered_ids(vec![Bytes::from_static(b"7")]);
+    /// assert_eq!(slot.handle().get().unwrap().unanswered_ids, [&b"7"[..]]);
+    /// ```
+    pub fn set_unanswered_ids(&self, ids: Vec<Bytes>) {
+        let mut state = self.shared.state();
+        if let Some(report) = &mut state.report {
+            report.unanswered_ids.clone_from(&ids);
+        }
+        state.unanswered = Some(ids);
     }
 
     /// The report, if the child's end is known yet.
@@ -150,7 +191,7 @@ impl ExitSlot {
     /// counters and pipes as the receiver got it, see
     /// [`Supervisor::final_report`](childwire_core::Supervisor::final_report)).
     pub(crate) fn complete(&self, report: ExitReport) {
-        self.shared.state().report = Some(report);
+        self.shared.state().record(report);
         self.shared.waiters.wake_all();
     }
 
@@ -279,6 +320,25 @@ mod tests {
         drop(slot);
         assert_eq!(count.count(), 1);
         assert_eq!(poll(&mut wait, &count), Poll::Ready(None));
+    }
+
+    #[test]
+    fn the_unanswered_ids_reach_the_report_recorded_before_or_after_and_the_last_list_stays() {
+        let ids = |list: &[&'static [u8]]| -> Vec<bytes::Bytes> {
+            list.iter()
+                .map(|id| bytes::Bytes::from_static(id))
+                .collect()
+        };
+        let slot = ExitSlot::new();
+        slot.set_unanswered_ids(ids(&[b"1", b"2"]));
+        slot.set(report());
+        assert_eq!(slot.get().unwrap().unanswered_ids, ids(&[b"1", b"2"]));
+        // The final list, once the end was read, replaces the early one.
+        slot.set_unanswered_ids(ids(&[b"2"]));
+        assert_eq!(slot.handle().get().unwrap().unanswered_ids, ids(&[b"2"]));
+        // The transport's completed report keeps it.
+        slot.complete(report());
+        assert_eq!(slot.handle().get().unwrap().unanswered_ids, ids(&[b"2"]));
     }
 
     #[test]

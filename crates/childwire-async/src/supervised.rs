@@ -75,10 +75,16 @@ enum Phase<R: Runtime, F: Framing> {
 /// ```no_run
 /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
 /// use childwire_async::{
-///     Command, Config, Received, StartupConfig, Supervised, SupervisedEvent, Supervision,
+///     Command, Config, Message, Received, StartupConfig, Supervised, SupervisedEvent, Supervision,
 /// };
 ///
 /// const INIT: &str = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#;
+/// /// The answer to `INIT`: a response (no `method`) with id 0.
+/// fn answers_init(message: &Message) -> bool {
+///     let mut scanner = childwire_core::IdScanner::new();
+///     scanner.feed(message.bytes());
+///     !scanner.has_method() && scanner.id().as_deref() == Some(&b"0"[..])
+/// }
 /// let mut server = Supervised::<R>::spawn(
 ///     &Command::new("my-mcp-server"),
 ///     Config::default(),
@@ -86,12 +92,17 @@ enum Phase<R: Runtime, F: Framing> {
 ///     // Run on every new generation before traffic resumes.
 ///     |t| Box::pin(async move {
 ///         t.send(INIT).await?;
-///         // Exited at once, or silent for 60 s: this generation failed.
-///         let verdict = t.started(StartupConfig::default()).await;
+///         // Exited before it answered, or silent for 60 s: this generation failed.
+///         let verdict = t.started_with(StartupConfig::default(), answers_init).await;
 ///         if !verdict.is_ready() {
 ///             return Err(verdict.to_string().into());
 ///         }
-///         t.recv().await.ok_or("no answer to initialize")?;
+///         // Up to the answer (a log notification may come first).
+///         while let Some(Received::Message(m)) = t.recv().await {
+///             if answers_init(&m) {
+///                 break;
+///             }
+///         }
 ///         t.send(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#).await?;
 ///         Ok(())
 ///     }),

@@ -1328,3 +1328,55 @@ fn c38_a_channel_whose_peer_closes_before_a_message_says_so_and_one_that_answers
         other => panic!("the first message is kept for recv, got {other:?}"),
     }
 }
+
+#[test]
+fn c38_the_callers_readiness_comes_at_its_message_and_earlier_messages_stretch_the_silence() {
+    use childwire_async::{Message, StartupConfig, StartupVerdict};
+    const ANSWER: &[u8] = br#"{"jsonrpc":"2.0","id":0,"result":{}}"#;
+    let rt = FakeRuntime::new();
+    let child = rt.script_child(ChildSpec::default());
+    let script_rt = rt.clone();
+    rt.spawn_task(async move {
+        let mut child = child;
+        // Two notifications 300 ms apart, then the answer at 900 ms: each
+        // comes within the 500 ms of silence the one before allowed.
+        for _ in 0..2 {
+            script_rt.sleep(300 * MS).await;
+            child
+                .stdout
+                .write_all(b"{\"jsonrpc\":\"2.0\",\"method\":\"notifications/message\"}\n")
+                .await
+                .unwrap();
+        }
+        script_rt.sleep(300 * MS).await;
+        child.stdout.write_all(ANSWER).await.unwrap();
+        child.stdout.write_all(b"\n").await.unwrap();
+        script_rt.sleep(Duration::from_secs(60)).await;
+        child.exit(0);
+    });
+    let (verdict, first, third) = rt.block_on(async {
+        let mut transport = spawn(Config::default());
+        let mut config = StartupConfig::default();
+        config.silence = Some(500 * MS);
+        let verdict = transport
+            .started_with(config, |m: &Message| m.bytes() == ANSWER)
+            .await;
+        let first = transport.recv().await;
+        transport.recv().await;
+        let third = transport.recv().await;
+        drop(transport);
+        (verdict, first, third)
+    });
+    // Not at the first message (300 ms), not given up on at 800 ms.
+    assert_eq!(verdict, StartupVerdict::Ready { after: 900 * MS });
+    match first {
+        Some(Received::Message(m)) => {
+            assert!(m.bytes().ends_with(b"notifications/message\"}"), "{m:?}");
+        }
+        other => panic!("the first notification is kept for recv, got {other:?}"),
+    }
+    match third {
+        Some(Received::Message(m)) => assert_eq!(m.bytes(), ANSWER),
+        other => panic!("the answer is kept for recv, got {other:?}"),
+    }
+}

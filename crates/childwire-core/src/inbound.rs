@@ -149,6 +149,12 @@ impl<F: Framing> Inbound<F> {
         self.queue.len()
     }
 
+    /// The queued frames, oldest first, left in the queue: to look at what
+    /// came (a start-up's readiness) without taking it from the caller.
+    pub fn queued(&self) -> impl ExactSizeIterator<Item = &Frame> {
+        self.queue.iter()
+    }
+
     /// What the caller has not received yet, and whether reading is held
     /// back for it.
     pub fn backlog(&self) -> Backlog {

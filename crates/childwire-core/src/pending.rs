@@ -213,6 +213,28 @@ impl PendingRequests {
         self.untracked
     }
 
+    /// The ids of the requests waiting for their answer, as raw JSON text,
+    /// in the order sent; nothing changes (see [`fail_all`](Self::fail_all)
+    /// to answer them). For a report made before the stream's end is read:
+    /// an answer the child wrote before it ended may still be on its way.
+    ///
+    /// ```
+    /// use childwire_core::pending::PendingRequests;
+    ///
+    /// let mut pending = PendingRequests::default();
+    /// pending.handle_outgoing(br#"{"jsonrpc":"2.0","id":"b","method":"ping"}"#);
+    /// pending.handle_outgoing(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#);
+    /// assert_eq!(pending.ids(), [&br#""b""#[..], b"1"]);
+    /// assert_eq!(pending.len(), 2);
+    /// ```
+    #[must_use]
+    pub fn ids(&self) -> Vec<Bytes> {
+        let mut sends: Vec<&(u64, Bytes)> =
+            self.by_id.values().flat_map(|entry| &entry.sends).collect();
+        sends.sort_unstable_by_key(|&&(order, _)| order);
+        sends.into_iter().map(|(_, id)| id.clone()).collect()
+    }
+
     /// A message `body` was sent to the child: a request is tracked.
     pub fn handle_outgoing(&mut self, body: &[u8]) -> Outgoing {
         let scanner = scan(body);

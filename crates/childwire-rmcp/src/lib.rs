@@ -106,6 +106,9 @@ pub struct ChildwireTransport<R: ServiceRole> {
     exit: ExitSlot,
     /// The receiver ended (`None`): only `ready` is left.
     ended: bool,
+    /// The child's end was read from the stream and its unanswered requests
+    /// failed: the report's list of them is final.
+    settled: bool,
 }
 
 #[cfg(feature = "client")]
@@ -189,6 +192,7 @@ impl<R: ServiceRole> ChildwireTransport<R> {
             limit,
             exit,
             ended: false,
+            settled: false,
         }
     }
 
@@ -269,6 +273,10 @@ impl<R: ServiceRole> ChildwireTransport<R> {
         for request in &unanswered.requests {
             self.deliver(&request.response);
         }
+        // The handles' report lists them too, whichever path recorded it
+        // first (the transport does, as soon as it learns the end).
+        self.exit.set_unanswered_ids(report.unanswered_ids.clone());
+        self.settled = true;
         self.exit.set(report);
     }
 
@@ -340,7 +348,14 @@ impl<R: ServiceRole> Transport<R> for ChildwireTransport<R> {
 
     async fn close(&mut self) -> Result<(), Error> {
         match self.sender.shutdown().await {
-            Ok(report) => {
+            Ok(mut report) => {
+                if !self.settled {
+                    // Not read to its end yet: the requests still waiting
+                    // (a later `receive` that reads the end makes the
+                    // list final).
+                    report.unanswered_ids = lock(&self.pending).ids();
+                    self.exit.set_unanswered_ids(report.unanswered_ids.clone());
+                }
                 if !report.success() {
                     tracing::info!("the MCP server {report}");
                 }

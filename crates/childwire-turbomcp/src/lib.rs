@@ -65,7 +65,7 @@ use std::collections::VecDeque;
 use std::fmt;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use bytes::Bytes;
@@ -107,6 +107,10 @@ pub struct ChildwireTransport {
     state: Mutex<TransportState>,
     /// Requests sent and not answered yet (the core's tracker).
     pending: Mutex<PendingRequests>,
+    /// The child's end was read from the stream and its unanswered
+    /// requests failed: the report's list of them is final. Read and
+    /// written under `pending`'s lock.
+    settled: AtomicBool,
     limit: usize,
     capabilities: TransportCapabilities,
     /// The child's end, once known; [`ExitHandle`]s see it.
@@ -190,6 +194,7 @@ impl ChildwireTransport {
             inbound: tokio::sync::Mutex::new(Inbound::default()),
             state: Mutex::new(TransportState::Disconnected),
             pending: Mutex::new(PendingRequests::default()),
+            settled: AtomicBool::new(false),
             limit,
             capabilities,
             exit: ExitSlot::new(),
@@ -249,7 +254,17 @@ impl ChildwireTransport {
         };
         self.set_state(TransportState::Disconnecting);
         match sender.shutdown().await {
-            Ok(report) => {
+            Ok(mut report) => {
+                {
+                    let pending = lock(&self.pending);
+                    if !self.settled.load(Ordering::Relaxed) {
+                        // Not read to its end yet: the requests still
+                        // waiting (a later `receive` that reads the end
+                        // makes the list final).
+                        report.unanswered_ids = pending.ids();
+                        self.exit.set_unanswered_ids(report.unanswered_ids.clone());
+                    }
+                }
                 if !report.success() {
                     tracing::info!("the MCP server {report}");
                 }
@@ -350,12 +365,20 @@ impl ChildwireTransport {
             // `ChannelConfig::pollution` on); the line itself follows.
             Received::Pollution(notice) => tracing::warn!("the MCP server: {notice}"),
             Received::Exited(mut report) => {
-                let unanswered = lock(&self.pending).fail_all(&EndCause {
-                    exit: Some(report.exit),
-                    stderr: report.stderr_summary(),
-                    restarting: false,
-                });
-                report.unanswered_ids = unanswered.ids().cloned().collect();
+                let unanswered = {
+                    let mut pending = lock(&self.pending);
+                    let unanswered = pending.fail_all(&EndCause {
+                        exit: Some(report.exit),
+                        stderr: report.stderr_summary(),
+                        restarting: false,
+                    });
+                    report.unanswered_ids = unanswered.ids().cloned().collect();
+                    // The handles' report lists them, whichever path
+                    // recorded it first (`disconnect` may have).
+                    self.exit.set_unanswered_ids(report.unanswered_ids.clone());
+                    self.settled.store(true, Ordering::Relaxed);
+                    unanswered
+                };
                 if report.unexpected() {
                     tracing::warn!("the MCP server {report}");
                     self.set_state(TransportState::Failed {

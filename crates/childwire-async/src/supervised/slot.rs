@@ -8,8 +8,7 @@ use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use childwire_core::pending::Outgoing;
-use childwire_core::pending::PendingRequests;
+use childwire_core::pending::{Outgoing, PendingRequests};
 use childwire_core::{Closed, ExitReport, Framing, SendError, SendErrorKind};
 
 use super::config::WhileDown;
@@ -89,6 +88,27 @@ impl<R: Runtime, F: Framing> Slot<R, F> {
             waker.wake();
         }
     }
+
+    /// `report`, the end of the generation `sender` sends to, learnt by a
+    /// shutdown or a refused send, lists the requests never answered as
+    /// the report `recv` hands out does. Before `recv` reads that end (and
+    /// fails them, at the stream's end, where an answer the child wrote
+    /// before it ended has been read) they are the requests still waiting;
+    /// after, its report's list.
+    pub(super) fn list_unanswered(&self, sender: &Arc<Sender<R, F>>, report: &mut ExitReport) {
+        let Some(pending) = &self.pending else {
+            return;
+        };
+        let running = self
+            .sender
+            .as_ref()
+            .is_some_and(|running| Arc::ptr_eq(running, sender));
+        if running {
+            report.unanswered_ids = pending.ids();
+        } else if let Some(last) = &self.last_report {
+            report.unanswered_ids.clone_from(&last.unanswered_ids);
+        }
+    }
 }
 
 /// The sending side of a [`Supervised`](super::Supervised): sends to
@@ -150,7 +170,7 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
                         });
                         let down = matches!(err.kind(), SendErrorKind::Closed(_));
                         if !down || self.shared.while_down == WhileDown::Fail {
-                            return Err(err);
+                            return Err(self.listed(&sender, err));
                         }
                         payload = err.into_payload();
                     }
@@ -198,6 +218,17 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
         .await
     }
 
+    /// `err` with the requests still waiting listed in its exit report,
+    /// if it has one.
+    fn listed<B>(&self, sender: &Arc<Sender<R, F>>, err: SendError<B>) -> SendError<B> {
+        let Some(report) = err.exit_report() else {
+            return err;
+        };
+        let mut report = report.clone();
+        self.shared.lock().list_unanswered(sender, &mut report);
+        err.with_exit_report(report)
+    }
+
     /// Records an outgoing request; whether it is tracked, to forget it
     /// if the send fails.
     fn track(&self, body: &[u8]) -> bool {
@@ -218,11 +249,20 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
     /// Ends the supervision: no restart from now on. The running child is
     /// shut down the MCP way ([`Sender::shutdown`]) and its report
     /// returned; while it is down, the last generation's report is.
+    ///
+    /// With request tracking on, the report lists the requests still
+    /// waiting for their answer, as the one `recv` hands out lists those
+    /// never answered (that one is read to the stream's end: an answer the
+    /// child wrote before it ended, still on its way here, counts there).
     pub async fn shutdown(&self) -> Result<ExitReport, ShutdownError> {
-        let (sender, last) = self.stop();
-        match sender {
-            Some(sender) => sender.shutdown().await,
-            None => last.ok_or(ShutdownError::NoChild),
+        let stopped = self.stop();
+        match stopped.sender {
+            Some(sender) => {
+                let mut report = sender.shutdown().await?;
+                self.shared.lock().list_unanswered(&sender, &mut report);
+                Ok(report)
+            }
+            None => stopped.last.ok_or(ShutdownError::NoChild),
         }
     }
 
@@ -230,18 +270,29 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
     /// running child's stdin ([`Sender::close`]); its end, which is not
     /// restarted, comes through `recv`.
     pub async fn close(&self) -> Result<(), ShutdownError> {
-        match self.stop().0 {
+        match self.stop().sender {
             Some(sender) => sender.close().await,
             None => Ok(()),
         }
     }
 
-    fn stop(&self) -> (Option<Arc<Sender<R, F>>>, Option<ExitReport>) {
+    fn stop(&self) -> Stopped<R, F> {
         let mut slot = self.shared.lock();
         slot.stopped = true;
         slot.wake_all();
-        (slot.sender.clone(), slot.last_report.clone())
+        Stopped {
+            sender: slot.sender.clone(),
+            last: slot.last_report.clone(),
+        }
     }
+}
+
+/// What a shutdown or close finds when it ends the supervision.
+struct Stopped<R: Runtime, F: Framing> {
+    /// The running generation's sender; `None` while the child is down.
+    sender: Option<Arc<Sender<R, F>>>,
+    /// The last generation's report.
+    last: Option<ExitReport>,
 }
 
 fn refused<B>(closed: Closed, payload: B, report: Option<ExitReport>) -> SendError<B> {

@@ -3,7 +3,8 @@
 //!
 //! Nothing is taken from the stream: the first message stays queued for
 //! the caller's next `recv`, the exit report for the one after the last
-//! message. Stderr output does not wake the waiting task: it only moves
+//! message. [`Transport::started_with`] looks at the queued messages in
+//! place for the caller's readiness (the answer to `initialize`). Stderr output does not wake the waiting task: it only moves
 //! the deadline later, so it is looked at when the timer fires, with the
 //! time the background task saw it ([`Supervisor::last_stderr_at`]).
 //!
@@ -15,8 +16,8 @@ use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
-use childwire_core::Framing;
 use childwire_core::startup::{ReadyOn, Startup, StartupConfig, StartupVerdict};
+use childwire_core::{Frame, Framing, Inbound, Message};
 
 use super::{Receiver, Transport};
 use crate::in_side::{ReadOutcome, StreamEnd};
@@ -41,8 +42,9 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
     /// other than `Ready` leaves the child as it is: shut it down (or drop
     /// the transport) if it was silent. Ready means the first message
     /// ([`ReadyOn::FirstMessage`]) whatever
-    /// [`StartupConfig::ready_on`] says: for a readiness of its own (the
-    /// answer to `initialize`), drive [`Startup`] from `recv`. Cancel-safe.
+    /// [`StartupConfig::ready_on`] says: for a readiness of the caller's
+    /// own (the answer to `initialize`), use
+    /// [`started_with`](Self::started_with). Cancel-safe.
     ///
     /// An MCP server says nothing on stdout until it is sent a request:
     /// send `initialize` first, then wait for the verdict (in a
@@ -74,6 +76,61 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
     pub async fn started(&mut self, config: StartupConfig) -> StartupVerdict {
         self.receiver.started(config).await
     }
+
+    /// [`started`](Self::started), ready when `ready` accepts a message:
+    /// for an MCP host, when the answer to `initialize` arrived. Messages
+    /// before it are signs of life, like stderr output.
+    ///
+    /// `ready` looks at each message in place, once, in the order they
+    /// came (those queued when it is called, then the new ones): nothing
+    /// is taken from the stream. After `Ready` the next
+    /// [`recv`](Self::recv) hands out the first message not received yet
+    /// (a log notification the server sent first, say), and the accepted
+    /// one comes in its turn; after any other verdict every message is
+    /// still there, then the exit report. [`StartupConfig::ready_on`] is
+    /// not looked at: `ready` decides. Cancel-safe (a new call looks at
+    /// the queued messages again). `ready` runs while the receiving half
+    /// is locked: keep it to looking at the bytes (send nothing from it).
+    ///
+    /// The messages wait within the receive bound
+    /// ([`ChannelConfig::recv_high_water`](childwire_core::ChannelConfig::recv_high_water)):
+    /// a child that fills it before it is ready is not read further, and
+    /// so shows no more life until it is received from.
+    ///
+    /// ```no_run
+    /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
+    /// use childwire_async::{Command, Config, Received, StartupConfig, Transport};
+    /// use childwire_core::IdScanner;
+    ///
+    /// /// A response (no `method`) to the request with id 0.
+    /// fn answers_initialize(message: &childwire_async::Message) -> bool {
+    ///     let mut scanner = IdScanner::new();
+    ///     scanner.feed(message.bytes());
+    ///     !scanner.has_method() && scanner.id().as_deref() == Some(&b"0"[..])
+    /// }
+    ///
+    /// let mut server = Transport::<R>::spawn(&Command::new("my-mcp-server"), Config::default())?;
+    /// server.send(r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{}}"#).await?;
+    /// let verdict = server.started_with(StartupConfig::default(), answers_initialize).await;
+    /// if !verdict.is_ready() {
+    ///     // "exited with code 1 before its first message (...)": it may have
+    ///     // logged before it died; those messages are still to be received.
+    ///     return Err(verdict.to_string().into());
+    /// }
+    /// // What came before the answer first (notifications), then the answer.
+    /// while let Some(Received::Message(message)) = server.recv().await {
+    ///     if answers_initialize(&message) {
+    ///         break;
+    ///     }
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn started_with<P>(&mut self, config: StartupConfig, ready: P) -> StartupVerdict
+    where
+        P: FnMut(&Message) -> bool,
+    {
+        self.receiver.started_with(config, ready).await
+    }
 }
 
 impl<R: Runtime, F: Framing> Receiver<R, F> {
@@ -81,6 +138,29 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
     /// [`Transport::started`].
     pub async fn started(&mut self, mut config: StartupConfig) -> StartupVerdict {
         config.ready_on = ReadyOn::FirstMessage;
+        self.watch_start(config, None::<fn(&Message) -> bool>).await
+    }
+
+    /// The start-up verdict with the caller's readiness, from the
+    /// receiving half. See [`Transport::started_with`].
+    pub async fn started_with<P>(&mut self, mut config: StartupConfig, ready: P) -> StartupVerdict
+    where
+        P: FnMut(&Message) -> bool,
+    {
+        config.ready_on = ReadyOn::Caller;
+        self.watch_start(config, Some(ready)).await
+    }
+
+    /// Watches the start-up: ready at the first message, or (`ready`) at
+    /// the first the caller accepts.
+    async fn watch_start<P>(
+        &mut self,
+        config: StartupConfig,
+        mut ready: Option<P>,
+    ) -> StartupVerdict
+    where
+        P: FnMut(&Message) -> bool,
+    {
         let now = self.rt.now();
         let spawned = self
             .link
@@ -92,11 +172,20 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
             timer: None,
             turns_seen: 0,
             stderr_seen: None,
+            looked_at: 0,
         };
-        poll_fn(|cx| self.poll_started(&mut watch, cx)).await
+        poll_fn(|cx| self.poll_started(&mut watch, ready.as_mut(), cx)).await
     }
 
-    fn poll_started(&mut self, watch: &mut Watch, cx: &mut Context<'_>) -> Poll<StartupVerdict> {
+    fn poll_started<P>(
+        &mut self,
+        watch: &mut Watch,
+        mut ready: Option<&mut P>,
+        cx: &mut Context<'_>,
+    ) -> Poll<StartupVerdict>
+    where
+        P: FnMut(&Message) -> bool,
+    {
         let mut flushed = false;
         loop {
             let now = self.rt.now();
@@ -115,9 +204,15 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                 watch.turns_seen = turns;
                 watch.startup.handle_stdout(now);
             }
-            if inn.inbound.stats().messages > 0 {
-                watch.startup.handle_message(now);
-            } else if inn.end != StreamEnd::Open {
+            match ready.as_deref_mut() {
+                // Any message, received already or queued.
+                None if inn.inbound.stats().messages > 0 => watch.startup.handle_message(now),
+                None => {}
+                Some(ready) => watch.look(&inn.inbound, now, ready),
+            }
+            // After the verdict (a message made it), the end changes
+            // nothing.
+            if inn.end != StreamEnd::Open {
                 // The end is known (the report is due or was received), or
                 // the driver stopped without one.
                 match self.link.exit.get() {
@@ -176,9 +271,36 @@ struct Watch {
     turns_seen: u64,
     /// The latest stderr output already fed.
     stderr_seen: Option<Instant>,
+    /// How many of the queued frames the caller's readiness looked at.
+    looked_at: usize,
 }
 
 impl Watch {
+    /// Shows the caller's `ready` the messages queued since it last
+    /// looked, in place: ready at the first it accepts, the others are
+    /// signs of life.
+    fn look<F: Framing, P>(&mut self, inbound: &Inbound<F>, now: Instant, ready: &mut P)
+    where
+        P: FnMut(&Message) -> bool,
+    {
+        let queued = inbound.queued();
+        // Frames are only added while the receiver is borrowed here; fewer
+        // would mean some were taken: look at them all again.
+        if queued.len() < self.looked_at {
+            self.looked_at = 0;
+        }
+        for frame in queued.skip(self.looked_at) {
+            self.looked_at += 1;
+            if let Frame::Message(message) = frame {
+                if ready(message) {
+                    self.startup.handle_ready(now);
+                    return;
+                }
+                self.startup.handle_message(now);
+            }
+        }
+    }
+
     /// Arms the timer for the machine's deadline and polls it: ready when
     /// the deadline passed (the machine is asked again), pending otherwise.
     fn poll_timer<R: Runtime>(&mut self, rt: &R, cx: &mut Context<'_>) -> Poll<()> {
