@@ -70,7 +70,10 @@ fn main() -> ExitCode {
             &relay_usage(),
             rest,
             relay::parse,
-            |options| (options.runtime, Relay(options)),
+            |mut options| {
+                options.name = "childwire relay";
+                (options.runtime, Relay(options))
+            },
         ),
         Some(name) if name == "replay" => childwire_cli::replay::main(rest),
         Some(name) if name == "-h" || name == "--help" || name == "help" => {

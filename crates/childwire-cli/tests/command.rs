@@ -100,6 +100,14 @@ fn relay_passes_lines_through_unchanged_and_exits_with_the_servers_code() {
     let out = childwire(&["relay", "--", "sh", "-c", "cat; exit 7"], input);
     assert_eq!(out.stdout, input);
     assert_eq!(out.status.code(), Some(7), "{}", out.stderr);
+    // What it says starts with the command's name, as `childwire probe`.
+    assert!(
+        out.stderr
+            .lines()
+            .any(|line| line.starts_with("childwire relay: child exited with code 7")),
+        "{}",
+        out.stderr
+    );
 }
 
 #[test]

@@ -2,7 +2,8 @@
 //! transport on every runtime: the committed recordings (the bundled
 //! example server; `@modelcontextprotocol/server-everything`, recorded once
 //! with node, replayed here without it) come back message for message with
-//! the live ids, and the fake server exits with the recorded code.
+//! the live ids, the recorded stderr lines on its stderr, and the fake
+//! server exits with the recorded code.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use childwire::{Command, Config, Exit, ExitReport, Received, Transport};
 use childwire_cli::rt::{ExampleRuntime, Program, RuntimeChoice, run_on, timeout_at};
-use childwire_replay::Recording;
+use childwire_replay::{Event, Recording};
 use serde_json::Value;
 
 /// Bound for one answer; only a failure waits this long.
@@ -153,6 +154,15 @@ fn replays_on_every_runtime(name: &str) {
     let recorded = Recording::parse(&std::fs::read_to_string(&path).unwrap()).unwrap();
     let want = expected(&recorded);
     assert!(want.len() >= 4, "{name}: a session, not a stub: {want:?}");
+    let recorded_stderr: Vec<&str> = recorded
+        .events()
+        .iter()
+        .filter_map(|event| match event {
+            Event::Stderr(line) => Some(line.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(!recorded_stderr.is_empty(), "{name}: recorded by the tap");
     for runtime in RUNTIMES {
         let seen = run_on(
             runtime,
@@ -178,6 +188,9 @@ fn replays_on_every_runtime(name: &str) {
             "{name} on {runtime}: {}",
             seen.report
         );
+        // The server's stderr lines, written by the fake server to its own.
+        let stderr: Vec<&str> = seen.report.stderr_tail.lines().collect();
+        assert_eq!(stderr, recorded_stderr, "{name} on {runtime}");
     }
 }
 

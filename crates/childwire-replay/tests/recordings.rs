@@ -1,6 +1,7 @@
 //! The committed recordings, replayed by the engine alone (no process): fed
 //! its own host side with other ids, each answers with exactly its server
-//! side, the live ids in the responses, then exits the recorded way.
+//! side (messages and stderr lines, in their order), the live ids in the
+//! responses, then exits the recorded way.
 //!
 //! The same files are replayed through a real transport on every runtime
 //! by `childwire replay` (crates/childwire-cli/tests/replay.rs). How they
@@ -8,8 +9,15 @@
 
 use std::path::Path;
 
-use childwire_replay::{Output, Recording, Replayer};
+use childwire_replay::{Event, Output, Recording, Replayer};
 use serde_json::Value;
+
+/// What the replayed server said: a message (as JSON) or a stderr line.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Message(Value),
+    Stderr(String),
+}
 
 fn replays_itself(name: &str) {
     let path = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -31,32 +39,45 @@ fn replays_itself(name: &str) {
     server.handle_eof();
     outputs.extend(std::iter::from_fn(|| server.poll_output()));
 
-    let mut expected: Vec<Value> = recording
-        .from_child()
-        .map(|message| serde_json::from_slice(message).unwrap())
-        .collect();
-    for message in &mut expected {
-        if message.get("method").is_none() {
-            if let Some((_, live)) = live_ids
-                .iter()
-                .find(|(id, _)| Some(id) == message.get("id"))
-            {
-                message["id"] = live.clone();
+    // The server's side as recorded, messages and stderr lines in their
+    // order, each response with the live id of the request it answers.
+    let expected: Vec<Seen> = recording
+        .events()
+        .iter()
+        .filter_map(|event| match event {
+            Event::FromChild(message) => {
+                let mut message: Value = serde_json::from_slice(message).unwrap();
+                if message.get("method").is_none() {
+                    if let Some((_, live)) = live_ids
+                        .iter()
+                        .find(|(id, _)| Some(id) == message.get("id"))
+                    {
+                        message["id"] = live.clone();
+                    }
+                }
+                Some(Seen::Message(message))
             }
-        }
-    }
+            Event::Stderr(line) => Some(Seen::Stderr(line.clone())),
+            _ => None,
+        })
+        .collect();
     let Some(Output::Exit(exit)) = outputs.pop() else {
         panic!("{name}: no exit last: {outputs:?}")
     };
     assert_eq!(Some(&exit), recording.exit(), "{name}");
-    let messages: Vec<Value> = outputs
+    let seen: Vec<Seen> = outputs
         .iter()
         .map(|output| match output {
-            Output::Message(message) => serde_json::from_slice(message).unwrap(),
+            Output::Message(message) => Seen::Message(serde_json::from_slice(message).unwrap()),
+            Output::Stderr(line) => Seen::Stderr(line.clone()),
             other => panic!("{name}: {other:?}"),
         })
         .collect();
-    assert_eq!(messages, expected, "{name}");
+    assert_eq!(seen, expected, "{name}");
+    assert!(
+        seen.iter().any(|seen| matches!(seen, Seen::Stderr(_))),
+        "{name}: recorded by the tap, with the server's stderr: {seen:?}"
+    );
     assert!(live_ids.len() >= 4, "{name}: a whole session: {live_ids:?}");
     assert!(
         server.unmatched().is_empty(),

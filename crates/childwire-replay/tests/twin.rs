@@ -1,6 +1,6 @@
 //! The in-memory twin under a real transport (`Transport::from_pipes`) on
 //! every runtime: a committed recording comes back message for message
-//! with the live ids; stderr lines and the exit are on the handle.
+//! with the live ids; its stderr lines and the exit are on the handle.
 
 use std::future::{Future, poll_fn};
 use std::path::Path;
@@ -9,7 +9,7 @@ use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use childwire::{ChannelConfig, Exit, Received, Runtime, Transport};
-use childwire_replay::{Recording, Twin, twin};
+use childwire_replay::{Event, Recording, Twin, twin};
 use serde_json::Value;
 
 /// Bound for a whole session; only a failure waits this long.
@@ -126,8 +126,18 @@ fn c40_the_example_server_recording_through_a_transport_on_every_runtime() {
         })
         .collect();
     assert_eq!(want.len(), 4);
+    let stderr: Vec<&str> = recording
+        .events()
+        .iter()
+        .filter_map(|event| match event {
+            Event::Stderr(line) => Some(line.as_str()),
+            _ => None,
+        })
+        .collect();
+    assert!(stderr.len() >= 2, "the server's log, recorded: {stderr:?}");
     for (runtime, messages, twin) in on_every_runtime(&recording, &host, true) {
         assert_eq!(messages, want, "{runtime}");
+        assert_eq!(twin.stderr_lines(), stderr, "{runtime}");
         assert_eq!(
             twin.exit().map(|exit| exit.exit),
             Some(Exit::Code(0)),

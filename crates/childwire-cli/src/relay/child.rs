@@ -31,16 +31,18 @@ use crate::rt::{ExampleRuntime, timeout_at};
 /// How long a new process may take to answer the replayed `initialize`.
 const REPLAY_TIMEOUT: Duration = Duration::from_secs(60);
 
-/// Spawns the child, under supervision when `restart` is set.
+/// Spawns the child, under supervision when `restart` is set; what it
+/// says on stderr starts with `name`, the program's.
 pub(super) fn spawn<R: ExampleRuntime>(
     command: &Command,
     config: Config,
     restart: bool,
+    name: &'static str,
 ) -> Result<(ToChild<R>, FromChild<R>), SpawnError> {
     if !restart {
         let (to, from) = Transport::<R, Verbatim>::spawn_with(Verbatim, command, config)?.split();
         let pid = Rc::new(Cell::new(from.id()));
-        return Ok((ToChild::Plain(to), FromChild::plain(from, pid)));
+        return Ok((ToChild::Plain(to), FromChild::plain(from, pid, name)));
     }
     let replay: Arc<Mutex<Replay>> = Arc::default();
     let remembered = Arc::clone(&replay);
@@ -56,7 +58,7 @@ pub(super) fn spawn<R: ExampleRuntime>(
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner)
                 .clone();
-            Box::pin(async move { replay.replay::<R>(transport).await })
+            Box::pin(async move { replay.replay::<R>(transport, name).await })
         },
     )?;
     let to = ToChild::Supervised {
@@ -64,7 +66,7 @@ pub(super) fn spawn<R: ExampleRuntime>(
         replay,
     };
     let pid = Rc::new(Cell::new(supervised.id()));
-    Ok((to, FromChild::supervised(supervised, pid)))
+    Ok((to, FromChild::supervised(supervised, pid, name)))
 }
 
 /// The host's handshake, as it went to the child, newline included.
@@ -107,10 +109,11 @@ impl Replay {
     async fn replay<R: ExampleRuntime>(
         self,
         transport: &mut Transport<R, Verbatim>,
+        name: &str,
     ) -> Result<(), childwire::ReinitError> {
         let pid = crate::mcp_client::session::pid_text(transport.id());
         let Some(initialize) = self.initialize else {
-            note!("relay: the child runs again (pid {pid}); the host had not initialized it");
+            note!("{name}: the child runs again (pid {pid}); the host had not initialized it");
             return Ok(());
         };
         let id = {
@@ -139,7 +142,7 @@ impl Replay {
                         break;
                     }
                     note!(
-                        "relay: not relayed, sent by the child during the replayed handshake: {}",
+                        "{name}: not relayed, sent by the child during the replayed handshake: {}",
                         String::from_utf8_lossy(message.bytes())
                     );
                 }
@@ -153,7 +156,7 @@ impl Replay {
         if let Some(initialized) = self.initialized {
             transport.send(initialized).await?;
         }
-        note!("relay: the child runs again (pid {pid}); the host's initialize was replayed to it");
+        note!("{name}: the child runs again (pid {pid}); the host's initialize was replayed to it");
         Ok(())
     }
 }
@@ -232,6 +235,8 @@ pub(super) struct FromChild<R: ExampleRuntime> {
     /// The running process's id, for the second signal's SIGKILL; `None`
     /// while a supervised child is down.
     pub(super) pid: Rc<Cell<Option<u32>>>,
+    /// The program's name, which what it says on stderr starts with.
+    name: &'static str,
 }
 
 enum Inner<R: ExampleRuntime> {
@@ -258,14 +263,23 @@ enum State<R: ExampleRuntime> {
 }
 
 impl<R: ExampleRuntime> FromChild<R> {
-    fn plain(receiver: Receiver<R, Verbatim>, pid: Rc<Cell<Option<u32>>>) -> Self {
+    fn plain(
+        receiver: Receiver<R, Verbatim>,
+        pid: Rc<Cell<Option<u32>>>,
+        name: &'static str,
+    ) -> Self {
         Self {
             inner: Inner::Plain(receiver),
             pid,
+            name,
         }
     }
 
-    fn supervised(supervised: Supervised<R, Verbatim>, pid: Rc<Cell<Option<u32>>>) -> Self {
+    fn supervised(
+        supervised: Supervised<R, Verbatim>,
+        pid: Rc<Cell<Option<u32>>>,
+        name: &'static str,
+    ) -> Self {
         Self {
             inner: Inner::Supervised {
                 state: State::Idle(Box::new(supervised)),
@@ -273,11 +287,13 @@ impl<R: ExampleRuntime> FromChild<R> {
                 told: None,
             },
             pid,
+            name,
         }
     }
 
     /// The next event; `None` once nothing more will come.
     pub(super) fn poll_next(&mut self, cx: &mut Context<'_>) -> Poll<Option<ChildEvent>> {
+        let name = self.name;
         let (state, held, told) = match &mut self.inner {
             Inner::Plain(receiver) => {
                 return receiver.poll_recv(cx).map(|item| {
@@ -347,24 +363,24 @@ impl<R: ExampleRuntime> FromChild<R> {
                 }
                 SupervisedEvent::Unanswered(request) => {
                     note!(
-                        "relay: the host's request {} was never answered: it gets an error",
+                        "{name}: the host's request {} was never answered: it gets an error",
                         String::from_utf8_lossy(&request.id)
                     );
                     return Poll::Ready(Some(ChildEvent::Answer(request.response)));
                 }
                 SupervisedEvent::Restarted { generation } => {
-                    note!("relay: restarted the child (generation {generation}); traffic resumes");
+                    note!("{name}: restarted the child (generation {generation}); traffic resumes");
                 }
                 SupervisedEvent::ReinitFailed { generation, error } => {
                     note!(
-                        "relay: generation {generation} of the child could not be re-initialized: {error}"
+                        "{name}: generation {generation} of the child could not be re-initialized: {error}"
                     );
                 }
                 SupervisedEvent::SpawnFailed(err) => {
-                    note!("relay: restarting the child failed: {err}");
+                    note!("{name}: restarting the child failed: {err}");
                 }
-                SupervisedEvent::GaveUp(verdict) => note!("relay: {verdict}"),
-                other => note!("relay: {other:?}"),
+                SupervisedEvent::GaveUp(verdict) => note!("{name}: {verdict}"),
+                other => note!("{name}: {other:?}"),
             }
         }
     }

@@ -38,18 +38,22 @@ pub struct Log {
     now: Arc<dyn Fn() -> Instant + Send + Sync>,
     /// A write failed and that was said: logging stopped.
     failed: Arc<AtomicBool>,
+    /// The program's name, which that message starts with.
+    name: &'static str,
 }
 
 impl Log {
     /// Opens `path` for appending, creating it if needed; records are
-    /// stamped with the clock of the runtime `R` this is called on.
-    pub fn create<R: Runtime>(path: &Path) -> io::Result<Self> {
+    /// stamped with the clock of the runtime `R` this is called on. A
+    /// failure to write is said on stderr after `name` (the program's).
+    pub fn create<R: Runtime>(path: &Path, name: &'static str) -> io::Result<Self> {
         let rt = R::current().map_err(io::Error::other)?;
         let file = OpenOptions::new().create(true).append(true).open(path)?;
         Ok(Self {
             recorder: Arc::new(Recorder::new(file)),
             now: Arc::new(move || rt.now()),
             failed: Arc::new(AtomicBool::new(false)),
+            name,
         })
     }
 
@@ -76,7 +80,10 @@ impl Log {
     pub fn flush(&self) {
         if let Err(err) = self.recorder.flush() {
             if !self.failed.swap(true, Ordering::Relaxed) {
-                note!("relay: writing the log failed, logging stops: {err}");
+                note!(
+                    "{}: writing the log failed, logging stops: {err}",
+                    self.name
+                );
             }
         }
     }
@@ -115,7 +122,7 @@ mod tests {
             .build()
             .unwrap();
         let _entered = runtime.enter();
-        let log = Log::create::<childwire::tokio::Tokio>(&path).unwrap();
+        let log = Log::create::<childwire::tokio::Tokio>(&path, "relay").unwrap();
         let tap = log.child_tap();
         log.to_child(br#"{"id":1, "method":"ping"}"#);
         // What the transport is sent (a piece of a line) is not recorded

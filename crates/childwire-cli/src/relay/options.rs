@@ -68,6 +68,10 @@ pub const DEFAULT_STDIN_GRACE: Duration = Duration::from_secs(1);
 /// From SIGTERM to SIGKILL, by default; see [`DEFAULT_STDIN_GRACE`].
 pub const DEFAULT_TERM_GRACE: Duration = Duration::from_millis(500);
 
+/// The name the program's messages start with, as the example; the
+/// `childwire` command sets its own (`childwire relay`).
+pub const NAME: &str = "relay";
+
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RelayOptions {
@@ -89,6 +93,8 @@ pub struct RelayOptions {
     /// session: its `initialize` is replayed, its unanswered requests get
     /// errors.
     pub restart: bool,
+    /// The name its messages start with ([`NAME`] unless set).
+    pub name: &'static str,
 }
 
 /// The outcome of parsing the command line; `Help` prints [`USAGE`].
@@ -126,6 +132,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Parse
         term_grace,
         runtime,
         restart,
+        name: NAME,
     }))
 }
 

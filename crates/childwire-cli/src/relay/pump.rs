@@ -47,11 +47,17 @@ const NOT_FOUND: u8 = 127;
 const USAGE: u8 = 2;
 
 pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
-    let log = match options.log.as_deref().map(Log::create::<R>).transpose() {
+    // What relay says on stderr starts with its name.
+    let name = options.name;
+    let log = options
+        .log
+        .as_deref()
+        .map(|path| Log::create::<R>(path, name));
+    let log = match log.transpose() {
         Ok(log) => log,
         Err(err) => {
             let path = options.log.as_deref().unwrap_or_else(|| "?".as_ref());
-            note!("relay: cannot open the log {}: {err}", path.display());
+            note!("{name}: cannot open the log {}: {err}", path.display());
             return USAGE;
         }
     };
@@ -60,7 +66,7 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
     let signals = match Signals::new(CAUGHT) {
         Ok(signals) => Some(signals),
         Err(err) => {
-            note!("relay: cannot catch signals ({err}); SIGTERM will end relay, not the child");
+            note!("{name}: cannot catch signals ({err}); SIGTERM will end relay, not the child");
             None
         }
     };
@@ -74,7 +80,7 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
     let host = match R::stdio_with(Verbatim, &host_config) {
         Ok(host) => host,
         Err(err) => {
-            note!("relay: {err}");
+            note!("{name}: {err}");
             return CANNOT_EXECUTE;
         }
     };
@@ -104,10 +110,10 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
     config.max_send_size(limit);
     config.stdin_grace(options.stdin_grace);
     config.term_grace(options.term_grace);
-    let (to_child, from_child) = match child::spawn::<R>(&command, config, options.restart) {
+    let (to_child, from_child) = match child::spawn::<R>(&command, config, options.restart, name) {
         Ok(child) => child,
         Err(err) => {
-            note!("relay: {err}");
+            note!("{name}: {err}");
             return if err.kind() == io::ErrorKind::NotFound {
                 NOT_FOUND
             } else {
@@ -124,6 +130,7 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
         answers: &answers,
         log: log.as_ref(),
         limit,
+        name,
     };
     let mut stop = Stop {
         signals,
@@ -151,14 +158,14 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
     };
     match report {
         Some(report) => {
-            note!("relay: child {report}");
+            note!("{name}: child {report}");
             if let Some(log) = &log {
                 log.flush();
             }
             exit_code(&report)
         }
         None => {
-            note!("relay: lost track of the child (its runtime stopped)");
+            note!("{name}: lost track of the child (its runtime stopped)");
             1
         }
     }
@@ -171,7 +178,8 @@ const CAUGHT: [Signal; 3] = [Signal::Term, Signal::Int, Signal::Hup];
 const CAUGHT: [Signal; 1] = [Signal::Int];
 
 /// What both pumps write to: the two senders, the relay's own answers for
-/// the host, the log, and the limit those answers name.
+/// the host, the log, the limit those answers name, and the name what the
+/// relay says on stderr starts with.
 struct Ends<'a, R: ExampleRuntime> {
     /// Written by the child → host pump alone.
     to_host: &'a Sender<R, Verbatim>,
@@ -181,6 +189,7 @@ struct Ends<'a, R: ExampleRuntime> {
     answers: &'a RefCell<VecDeque<Bytes>>,
     log: Option<&'a Log>,
     limit: usize,
+    name: &'static str,
 }
 
 // By hand: a derive would ask `R: Copy`, and only references are copied.
@@ -195,6 +204,7 @@ impl<R: ExampleRuntime> Copy for Ends<'_, R> {}
 /// Sends the host's messages to the child until the host's stdin ends, then
 /// shuts the child down the MCP way.
 async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R, Verbatim>, ends: Ends<'_, R>) {
+    let name = ends.name;
     while let Some(item) = next(&mut from_host, ends.log).await {
         match item {
             Received::Message(message) => {
@@ -202,7 +212,7 @@ async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R, Verbatim>, 
                     // A `\r` inside the line: relaying it would corrupt
                     // the stream, so it is dropped, loudly, and not logged
                     // as sent.
-                    note!("relay: dropped a line from stdin: it holds a carriage return");
+                    note!("{name}: dropped a line from stdin: it holds a carriage return");
                     continue;
                 }
                 // Logged before the child can see it, so a request's record
@@ -215,13 +225,13 @@ async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R, Verbatim>, 
                     // The child takes no more (it exited or closed its
                     // stdin): reading on would be pointless.
                     Err(err) if matches!(err.kind(), SendErrorKind::Closed(_)) => return,
-                    Err(err) => note!("relay: dropped a line from stdin: {err}"),
+                    Err(err) => note!("{name}: dropped a line from stdin: {err}"),
                 }
             }
             Received::Oversized(notice) => {
                 // Never reaches the child; relay answers it in its place,
                 // through the one writer of stdout.
-                if let Some(answer) = oversized(Direction::ToChild, &notice, ends.limit, ends.log) {
+                if let Some(answer) = oversized(Direction::ToChild, &notice, ends) {
                     ends.answers.borrow_mut().push_back(answer);
                 }
             }
@@ -245,6 +255,7 @@ async fn child_to_host<'a, R: ExampleRuntime>(
     ends: Ends<'a, R>,
     stop: &mut Stop<'a>,
 ) -> Option<ExitReport> {
+    let name = ends.name;
     // Whoever reads relay's stdout went away: the child's output is still
     // drained (to its report), but no longer written.
     let mut host_gone = false;
@@ -287,7 +298,7 @@ async fn child_to_host<'a, R: ExampleRuntime>(
                 last: false,
             } => {
                 // Its exit record is the tap's, as every generation's.
-                note!("relay: child {report}; restarting it");
+                note!("{name}: child {report}; restarting it");
                 continue;
             }
             ChildEvent::Ended { report, last: true } => {
@@ -296,7 +307,7 @@ async fn child_to_host<'a, R: ExampleRuntime>(
                 }
                 if !host_gone {
                     if let Err(err) = ends.to_host.flush().await {
-                        note!("relay: writing stdout failed: {err}");
+                        note!("{name}: writing stdout failed: {err}");
                     }
                 }
                 return Some(report);
@@ -308,7 +319,7 @@ async fn child_to_host<'a, R: ExampleRuntime>(
             Received::Oversized(notice) => {
                 // Whoever asked waits for this answer: it gets an error
                 // for its id instead, and never hangs.
-                match oversized(Direction::FromChild, &notice, ends.limit, ends.log) {
+                match oversized(Direction::FromChild, &notice, ends) {
                     Some(answer) => answer,
                     None => continue,
                 }
@@ -316,7 +327,7 @@ async fn child_to_host<'a, R: ExampleRuntime>(
             // Malformed frames: line framing never has them; the end comes
             // as `ChildEvent::Ended`.
             other => {
-                note!("relay: from the child: {other:?}");
+                note!("{name}: from the child: {other:?}");
                 continue;
             }
         };
@@ -349,7 +360,10 @@ async fn write_to_host<'a, R: ExampleRuntime>(
             SendErrorKind::Closed(Closed::PeerClosed) => "the host closed it".to_owned(),
             _ => err.to_string(),
         };
-        note!("relay: writing stdout failed ({why}); shutting the child down");
+        note!(
+            "{}: writing stdout failed ({why}); shutting the child down",
+            ends.name
+        );
         stop.shut_down(ends.to_child);
     }
 }
@@ -398,7 +412,10 @@ impl<'a> Stop<'a> {
         match futures_core::Stream::poll_next(Pin::new(signals), cx) {
             Poll::Ready(Some(Ok(signal))) => Poll::Ready(signal),
             Poll::Ready(Some(Err(err))) => {
-                note!("relay: waiting for signals failed ({err}); no longer catching them");
+                note!(
+                    "{}: waiting for signals failed ({err}); no longer catching them",
+                    self.options.name
+                );
                 self.signals = None;
                 Poll::Pending
             }
@@ -428,10 +445,10 @@ impl<'a> Stop<'a> {
     /// second one means "now": SIGKILL to the child's group at once.
     fn on_signal<R: ExampleRuntime>(&mut self, signal: Signal, to_child: &'a ToChild<R>) {
         self.signalled += 1;
-        let name = signal_name(signal);
+        let (name, signal) = (self.options.name, signal_name(signal));
         if self.signalled == 1 {
             note!(
-                "relay: {name}: shutting the child down (closing its stdin, SIGTERM {} later, \
+                "{name}: {signal}: shutting the child down (closing its stdin, SIGTERM {} later, \
                  SIGKILL {} after that; a second signal kills it at once)",
                 seconds(self.options.stdin_grace),
                 seconds(self.options.term_grace),
@@ -439,8 +456,8 @@ impl<'a> Stop<'a> {
             self.shut_down(to_child);
             return;
         }
-        note!("relay: {name}, a second signal: killing the child's process group now");
-        kill_group(self.pid.get());
+        note!("{name}: {signal}, a second signal: killing the child's process group now");
+        kill_group(self.pid.get(), name);
     }
 }
 
@@ -450,7 +467,7 @@ impl<'a> Stop<'a> {
 /// group leader), and the child is not reaped before its report, which has
 /// not come, so the id cannot have been reused yet.
 #[cfg(unix)]
-fn kill_group(pid: Option<u32>) {
+fn kill_group(pid: Option<u32>, name: &str) {
     use rustix::process::{Pid, kill_process_group};
     let group = pid
         .and_then(|pid| i32::try_from(pid).ok())
@@ -461,7 +478,7 @@ fn kill_group(pid: Option<u32>) {
     if let Err(err) = kill_process_group(group, rustix::process::Signal::KILL) {
         // ESRCH: the whole group is gone already; the report follows.
         if err != rustix::io::Errno::SRCH {
-            note!("relay: killing the child's group failed: {err}");
+            note!("{name}: killing the child's group failed: {err}");
         }
     }
 }
@@ -469,8 +486,8 @@ fn kill_group(pid: Option<u32>) {
 /// Elsewhere there is no group to signal from here: the shutdown already
 /// under way ends the child (and its job) when its graces run out.
 #[cfg(not(unix))]
-fn kill_group(_pid: Option<u32>) {
-    note!("relay: the shutdown under way ends the child when its graces run out");
+fn kill_group(_pid: Option<u32>, name: &str) {
+    note!("{name}: the shutdown under way ends the child when its graces run out");
 }
 
 fn signal_name(signal: Signal) -> &'static str {
@@ -499,16 +516,20 @@ fn seconds(duration: std::time::Duration) -> String {
 /// child and is answered by relay. (A request the child sends, such as
 /// sampling, is small; an oversized message from the child is taken for a
 /// response.)
-fn oversized(dir: Direction, notice: &Oversized, limit: usize, log: Option<&Log>) -> Option<Bytes> {
+fn oversized<R: ExampleRuntime>(
+    dir: Direction,
+    notice: &Oversized,
+    ends: Ends<'_, R>,
+) -> Option<Bytes> {
     let from = match dir {
         Direction::FromChild => "from the child",
         Direction::ToChild => "from stdin",
     };
-    note!("relay: {from}: {notice}");
-    if let (Some(log), Direction::ToChild) = (log, dir) {
+    note!("{}: {from}: {notice}", ends.name);
+    if let (Some(log), Direction::ToChild) = (ends.log, dir) {
         log.oversized_to_child(notice);
     }
     let id = notice.json_rpc_id()?;
     // A notification has no id and wants no answer; `null` answers nobody.
-    (&id[..] != b"null").then(|| oversized_error(id, notice.len, limit))
+    (&id[..] != b"null").then(|| oversized_error(id, notice.len, ends.limit))
 }
