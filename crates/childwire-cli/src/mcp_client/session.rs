@@ -71,30 +71,29 @@ impl<R: Runtime> Link for Transport<R> {
     }
 }
 
-/// A re-initialization step's session: the new generation's transport,
-/// lent by the supervisor until traffic resumes.
-impl<R: Runtime> Link for &mut Transport<R> {
-    type Rt = R;
-    const SUPERVISED: bool = false;
+/// A borrowed link, as a re-initialization step's session: the new
+/// generation's transport, lent by the supervisor until traffic resumes.
+impl<L: Link> Link for &mut L {
+    type Rt = L::Rt;
+    const SUPERVISED: bool = L::SUPERVISED;
 
     fn send_line(&self, line: String) -> impl Future<Output = Result<(), SendError<String>>> {
-        self.send(line)
+        (**self).send_line(line)
     }
 
-    async fn next_event(&mut self) -> Option<SupervisedEvent> {
-        self.recv().await.map(SupervisedEvent::Received)
+    fn next_event(&mut self) -> impl Future<Output = Option<SupervisedEvent>> {
+        (**self).next_event()
     }
 
     fn renew(
         &mut self,
-        spawn: impl FnOnce() -> Result<Transport<R>, SpawnError>,
+        spawn: impl FnOnce() -> Result<Transport<Self::Rt>, SpawnError>,
     ) -> Result<(), SpawnError> {
-        **self = spawn()?;
-        Ok(())
+        (**self).renew(spawn)
     }
 
     fn id(&self) -> Option<u32> {
-        Transport::id(self)
+        (**self).id()
     }
 }
 
