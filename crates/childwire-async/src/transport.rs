@@ -13,7 +13,7 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use childwire_core::{
     Channel, ChannelConfig, Closed, Command, Counters, ExitReport, Framing, Lines, Received,
-    ReportWait, SendError, SendErrorKind, Session, SpawnError, WRITE_BATCH,
+    SendError, SendErrorKind, Session, SpawnError, WRITE_BATCH,
 };
 use futures_core::Stream;
 use futures_sink::Sink;
@@ -33,7 +33,10 @@ use crate::tap::{Hook, Tap, TapSlot};
 use crate::{os, spawn, spawner};
 
 mod kill;
+mod sending;
 mod startup;
+
+use sending::Sending;
 
 /// A message channel: to a child process over its stdin and stdout, or to a
 /// peer over any pipe pair (a socket, the process's own stdio).
@@ -264,8 +267,11 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
 
     /// Sends one message: its bytes with their framing (for NDJSON, `\n`).
     /// See [`Sender::send`].
-    pub async fn send<B: AsRef<[u8]>>(&self, payload: B) -> Result<(), SendError<B>> {
-        self.sender.send(payload).await
+    pub fn send<B: AsRef<[u8]>>(
+        &self,
+        payload: B,
+    ) -> impl Future<Output = Result<(), SendError<B>>> {
+        self.sender.send(payload)
     }
 
     /// Sends every message of `payloads` in order, in one pass over the
@@ -395,63 +401,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// A send refused because the child ended carries its exit report
     /// ([`SendError::exit_report`]): when the child was reaped, or closed
     /// its stdin and exits within `stdin_grace`, the failure waits for it.
-    pub async fn send<B: AsRef<[u8]>>(&self, payload: B) -> Result<(), SendError<B>> {
-        let mut payload = Some(payload);
-        let mut refused_full = false;
-        let sent = poll_fn(|cx| {
-            let item = payload.take().expect("polled after completion");
-            match self.poll_send(cx, item, &mut refused_full) {
-                Ok(result) => Poll::Ready(result),
-                Err(item) => {
-                    payload = Some(item);
-                    Poll::Pending
-                }
-            }
-        })
-        .await;
-        match sent {
-            Ok(()) => Ok(()),
-            Err(err) => Err(self.with_end(err).await),
-        }
-    }
-
-    /// `err` with the child's exit report, if sending ended with the child:
-    /// at once if it is known, after waiting for it if the core says it
-    /// comes ([`Supervisor::report_wait`](childwire_core::Supervisor::report_wait)).
-    async fn with_end<B>(&self, err: SendError<B>) -> SendError<B> {
-        let (SendErrorKind::Closed(closed), Some(supervisor)) = (err.kind(), &self.link.supervisor)
-        else {
-            return err;
-        };
-        let wait = lock(supervisor).report_wait(closed, self.rt.now());
-        let mut timer = match wait {
-            ReportWait::No => {
-                return match self.link.exit.get() {
-                    Some(report) => err.with_exit_report(report),
-                    None => err,
-                };
-            }
-            ReportWait::Certain => None,
-            ReportWait::Until(deadline) => Some(self.rt.timer(deadline)),
-        };
-        let report = poll_fn(|cx| match self.link.exit.poll_report(cx.waker()) {
-            Poll::Ready(report) => Poll::Ready(report),
-            Poll::Pending => {
-                let expired = timer
-                    .as_mut()
-                    .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
-                if expired {
-                    Poll::Ready(None)
-                } else {
-                    Poll::Pending
-                }
-            }
-        })
-        .await;
-        match report {
-            Some(report) => err.with_exit_report(report),
-            None => err,
-        }
+    pub fn send<B: AsRef<[u8]>>(
+        &self,
+        payload: B,
+    ) -> impl Future<Output = Result<(), SendError<B>>> {
+        Sending::new(self, payload)
     }
 
     /// A handle to the child's exit report: set when the child's end is
