@@ -324,6 +324,13 @@ async fn child_to_host<'a, R: ExampleRuntime>(
                     None => continue,
                 }
             }
+            // A line that is not JSON (a banner, a log line): named once
+            // per kind on stderr; the line itself follows as a message and
+            // is passed through verbatim like any other.
+            Received::Pollution(notice) => {
+                note!("{name}: the child's stdout: {notice}");
+                continue;
+            }
             // Malformed frames: line framing never has them; the end comes
             // as `ChildEvent::Ended`.
             other => {
