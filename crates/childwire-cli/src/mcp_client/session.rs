@@ -155,9 +155,15 @@ pub enum Failure {
 }
 
 impl Failure {
-    /// Sending failed because the server has exited.
+    /// Sending failed because the server has ended: it exited, or its
+    /// stdin broke as it did (the write's EPIPE may come before the exit is
+    /// known; the error then carries the exit report all the same).
     fn is_exit(&self) -> bool {
-        matches!(self, Failure::Send(err) if err.kind() == SendErrorKind::Closed(Closed::Exited))
+        matches!(self, Failure::Send(err) if match err.kind() {
+            SendErrorKind::Closed(Closed::Exited) => true,
+            SendErrorKind::Closed(Closed::PeerClosed) => err.exit_report().is_some(),
+            _ => false,
+        })
     }
 }
 
