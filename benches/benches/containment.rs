@@ -121,7 +121,7 @@ fn bench(args: Args) -> Result<ExitCode, String> {
             let outcome = rt.block_on(async {
                 let command = setup.command("eof-exit");
                 let start = Instant::now();
-                let spawned = Transport::<Tokio>::spawn(&command, Config::default());
+                let spawned = Transport::<Tokio>::spawn(&command, plain_text_config());
                 let took = start.elapsed();
                 let mut transport = match spawned {
                     Ok(t) => t,
@@ -277,7 +277,7 @@ impl Drop for Crowd {
 fn timed_shutdown() -> Result<(Duration, Duration), String> {
     e2e::tokio_runtime().block_on(async {
         let mut transport =
-            Transport::<Tokio>::spawn(&e2e::command("eof-exit", &[]), Config::default())
+            Transport::<Tokio>::spawn(&e2e::command("eof-exit", &[]), plain_text_config())
                 .map_err(|e| e.to_string())?;
         match transport.recv().await {
             Some(Received::Message(m)) if *m == *b"ready" => {}
@@ -375,4 +375,12 @@ fn std_eof() -> Result<Duration, String> {
     e2e::read_line(&mut stdout, &mut line)?;
     let exit = exit_stamp(&line).map_err(|e| e.unwrap_or_default())?;
     Ok(Duration::from_nanos(end.saturating_sub(exit)))
+}
+
+/// The default config without pollution notices: the bench children speak
+/// plain-text lines ("ready", exit stamps).
+fn plain_text_config() -> Config {
+    let mut config = Config::default();
+    config.pollution(None);
+    config
 }

@@ -16,7 +16,8 @@ fn c12_shutdown_of_a_child_that_exits_on_eof_is_immediate() {
     run(async {
         // Default graces (2 s each): a transport that sleeps through any of them fails here.
         let mut t = start(&misbehave(&["echo"]), super::rt::Config::default());
-        roundtrip(&mut t, "hello").await;
+        // JSON: the default config names a plain-text line as pollution.
+        roundtrip(&mut t, r#"{"jsonrpc":"2.0","method":"ping"}"#).await;
         let started = Instant::now();
         let report = finish(t).await;
         let took = started.elapsed();

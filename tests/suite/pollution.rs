@@ -31,6 +31,46 @@ fn c39_a_banner_then_json_server_gives_one_notice_naming_a_banner_then_its_messa
 }
 
 #[test]
+fn c39_a_default_config_child_printing_a_banner_gives_exactly_one_notice_and_every_message() {
+    run(async {
+        // `Config::default()` as a host writes it; only the graces shortened.
+        let mut config = rt::Config::default();
+        config.stdin_grace(std::time::Duration::from_secs(1));
+        config.term_grace(std::time::Duration::from_secs(1));
+        let mut t = start(&misbehave(&["banner"]), config);
+        let requests = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+            r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
+        ];
+        for request in requests {
+            send(&mut t, request).await;
+        }
+        let mut notices = 0;
+        let mut messages = Vec::new();
+        while messages.len() < 2 + requests.len() {
+            match recv(&mut t).await {
+                Received::Pollution(_) => notices += 1,
+                Received::Message(m) => messages.push(String::from_utf8_lossy(&m).into_owned()),
+                other => panic!("unexpected {other:?}"),
+            }
+        }
+        assert_eq!(notices, 1, "{messages:?}");
+        assert_eq!(
+            messages[..2],
+            [
+                "Starting server on stdio...",
+                "Listening for JSON-RPC on stdin"
+            ]
+        );
+        assert_eq!(messages[2..], requests);
+        let report = finish(t).await;
+        assert!(report.success(), "{report}");
+        assert_eq!(report.counters.polluted, 2, "{report:?}");
+    });
+}
+
+#[test]
 fn c39_an_lsp_server_spoken_to_as_ndjson_gives_one_notice_naming_content_length_framing() {
     run(async {
         let t = start(&misbehave(&["lsp"]), polluted_config());

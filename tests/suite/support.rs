@@ -105,16 +105,21 @@ pub(super) fn misbehave(args: &[&str]) -> Command {
 
 /// The default config with graces short enough that a test which fails by hanging in shutdown
 /// fails fast. Tests of the graces set their own.
+///
+/// Pollution notices are off here: most of the suite speaks plain text through `cat` and
+/// friends to test framing and lifecycle, not MCP; `pollution.rs` tests the default.
 pub(super) fn config() -> Config {
     let mut config = Config::default();
     config.stdin_grace(Duration::from_secs(1));
     config.term_grace(Duration::from_secs(1));
+    config.pollution(None);
     config
 }
 
 /// [`config`] with stdout pollution named (see `pollution.rs`).
 pub(super) fn polluted_config() -> Config {
     let mut config = config();
+    // What `Config::default()` gives a spawned child.
     config.pollution(Some(rt::PollutionPolicy::Deliver));
     config
 }

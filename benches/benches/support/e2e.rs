@@ -466,8 +466,11 @@ pub(crate) fn command(mode: &str, args: &[&str]) -> childwire_async::Command {
 pub(crate) fn spawn<R: Runtime>(
     mode: &str,
     args: &[&str],
-    config: Config,
+    mut config: Config,
 ) -> Result<Transport<R>, String> {
+    // The bench children speak plain-text lines ("ready", exit stamps,
+    // payloads of any shape): pollution notices would be extra items.
+    config.pollution(None);
     Transport::<R>::spawn(&command(mode, args), config).map_err(|e| e.to_string())
 }
 

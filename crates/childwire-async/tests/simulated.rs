@@ -86,7 +86,7 @@ fn c12_shutdown_of_a_child_that_exits_on_eof_completes_at_the_instant_it_exits()
         child.exit(0);
     });
     let (asked, done, report) = rt.block_on(async {
-        let transport = spawn(Config::default());
+        let transport = spawn(plain_config());
         rt.sleep(Duration::from_secs(1)).await;
         let asked = rt.elapsed();
         let report = transport.shutdown().await.expect("shutdown completes");
@@ -125,7 +125,7 @@ fn shutdown_ignoring_everything(
         std::mem::forget(child);
     }
     rt.run(async {
-        let transport = spawn(Config::default());
+        let transport = spawn(plain_config());
         rt.sleep(ASKED_AT).await;
         let report = transport.shutdown().await.expect("shutdown completes");
         (rt.elapsed() - ASKED_AT, report)
@@ -210,7 +210,7 @@ fn shutdown_while_sending(
     // points can run it in the middle of the background task's poll.
     let caller = rt.spawn_joinable(async move {
         let rt = task_rt;
-        let (sender, mut receiver) = spawn(Config::default()).split();
+        let (sender, mut receiver) = spawn(plain_config()).split();
         let mut rng = Rng(seed | 1);
         let message =
             |i: usize, len: usize| format!("{{\"n\":{i},\"pad\":\"{}\"}}", "x".repeat(len));
@@ -313,7 +313,7 @@ fn c07_a_child_that_reads_nothing_fails_sends_as_stalled_at_exactly_the_write_ti
         child.exit(3);
     });
     let (failed_at, kind, report) = rt.block_on(async {
-        let mut config = Config::default();
+        let mut config = plain_config();
         config
             .write_timeout(Some(Duration::from_secs(5)))
             .send_high_water(1024);
@@ -380,7 +380,7 @@ fn c25_stdout_is_not_read_past_recv_high_water_after_the_exit_and_the_report_wai
         child.exit(0);
     });
     let (unread_after, received, report) = rt.block_on(async {
-        let mut config = Config::default();
+        let mut config = plain_config();
         // Longer than the caller stays away: see the test below for what
         // happens when it is not.
         config
@@ -440,7 +440,7 @@ fn c04_every_line_before_the_exit_is_delivered_and_the_report_is_last_in_any_int
             child.exit(1);
         });
         rt.block_on(async {
-            let mut transport = spawn(Config::default());
+            let mut transport = spawn(plain_config());
             let mut items = Vec::new();
             while let Some(item) = transport.recv().await {
                 items.push(item);
@@ -497,7 +497,7 @@ fn c05_a_recv_dropped_at_any_point_loses_no_message() {
             child.exit(0);
         });
         rt.block_on(async {
-            let mut transport = spawn(Config::default());
+            let mut transport = spawn(plain_config());
             let mut rng = Rng(seed * 7 + 1);
             let mut got = Vec::new();
             let mut dropped = 0;
@@ -544,7 +544,7 @@ fn c08_a_send_dropped_at_any_point_queued_the_whole_message_or_nothing() {
             child.exit(0);
         });
         let sent = rt.block_on(async {
-            let mut config = Config::default();
+            let mut config = plain_config();
             config.send_high_water(4096);
             let transport = spawn(config);
             let mut rng = Rng(seed);
@@ -595,7 +595,7 @@ fn c07_the_sink_goes_past_the_bound_by_one_message_at_most_when_another_sender_t
         ..ChildSpec::default()
     });
     let (fed, queued_by_sender) = rt.block_on(async {
-        let mut config = Config::default();
+        let mut config = plain_config();
         config.send_high_water(4096);
         let (sender, _receiver) = spawn(config).split();
         let mut sink = sender.clone();
@@ -635,7 +635,7 @@ fn c07_the_sink_goes_past_the_bound_by_one_message_at_most_when_another_sender_t
 const ROOM_LINE: usize = 499;
 
 fn room_config() -> Config {
-    let mut config = Config::default();
+    let mut config = plain_config();
     config.send_high_water(2000);
     config
 }
@@ -760,7 +760,7 @@ fn c32_the_first_message_of_a_turn_is_written_by_its_sender_and_a_burst_by_the_b
     let rt = FakeRuntime::new();
     let mut child = rt.script_child(ChildSpec::default());
     rt.block_on(async {
-        let mut transport = spawn(Config::default());
+        let mut transport = spawn(plain_config());
         transport.send("one").await.unwrap();
         assert_eq!(child.stdin.unread(), 4, "written by the send itself");
         transport.send("two").await.unwrap();
@@ -793,7 +793,7 @@ fn a_quiet_stderr_is_not_read_on_every_round_of_the_background_task() {
     let rt = FakeRuntime::new();
     let mut child = rt.script_child(ChildSpec::default());
     rt.block_on(async {
-        let mut transport = spawn(Config::default());
+        let mut transport = spawn(plain_config());
         for _ in 0..100 {
             transport.send("one").await.unwrap();
             // Right behind it: left to the background flush, a round of
@@ -1067,8 +1067,8 @@ fn c07_the_write_timeout_fires_when_a_taken_write_never_goes_through() {
 fn c24_spawning_outside_the_fake_runtime_fails_before_anything_starts() {
     let rt = FakeRuntime::new();
     let _child = rt.script_child(ChildSpec::default());
-    let err = Transport::<FakeRuntime>::spawn(&Command::new("fake-server"), Config::default())
-        .unwrap_err();
+    let err =
+        Transport::<FakeRuntime>::spawn(&Command::new("fake-server"), plain_config()).unwrap_err();
     assert!(err.to_string().contains("fake runtime"), "{err}");
     assert!(rt.spawned().is_empty());
 }
@@ -1089,7 +1089,7 @@ fn c04_lines_held_back_by_the_receive_bound_are_not_lost_when_the_caller_is_away
         child.exit(0);
     });
     let (received, report) = rt.block_on(async {
-        let mut config = Config::default();
+        let mut config = plain_config();
         config.recv_high_water(1024 * 1024);
         let mut transport = spawn(config);
         let mut received =
@@ -1128,7 +1128,7 @@ fn c04_held_back_lines_then_the_report_when_a_grandchild_keeps_stdout_open() {
         std::mem::forget(child.exit_leaving_stdout(0));
     });
     let (received, report) = rt.block_on(async {
-        let mut config = Config::default();
+        let mut config = plain_config();
         config.recv_high_water(8192);
         let mut transport = spawn(config);
         rt.sleep(Duration::from_secs(10)).await;
@@ -1168,7 +1168,7 @@ fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
         child.exit(0);
     });
     rt.block_on(async {
-        let mut config = Config::default();
+        let mut config = plain_config();
         config.recv_high_water(1024 * 1024);
         let mut transport = spawn(config);
         let mut received =
@@ -1225,7 +1225,7 @@ fn c14_dropping_the_transport_while_lines_are_held_back_ends_the_background_task
         child.exit(0);
     });
     let stalled = rt.run(async {
-        let mut config = Config::default();
+        let mut config = plain_config();
         config.recv_high_water(1024 * 1024);
         let mut transport = spawn(config);
         let _ = transport.recv().await;
@@ -1263,7 +1263,7 @@ fn c38_the_silence_runs_from_the_last_stderr_line_exactly_and_a_partial_line_is_
         child.exit(0);
     });
     let verdict = rt.block_on(async {
-        let mut transport = spawn(Config::default());
+        let mut transport = spawn(plain_config());
         let mut config = StartupConfig::default();
         config.silence = Some(500 * MS);
         let verdict = transport.started(config).await;
@@ -1355,7 +1355,7 @@ fn c38_the_callers_readiness_comes_at_its_message_and_earlier_messages_stretch_t
         child.exit(0);
     });
     let (verdict, first, third) = rt.block_on(async {
-        let mut transport = spawn(Config::default());
+        let mut transport = spawn(plain_config());
         let mut config = StartupConfig::default();
         config.silence = Some(500 * MS);
         let verdict = transport
@@ -1379,4 +1379,13 @@ fn c38_the_callers_readiness_comes_at_its_message_and_earlier_messages_stretch_t
         Some(Received::Message(m)) => assert_eq!(m.bytes(), ANSWER),
         other => panic!("the answer is kept for recv, got {other:?}"),
     }
+}
+
+/// The default config without pollution notices: these tests speak plain
+/// text to check framing and lifecycle; `Config::default()` would name the
+/// first line as pollution.
+fn plain_config() -> Config {
+    let mut config = Config::default();
+    config.pollution(None);
+    config
 }

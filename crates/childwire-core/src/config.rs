@@ -40,10 +40,13 @@ pub struct ChannelConfig {
     /// framing on an NDJSON channel, or NDJSON on a `Content-Length` one)
     /// is reported once per kind as a `Pollution` notice, before it, with
     /// the [`PollutionPolicy`] deciding whether the line itself is still
-    /// delivered. Default: `None`, no detection: every line is delivered
-    /// as it came, with no notice. An MCP host wants
-    /// `Some(PollutionPolicy::Deliver)`: the same lines, each cause named
-    /// once.
+    /// delivered. For a spawned child ([`Config::default`]) the default is
+    /// `Some(PollutionPolicy::Deliver)`: every line is still delivered, and
+    /// each cause is named once. For a channel over generic pipes or a
+    /// stream (`ChannelConfig::default()`, used by `from_pipes` and
+    /// `from_stream`) the default is `None`: no detection, every line
+    /// delivered as it came, with no notice. `Some(PollutionPolicy::Drop)`
+    /// is the strict choice: the notice, and the line dropped.
     pub pollution: Option<PollutionPolicy>,
 }
 
@@ -61,7 +64,10 @@ impl Default for ChannelConfig {
 }
 
 /// Limits and timings of a child transport: its channel, its lifecycle and
-/// the stderr tail. Every field has a default that suits an MCP host.
+/// the stderr tail. Every field has a default that suits an MCP host; unlike
+/// a bare [`ChannelConfig`], a child's channel names stdout pollution by
+/// default ([`ChannelConfig::pollution`] is `Some(PollutionPolicy::Deliver)`),
+/// because a banner printed by a child is the classic stdio failure.
 ///
 /// ```
 /// use std::time::Duration;
@@ -75,7 +81,7 @@ impl Default for ChannelConfig {
 /// assert_eq!(config.lifecycle.stdin_grace, Duration::from_millis(500));
 /// config.validate().unwrap();
 /// ```
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Config {
     /// The message channel's limits.
@@ -84,6 +90,22 @@ pub struct Config {
     pub lifecycle: LifecycleConfig,
     /// Bounds of the stderr tail kept for the report.
     pub stderr_tail: StderrTailConfig,
+}
+
+impl Default for Config {
+    /// The defaults above, with pollution notices on
+    /// (`Some(PollutionPolicy::Deliver)`): a child's non-JSON stdout line is
+    /// named once per kind and still delivered.
+    fn default() -> Self {
+        Self {
+            channel: ChannelConfig {
+                pollution: Some(PollutionPolicy::Deliver),
+                ..ChannelConfig::default()
+            },
+            lifecycle: LifecycleConfig::default(),
+            stderr_tail: StderrTailConfig::default(),
+        }
+    }
 }
 
 macro_rules! setters {

@@ -52,16 +52,24 @@ fn c39_the_drop_policy_drops_the_lines_and_the_counters_say_so() {
 }
 
 #[test]
-fn c39_detection_is_off_by_default_and_lines_come_as_they_are() {
+fn c39_a_child_names_pollution_by_default_a_bare_channel_does_not() {
     assert_eq!(ChannelConfig::default().pollution, None);
+    assert_eq!(
+        Config::default().channel.pollution,
+        Some(PollutionPolicy::Deliver)
+    );
     let now = std::time::Instant::now();
     let mut session = Session::new(&Config::default(), true, now);
     session.handle_stdout(b"banner\n", now);
     assert!(matches!(
         session.poll_received(),
+        Some(Received::Pollution(_))
+    ));
+    assert!(matches!(
+        session.poll_received(),
         Some(Received::Message(_))
     ));
-    assert_eq!(session.counters().polluted, 0);
+    assert_eq!(session.counters().polluted, 1);
 }
 
 #[test]

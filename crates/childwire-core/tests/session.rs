@@ -86,7 +86,7 @@ fn text(item: &Received) -> String {
 
 #[test]
 fn c04_every_line_written_before_exit_comes_before_the_report() {
-    let mut sim = Sim::new(Config::default());
+    let mut sim = Sim::new(plain_config());
     sim.session.handle_stdout(b"{\"a\":1}\n{\"b\"", sim.now);
     // The exit is observed while the pipe still holds the child's last bytes.
     sim.session.handle_exit(Exit::Code(3), sim.now);
@@ -126,7 +126,7 @@ fn c04_every_line_written_before_exit_comes_before_the_report() {
 
 #[test]
 fn c04_pipes_held_open_by_a_grandchild_delay_the_report_only_for_drain_grace() {
-    let mut config = Config::default();
+    let mut config = plain_config();
     config.drain_grace(Duration::from_millis(300));
     let mut sim = Sim::new(config);
     sim.session.handle_exit(Exit::Code(0), sim.now);
@@ -142,7 +142,7 @@ fn c04_pipes_held_open_by_a_grandchild_delay_the_report_only_for_drain_grace() {
 
 #[test]
 fn c07_receive_backpressure_pauses_stdout_until_the_caller_catches_up() {
-    let mut config = Config::default();
+    let mut config = plain_config();
     config.recv_high_water(ITEM_OVERHEAD + 10);
     let mut sim = Sim::new(config);
     assert!(sim.session.wants_stdout());
@@ -173,7 +173,7 @@ fn c07_receive_backpressure_pauses_stdout_until_the_caller_catches_up() {
 /// that something held the pipes).
 #[test]
 fn c25_the_report_says_what_a_caller_that_never_drains_left_unreceived() {
-    let mut config = Config::default();
+    let mut config = plain_config();
     config
         .recv_high_water(2 * (ITEM_OVERHEAD + 5))
         .drain_grace(Duration::from_millis(300));
@@ -212,7 +212,7 @@ world
 /// counted, nothing was held back, and the pipes count as drained.
 #[test]
 fn c25_the_report_counts_what_waits_for_the_caller_when_stdout_reached_eof() {
-    let mut sim = Sim::new(Config::default());
+    let mut sim = Sim::new(plain_config());
     sim.session.handle_stderr_eof(sim.now);
     sim.session.handle_stdout(
         b"hello
@@ -235,7 +235,7 @@ fn c25_the_report_counts_what_waits_for_the_caller_when_stdout_reached_eof() {
     );
 
     // A caller that kept up: nothing to say.
-    let mut sim = Sim::new(Config::default());
+    let mut sim = Sim::new(plain_config());
     sim.session.handle_stderr_eof(sim.now);
     sim.session.handle_stdout(
         b"hello
@@ -255,7 +255,7 @@ fn c25_the_report_counts_what_waits_for_the_caller_when_stdout_reached_eof() {
 
 #[test]
 fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_timeout() {
-    let mut config = Config::default();
+    let mut config = plain_config();
     config.send_high_water(8);
     config.write_timeout(Some(Duration::from_secs(5)));
     let mut sim = Sim::new(config);
@@ -299,7 +299,7 @@ fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_time
 
 #[test]
 fn c08_send_after_shutdown_is_refused_whole() {
-    let mut sim = Sim::new(Config::default());
+    let mut sim = Sim::new(plain_config());
     sim.session.send("queued").unwrap();
     sim.session.shutdown(sim.now);
     let err = sim.session.send("late").unwrap_err();
@@ -314,7 +314,7 @@ fn c08_send_after_shutdown_is_refused_whole() {
 
 #[test]
 fn c12_shutdown_flushes_then_closes_stdin_and_reports_the_step() {
-    let mut sim = Sim::new(Config::default());
+    let mut sim = Sim::new(plain_config());
     sim.session.send("bye").unwrap();
     sim.session.shutdown(sim.now);
     sim.drain_actions();
@@ -340,7 +340,7 @@ fn c12_shutdown_flushes_then_closes_stdin_and_reports_the_step() {
 
 #[test]
 fn c12_a_child_that_never_reads_gets_sigterm_then_sigkill_on_schedule() {
-    let mut config = Config::default();
+    let mut config = plain_config();
     config.stdin_grace(Duration::from_millis(100));
     config.term_grace(Duration::from_millis(200));
     let mut sim = Sim::new(config);
@@ -370,7 +370,7 @@ fn c12_a_child_that_never_reads_gets_sigterm_then_sigkill_on_schedule() {
 
 #[test]
 fn c09_stderr_lines_are_handed_out_and_kept_in_the_tail() {
-    let mut sim = Sim::new(Config::default());
+    let mut sim = Sim::new(plain_config());
     sim.session.handle_stderr(b"warn: one\nwarn: t", sim.now);
     sim.session.handle_stderr(b"wo\n", sim.now);
     let lines: Vec<_> = std::iter::from_fn(|| sim.session.poll_stderr_line()).collect();
@@ -382,7 +382,7 @@ fn c09_stderr_lines_are_handed_out_and_kept_in_the_tail() {
 fn c09_without_a_stderr_pipe_the_end_does_not_wait_for_stderr() {
     // Without a stderr pipe the adapter reports stderr's end at spawn.
     let now = Instant::now();
-    let mut session = Session::new(&Config::default(), true, now);
+    let mut session = Session::new(&plain_config(), true, now);
     session.handle_stderr_eof(now);
     session.handle_exit(Exit::Code(0), now);
     session.handle_stdout_eof(now);
@@ -396,7 +396,7 @@ fn c09_without_a_stderr_pipe_the_end_does_not_wait_for_stderr() {
 
 #[test]
 fn c14_drop_kills_a_live_child_and_leaves_a_reaped_one_alone() {
-    let mut sim = Sim::new(Config::default());
+    let mut sim = Sim::new(plain_config());
     assert_eq!(
         sim.session.drop_action(),
         Some(Action::Signal(Signal::Kill))
@@ -411,7 +411,7 @@ fn c14_drop_kills_a_live_child_and_leaves_a_reaped_one_alone() {
 
 #[test]
 fn c09_the_report_waits_until_stderr_lines_are_delivered() {
-    let mut sim = Sim::new(Config::default());
+    let mut sim = Sim::new(plain_config());
     sim.session.handle_stderr(b"last words\n", sim.now);
     sim.session.handle_stderr_eof(sim.now);
     sim.session.handle_stdout_eof(sim.now);
@@ -432,4 +432,13 @@ fn c09_the_report_waits_until_stderr_lines_are_delivered() {
         sim.session.poll_received(),
         Some(Received::Exited(_))
     ));
+}
+
+/// The default config without pollution notices: these tests speak plain
+/// text to check framing and lifecycle; `Config::default()` would name the
+/// first line as pollution.
+fn plain_config() -> Config {
+    let mut config = Config::default();
+    config.pollution(None);
+    config
 }

@@ -22,10 +22,11 @@ fn c18_spawn_works_outside_block_on() {
     // `block_on`: spawning from a plain thread must work.
     let mut cat = Transport::spawn(&Command::new("cat"), Config::default()).unwrap();
     smol::block_on(async {
-        cat.send("hello").await.unwrap();
+        // JSON: the default config names a plain-text line as pollution.
+        cat.send(r#"{"hello":1}"#).await.unwrap();
         let item = timeout(Duration::from_secs(5), cat.recv()).await.unwrap();
         assert!(
-            matches!(&item, Some(Received::Message(m)) if &m[..] == b"hello"),
+            matches!(&item, Some(Received::Message(m)) if &m[..] == br#"{"hello":1}"#),
             "{item:?}"
         );
         let report = timeout(Duration::from_secs(5), cat.shutdown())

@@ -16,6 +16,11 @@ async fn typed_json_goes_out_as_one_line_and_comes_back_deserialized() {
     // Not JSON of the expected type: an error that keeps the bytes, and the
     // stream goes on.
     cat.send("not json").await.expect("send");
+    // The default config names the first non-JSON line once, before it.
+    match cat.recv_json::<Value>().await {
+        Some(Err(RecvJsonError::Pollution(notice))) => assert_eq!(&notice.head[..], b"not json"),
+        other => panic!("expected a pollution notice, got {other:?}"),
+    }
     match cat.recv_json::<Value>().await {
         Some(Err(RecvJsonError::Parse { message, .. })) => assert_eq!(&message[..], b"not json"),
         other => panic!("expected a parse error, got {other:?}"),

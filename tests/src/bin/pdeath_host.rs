@@ -96,9 +96,9 @@ fn host<R: Runtime>(
     }
     let pid = transport.id().expect("a pid");
     block_on(Box::pin(async {
-        transport.send("ping").await.expect("send");
+        transport.send(r#"{"ping":1}"#).await.expect("send");
         match transport.recv().await {
-            Some(Received::Message(m)) => assert_eq!(&m.bytes()[..], b"ping"),
+            Some(Received::Message(m)) => assert_eq!(&m.bytes()[..], br#"{"ping":1}"#),
             other => panic!("the child died with the worker thread: {other:?}"),
         }
     }));
