@@ -80,6 +80,9 @@ impl Direction {
 /// # Ok(()) }
 /// ```
 pub struct Recorder<W: Write + Send + 'static> {
+    /// Each record is written whole under it, so the records of senders
+    /// and the receiver in different tasks never interleave. Off the
+    /// transport's path: only a recorder set as a tap takes it.
     inner: Mutex<Inner<W>>,
 }
 
