@@ -30,8 +30,8 @@ use std::time::{Duration, Instant};
 use arbitrary::Arbitrary;
 use childwire_core::Swept;
 use childwire_core::{
-    Action, Config, ContentLength, Exit, ExitReport, Frame, Lines, Received, Session, Signal,
-    SignalError, StderrTailConfig,
+    Action, Config, ContentLength, Exit, ExitReport, Frame, Lines, PollutionKind, Received,
+    Session, Signal, SignalError, StderrTailConfig,
 };
 use common::{Driver, Model, Payload};
 use libfuzzer_sys::fuzz_target;
@@ -151,6 +151,10 @@ struct Harness<F: Model> {
     sweeps: u32,
 
     report: Option<ExitReport>,
+    /// The kinds of stdout pollution named so far: each at most once (a
+    /// child's config names pollution by default, every line still
+    /// delivered, so the frames still match the model).
+    pollution_kinds: Vec<PollutionKind>,
 }
 
 impl<F: Model> Harness<F> {
@@ -182,6 +186,7 @@ impl<F: Model> Harness<F> {
             kills: 0,
             sweeps: 0,
             report: None,
+            pollution_kinds: Vec::new(),
         }
     }
 
@@ -301,6 +306,13 @@ impl<F: Model> Harness<F> {
                 Received::Oversized(o) => self.io.take(Frame::Oversized(o)),
                 Received::Malformed(m) => self.io.take(Frame::Malformed(m)),
                 Received::Exited(report) => self.report(*report),
+                Received::Pollution(notice) => {
+                    assert!(
+                        !self.pollution_kinds.contains(&notice.kind),
+                        "a pollution kind named twice: {notice:?}"
+                    );
+                    self.pollution_kinds.push(notice.kind);
+                }
                 other => panic!("an item kind this target does not know: {other:?}"),
             }
         }
