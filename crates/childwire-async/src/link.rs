@@ -27,6 +27,11 @@ pub(crate) struct Link<F: Framing> {
     pub(crate) inn: CachePadded<Mutex<InSide<F>>>,
     /// The child's supervisor; `None` for a channel over a pipe pair. When
     /// both are locked, this one first, then `out` (never `inn` under it).
+    /// Its own lock, off the data path: a send or a receive never takes it
+    /// (only stdout's EOF, the last handle's drop, stderr, timers and the
+    /// exit do), so the per-message rows of `cargo xtask bench --check`
+    /// count none of it, and the background task's work on it never waits
+    /// for a sender or the receiver.
     pub(crate) supervisor: Option<Mutex<Supervisor>>,
     /// Whether the last handle's drop, without a shutdown, kills the child.
     kill_on_drop: bool,

@@ -16,6 +16,9 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 }
 
 /// Where the background task's waker is kept, for whoever has work for it.
+/// A lock taken only to wake that task, not per message: 173 times for
+/// 65,536 messages of the `send().await` row (counted under callgrind when
+/// the layer was made lean, this session's issue 26 work).
 pub(crate) type BgWaker = Arc<Mutex<Option<Waker>>>;
 
 /// Wakes the background task, if it was polled yet.
