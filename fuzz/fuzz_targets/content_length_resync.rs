@@ -9,8 +9,8 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use childwire_core::Frame;
 use childwire_core::ContentLengthDecoder;
+use childwire_core::Frame;
 use childwire_core::testing::content_length::{
     self as reference,
     lies::{self, Kind, Lie},

@@ -5,8 +5,8 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use childwire_core::{Frame, LineDecoder};
 use childwire_core::{EncodeErrorKind, LineEncoder};
+use childwire_core::{Frame, LineDecoder};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Arbitrary)]

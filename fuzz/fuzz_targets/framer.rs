@@ -6,8 +6,8 @@
 #![no_main]
 
 use arbitrary::Arbitrary;
-use childwire_core::{LineDecoder, OVERSIZED_HEAD_LEN};
 use childwire_core::testing::lines::{self as reference, Expected};
+use childwire_core::{LineDecoder, OVERSIZED_HEAD_LEN};
 use libfuzzer_sys::fuzz_target;
 
 #[derive(Debug, Arbitrary)]

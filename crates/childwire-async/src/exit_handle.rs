@@ -186,20 +186,6 @@ impl ExitSlot {
     pub fn get(&self) -> Option<ExitReport> {
         self.shared.state().report.clone()
     }
-
-    /// Replaces the recorded report with the same end, completed (the
-    /// counters and pipes as the receiver got it, see
-    /// [`Supervisor::final_report`](childwire_core::Supervisor::final_report)).
-    pub(crate) fn complete(&self, report: ExitReport) {
-        self.shared.state().record(report);
-        self.shared.waiters.wake_all();
-    }
-
-    /// Whether the slot was closed without a report: none will come.
-    pub(crate) fn is_closed(&self) -> bool {
-        let state = self.shared.state();
-        state.closed && state.report.is_none()
-    }
 }
 
 impl Default for ExitSlot {
@@ -335,9 +321,6 @@ mod tests {
         assert_eq!(slot.get().unwrap().unanswered_ids, ids(&[b"1", b"2"]));
         // The final list, once the end was read, replaces the early one.
         slot.set_unanswered_ids(ids(&[b"2"]));
-        assert_eq!(slot.handle().get().unwrap().unanswered_ids, ids(&[b"2"]));
-        // The transport's completed report keeps it.
-        slot.complete(report());
         assert_eq!(slot.handle().get().unwrap().unanswered_ids, ids(&[b"2"]));
     }
 

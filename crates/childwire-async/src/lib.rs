@@ -25,20 +25,19 @@ pub mod async_process;
 #[cfg(target_os = "linux")]
 mod cgroup;
 mod config;
-mod control;
+mod driver;
 mod exit_handle;
-mod flusher;
-mod in_side;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 mod json;
-mod link;
 mod os;
-mod out_side;
 #[cfg(target_os = "linux")]
 mod pre_exec;
 pub mod prelude;
+mod receiver;
 mod runtime;
+mod sender;
+mod shared;
 pub mod spawn;
 mod spawner;
 mod stderr_lines;

@@ -336,7 +336,7 @@ impl LineDecoder {
     /// Faster for short lines: the lines lying whole in the input are framed
     /// in one tight loop, each frame handed on where it was made, instead
     /// of being returned through `poll_frame`'s every case. Its own queue
-    /// ([`Inbound`](crate::Inbound)) takes frames this way.
+    /// ([`Channel`](crate::Channel)) takes frames this way.
     ///
     /// ```
     /// use childwire_core::LineDecoder;

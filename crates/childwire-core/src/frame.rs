@@ -42,7 +42,7 @@ pub enum Frame {
     /// A line on stdout that is not a JSON message (a banner, a log line,
     /// the other framing), named once per kind, just before that line (or
     /// before the [`Malformed`] notice of a `Content-Length` header block
-    /// it broke). Only from an [`Inbound`](crate::inbound::Inbound) with
+    /// it broke). Only from an [`Channel`](crate::Channel) with
     /// pollution detection on (see
     /// [`ChannelConfig::pollution`](crate::config::ChannelConfig::pollution));
     /// a decoder never yields it.

@@ -80,7 +80,7 @@ pub trait FrameDecoder: fmt::Debug + Send + 'static {
     /// A `Content-Length` decoder gives the notice only once the next
     /// header (or the end of the stream) shows where the broken part ends;
     /// an NDJSON peer never writes one. This lets an
-    /// [`Inbound`](crate::inbound::Inbound) name the mismatch as soon as
+    /// [`Channel`](crate::Channel) name the mismatch as soon as
     /// the first line is in. The default, for framings that never drop
     /// bytes this way, is `None`.
     fn dropping_head(&self) -> Option<&[u8]> {

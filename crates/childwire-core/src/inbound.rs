@@ -34,7 +34,7 @@ pub const ITEM_OVERHEAD: usize = size_of::<Frame>() + 32;
 /// so a caller that falls behind slows the peer instead of growing memory.
 /// Add the decoder's own bound (one message being assembled) and one read.
 #[derive(Debug)]
-pub struct Inbound<F: Framing = Lines> {
+pub(crate) struct Inbound<F: Framing = Lines> {
     decoder: F::Decoder,
     queue: VecDeque<Frame>,
     cost: usize,
@@ -51,7 +51,7 @@ impl<F: Framing> Inbound<F> {
     /// A receiving half decoding with `framing`, delivering messages of up to
     /// `max_message_size` bytes, and asking for no more input while its
     /// queue costs `high_water` bytes or more.
-    pub fn new(framing: &F, max_message_size: usize, high_water: usize) -> Self {
+    pub(crate) fn new(framing: &F, max_message_size: usize, high_water: usize) -> Self {
         Self {
             decoder: framing.decoder(max_message_size),
             queue: VecDeque::new(),
@@ -69,42 +69,44 @@ impl<F: Framing> Inbound<F> {
     /// [`Frame::Pollution`] notice queued just before it.
     ///
     /// ```
-    /// use childwire_core::{Frame, Inbound, Lines, PollutionPolicy};
+    /// use std::time::Instant;
+    /// use childwire_core::{Channel, ChannelConfig, Frame, Lines, PollutionPolicy};
     ///
-    /// let mut inbound = Inbound::new(&Lines, 1 << 20, 1 << 20)
-    ///     .with_pollution(Some(PollutionPolicy::Deliver));
-    /// inbound.handle_data(b"Starting server on stdio\n{\"id\":1}\n");
+    /// let mut config = ChannelConfig::default();
+    /// config.pollution = Some(PollutionPolicy::Deliver);
+    /// let mut inbound = Channel::new(Lines, &config);
+    /// inbound.handle_read(b"Starting server on stdio\n{\"id\":1}\n", Instant::now());
     /// let Some(Frame::Pollution(notice)) = inbound.poll_received() else { panic!() };
     /// assert!(notice.to_string().contains("banner"));
     /// assert!(matches!(inbound.poll_received(), Some(Frame::Message(m)) if &m[..] == b"Starting server on stdio"));
     /// assert!(matches!(inbound.poll_received(), Some(Frame::Message(_))));
     /// ```
     #[must_use]
-    pub fn with_pollution(mut self, policy: Option<PollutionPolicy>) -> Self {
+    pub(crate) fn with_pollution(mut self, policy: Option<PollutionPolicy>) -> Self {
         self.pollution = policy.map(PollutionDetector::new);
         self
     }
 
     /// The pollution counters, with detection on.
-    pub fn pollution_counts(&self) -> Option<&PollutionCounts> {
+    pub(crate) fn pollution_counts(&self) -> Option<&PollutionCounts> {
         self.pollution.as_ref().map(PollutionDetector::counts)
     }
 
     /// Bytes read from the peer.
-    pub fn handle_data(&mut self, data: &[u8]) {
+    pub(crate) fn handle_data(&mut self, data: &[u8]) {
         self.decoder.handle_data(data);
         self.collect();
     }
 
     /// Bytes read from the peer, handed over without a copy.
-    pub fn handle_bytes(&mut self, data: Bytes) {
+    pub(crate) fn handle_bytes(&mut self, data: Bytes) {
         self.decoder.handle_bytes(data);
         self.collect();
     }
 
     /// The peer's end of the stream: what the decoder held comes out (a final
     /// line without `\n`, or a notice for a frame cut short).
-    pub fn handle_eof(&mut self) {
+    pub(crate) fn handle_eof(&mut self) {
         self.eof = true;
         self.decoder.handle_eof();
         self.collect();
@@ -112,7 +114,7 @@ impl<F: Framing> Inbound<F> {
 
     /// The next frame, in the order the peer wrote them.
     #[must_use = "received frames are lost unless handled"]
-    pub fn poll_received(&mut self) -> Option<Frame> {
+    pub(crate) fn poll_received(&mut self) -> Option<Frame> {
         let frame = self.queue.pop_front()?;
         self.cost -= cost(&frame);
         Some(frame)
@@ -120,44 +122,34 @@ impl<F: Framing> Inbound<F> {
 
     /// Whether to read from the peer now: not after EOF, and not while the
     /// queue is at its high-water mark.
-    pub fn wants_read(&self) -> bool {
+    pub(crate) fn wants_read(&self) -> bool {
         !self.eof && self.cost < self.high_water
     }
 
     /// Whether a frame is waiting.
-    pub fn has_received(&self) -> bool {
+    pub(crate) fn has_received(&self) -> bool {
         !self.queue.is_empty()
     }
 
     /// Whether the peer's stream ended.
-    pub fn is_eof(&self) -> bool {
+    pub(crate) fn is_eof(&self) -> bool {
         self.eof
     }
 
     /// Whether the stream ended and every frame was taken.
-    pub fn is_finished(&self) -> bool {
+    pub(crate) fn is_finished(&self) -> bool {
         self.eof && self.queue.is_empty()
-    }
-
-    /// What the queued frames cost (see [`ITEM_OVERHEAD`]).
-    pub fn queued_cost(&self) -> usize {
-        self.cost
-    }
-
-    /// How many frames are queued.
-    pub fn queued_frames(&self) -> usize {
-        self.queue.len()
     }
 
     /// The queued frames, oldest first, left in the queue: to look at what
     /// came (a start-up's readiness) without taking it from the caller.
-    pub fn queued(&self) -> impl ExactSizeIterator<Item = &Frame> {
+    pub(crate) fn queued(&self) -> impl ExactSizeIterator<Item = &Frame> {
         self.queue.iter()
     }
 
     /// What the caller has not received yet, and whether reading is held
     /// back for it.
-    pub fn backlog(&self) -> Backlog {
+    pub(crate) fn backlog(&self) -> Backlog {
         let messages = self.queue.len();
         Backlog {
             messages: messages as u64,
@@ -166,13 +158,8 @@ impl<F: Framing> Inbound<F> {
         }
     }
 
-    /// Bytes the decoder holds of frames not yet complete.
-    pub fn buffered(&self) -> usize {
-        self.decoder.buffered()
-    }
-
     /// Counters of what was decoded.
-    pub fn stats(&self) -> &DecoderStats {
+    pub(crate) fn stats(&self) -> &DecoderStats {
         self.decoder.stats()
     }
 
@@ -228,7 +215,7 @@ impl<F: Framing> Inbound<F> {
 }
 
 /// What a receiving half holds for a caller that has not taken it: see
-/// [`Inbound::backlog`] and the exit report's `unreceived_*` fields.
+/// [`Channel::backlog`](crate::Channel::backlog) and the exit report's `unreceived_*` fields.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct Backlog {

@@ -9,18 +9,16 @@
 //! async layer and the runtime adapters only move bytes, time and signals
 //! between the OS and them. It reads no clock, no environment and no file.
 //!
-//! | module (or types) | what it decides |
+//! | types | what they decide |
 //! |---|---|
-//! | the wire formats, at the root: [`Framing`], [`Lines`], [`ContentLength`], [`LineDecoder`], [`ContentLengthDecoder`], [`Encoder`], [`Frame`] | what a message is on the wire (NDJSON lines, `Content-Length` frames); over-long or broken frames become notices |
+//! | the wire formats: [`Framing`], [`Lines`], [`ContentLength`], [`LineDecoder`], [`ContentLengthDecoder`], [`Encoder`], [`Frame`] | what a message is on the wire (NDJSON lines, `Content-Length` frames); over-long or broken frames become notices |
 //! | [`jsonrpc`] | the top-level JSON-RPC id of an over-long message, and the error that answers it |
-//! | [`inbound`], [`outbound`] | the two halves of a channel: queues, backpressure, write timeout, why sending stopped |
-//! | [`channel`] | both halves over one byte stream, no process in it |
-//! | [`lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known |
+//! | [`Channel`] | a message channel over any byte stream: both directions' queues and bounds, who writes and who reads, the write timeout, the graceful close, whom to wake |
+//! | [`Session`] | a whole transport: a channel over a child's stdin and stdout with its lifecycle, stderr and exit report (or over a pipe pair); one owner drives it |
+//! | [`Lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known |
 //! | [`stderr_tail`] | the bounded tail of stderr and its lines |
 //! | [`stderr_level`], [`pollution`] | a stderr line's level; a stdout line that is not a JSON message, named |
-//! | [`report`] | how a child's end is reported, and the few types that say how it ended |
-//! | [`supervisor`] | a child's lifecycle, stderr tail and report, with no channel |
-//! | [`session`] | a child transport: a channel plus a supervisor |
+//! | [`ExitReport`] and the types that say how a child ended ([`Exit`], [`EndedBy`], [`Swept`]) | how a child's end is reported |
 //! | [`restart`], [`pending`], [`startup`] | supervision: when to restart a child and when to give up, the JSON-RPC requests it has not answered, whether it started |
 //! | [`command`], [`config`] | what to spawn, and the limits, checked before spawning |
 //! | `codec` | `tokio_util::codec` bindings for the framings (feature `tokio-util`) |
@@ -34,21 +32,21 @@
 //!
 //! A transport over a socket, a TCP stream or in-memory pipes needs no
 //! process: create a [`Channel`] with a [`Framing`] ([`Lines`] or
-//! [`ContentLength`]), then loop: feed what you read to
-//! [`handle_read`](Channel::handle_read) (and EOF to
-//! [`handle_read_eof`](Channel::handle_read_eof)); after every input drain
-//! [`poll_close_write`](Channel::poll_close_write),
-//! [`poll_transmit`](Channel::poll_transmit) (write it, then report
-//! [`handle_written`](Channel::handle_written)), [`wants_read`](Channel::wants_read)
-//! and [`poll_timeout`](Channel::poll_timeout); hand
-//! [`poll_received`](Channel::poll_received) frames to your caller. To drive
-//! each direction from its own task, split it with
-//! [`Channel::into_parts`]. A child process adds a [`Lifecycle`] and a
-//! [`StderrTail`]: that is [`Session`].
+//! [`ContentLength`]). Hand what you read to
+//! [`handle_read`](Channel::handle_read) (and the end to
+//! [`handle_read_eof`](Channel::handle_read_eof)) and frames from
+//! [`poll_received`](Channel::poll_received) to your caller; queue messages
+//! with [`send`](Channel::send), and write with
+//! [`poll_write`](Channel::poll_write) / [`handle_write`](Channel::handle_write)
+//! when it says so; call [`handle_timeout`](Channel::handle_timeout) at
+//! [`poll_timeout`](Channel::poll_timeout). Behind a lock shared by several
+//! tasks, wake the ones [`take_wakes`](Channel::take_wakes) names. A child
+//! process adds a [`Lifecycle`] and a [`StderrTail`]: that is [`Session`],
+//! which the async transport drives whole.
 //!
 //! [childwire]: https://github.com/childwire/childwire
 
-pub mod channel;
+mod channel;
 pub mod command;
 pub mod config;
 mod content_length;
@@ -57,20 +55,19 @@ mod encoder;
 mod ending;
 mod frame;
 mod framing;
-pub mod inbound;
-pub mod joint;
+mod inbound;
 pub mod jsonrpc;
-pub mod lifecycle;
+mod lifecycle;
 mod lines;
-pub mod outbound;
-pub mod report;
-pub mod session;
+mod outbound;
+mod report;
+mod session;
 // Supervision (restart, unanswered requests, start-up verdict).
 pub mod pending;
 pub mod restart;
 pub mod startup;
 pub mod stderr_tail;
-pub mod supervisor;
+mod supervisor;
 
 #[cfg(feature = "tokio-util")]
 #[cfg_attr(docsrs, doc(cfg(feature = "tokio-util")))]
@@ -80,7 +77,7 @@ pub mod codec;
 #[cfg_attr(docsrs, doc(cfg(feature = "testing")))]
 pub mod testing;
 
-pub use channel::Channel;
+pub use channel::{Channel, ReadStep, Sent, Wakes};
 pub use command::{Command, Containment, EnvPolicy, SpawnError, StderrMode};
 pub use config::{ChannelConfig, Config, ConfigError};
 // The wire formats: their modules are private, each type has one path.
@@ -93,15 +90,17 @@ pub use frame::{
     PollutionKind, PollutionNotice,
 };
 pub use framing::{EncodeErrorKind, FrameDecoder, Framing};
-pub use inbound::Inbound;
+pub use inbound::{Backlog, ITEM_OVERHEAD};
 pub use jsonrpc::{IdScanner, oversized_error};
 pub use lifecycle::{Action, Lifecycle, LifecycleConfig, Phase, SignalError};
 pub use lines::{Lines, check_message};
-pub use outbound::{Closed, Outbound, SendError, SendErrorKind, WRITE_BATCH};
+pub use outbound::{
+    Closed, SendError, SendErrorKind, WRITE_BATCH, WriteOp, WriteResult, WriteRound, WriteStep,
+};
 pub use report::{Counters, ExitReport};
-pub use session::{Received, Session};
+pub use session::{Output, Receive, Received, Session};
 pub use stderr_tail::{StderrTail, StderrTailConfig};
-pub use supervisor::{ReportWait, Supervisor};
+pub use supervisor::ReportWait;
 // Supervision (restart, unanswered requests, start-up verdict).
 pub use pending::{EndCause, OversizedAction, PendingRequests, Unanswered};
 pub use restart::{Generation, GiveUpReason, RestartConfig, RestartPolicy, RestartVerdict};

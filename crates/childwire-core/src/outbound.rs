@@ -1,5 +1,7 @@
 //! The sending half of a channel: messages in, bytes for the peer out,
-//! with backpressure, a write timeout and the reason sending stopped.
+//! through one bounded queue and one writing pipe that one writer at a time
+//! holds; with backpressure, the write timeout, the graceful close and the
+//! reason sending stopped.
 
 use std::fmt;
 use std::time::{Duration, Instant};
@@ -9,72 +11,150 @@ use bytes::Bytes;
 use crate::encoder::Encoder;
 use crate::framing::EncodeErrorKind;
 use crate::framing::Framing;
-use crate::lines::Lines;
 use crate::report::ExitReport;
 
-/// Queues messages for the peer and says what to write, when to close the
-/// write side, and why sending stopped.
+/// A pipe's worth (what a Linux pipe holds): the bytes a sender running
+/// ahead of a full pipe queues between two attempts to write.
+pub const WRITE_BATCH: usize = 64 * 1024;
+
+/// What the writer holding the writing pipe does with it, from
+/// [`Channel::poll_write`](crate::Channel::poll_write).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteOp {
+    /// Write (a prefix of) these bytes.
+    Write(Bytes),
+    /// Flush what a buffering writer holds.
+    Flush,
+    /// Flush and shut the write side down: the graceful close.
+    Shutdown,
+}
+
+/// What came of a [`WriteOp`], for
+/// [`Channel::handle_write`](crate::Channel::handle_write).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum WriteResult {
+    /// The pipe took this many bytes of a [`WriteOp::Write`].
+    Written(usize),
+    /// The [`WriteOp::Flush`] or [`WriteOp::Shutdown`] completed.
+    Done,
+    /// Nothing can be done now; the pipe wakes whoever polled it.
+    WouldBlock,
+    /// The pipe failed: the peer stopped reading.
+    Failed,
+}
+
+/// What to do with the writing pipe next, from
+/// [`Channel::poll_write`](crate::Channel::poll_write).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum WriteStep {
+    /// Take the pipe (one writer at a time: the caller holds it now), do
+    /// this outside any lock, then report with
+    /// [`handle_write`](crate::Channel::handle_write).
+    Io(WriteOp),
+    /// Drop the pipe now, with no call on it: the peer reads EOF.
+    Drop,
+    /// Nothing more for this round: what it was to write is written, or
+    /// nothing can be (the pipe is closed).
+    Done,
+    /// Another writer holds the pipe: wait for the senders' wake-up, which
+    /// comes when it is handed back.
+    Busy,
+    /// Stop here and come back soon (wake yourself): what senders queued
+    /// during this round is left for the next one, so that a writer on one
+    /// thread does not chase a sender on another with a write per message.
+    Yield,
+}
+
+/// How far a write round goes: see [`Channel::drain_round`](crate::Channel::drain_round) and [`Channel::queued_round`](crate::Channel::queued_round).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WriteRound {
+    /// Stop once the stream is written up to here; `None`: until the queue
+    /// is empty, what is queued meanwhile included.
+    upto: Option<u64>,
+    /// A sender's round, which does not wait: if the pipe is held, or full,
+    /// what it queued is left to the background task.
+    hand_off: bool,
+}
+
+/// How the writing pipe is closed, once decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Close {
+    /// Not decided.
+    No,
+    /// Once the queue is written: flush, shut down, drop.
+    Graceful,
+    /// Now, with no call on the pipe (a stalled or broken peer, or the
+    /// child's stdin closed by the lifecycle).
+    Drop,
+}
+
+/// Where the writing pipe is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pipe {
+    /// With its owner, free.
+    Here,
+    /// A writer holds it for one call: a shutdown (`true`) or another.
+    Out { shutdown: bool },
+    /// Dropped: the peer reads EOF.
+    Gone,
+}
+
+/// The sending half: the queue, the writing pipe's state and the rule of
+/// who writes when.
 ///
-/// # Inputs
-///
-/// - [`send`](Self::send): queue a message, all or nothing.
-/// - [`handle_written`](Self::handle_written): bytes of
-///   [`poll_transmit`](Self::poll_transmit) that were written.
-/// - [`handle_write_failed`](Self::handle_write_failed): a write failed;
-///   the peer stopped reading.
-/// - [`refuse`](Self::refuse): no new messages from now on; what is queued
-///   still goes out.
-/// - [`close`](Self::close): refuse new messages, and close the write side
-///   once the queue is written.
-/// - [`abort`](Self::abort): drop what is queued and close now.
-/// - [`handle_timeout`](Self::handle_timeout): time passed; early or
-///   repeated calls are harmless.
-///
-/// # Outputs, in the order to drain them after every input
-///
-/// 1. [`poll_close`](Self::poll_close): `true` once, when the write side must
-///    be closed now.
-/// 2. [`poll_transmit`](Self::poll_transmit): bytes to write, or `None` (the
-///    moment to flush).
-/// 3. [`poll_timeout`](Self::poll_timeout): when to call
-///    [`handle_timeout`](Self::handle_timeout).
-///
-/// The write timeout counts from when bytes were handed out and nothing of
-/// them was written since: a peer that reads nothing for that long is
-/// stalled, sending fails with [`Closed::Stalled`] and the write side is
-/// closed.
+/// One writer holds the pipe at a time ([`WriteStep::Io`]); whoever finds
+/// it held waits for the senders' wake-up. The write timeout counts from
+/// when bytes were handed out and nothing of them was written since: a peer
+/// that reads nothing for that long is stalled, sending fails with
+/// [`Closed::Stalled`] and the pipe is dropped.
 #[derive(Debug)]
-pub struct Outbound<F: Framing = Lines> {
+pub(crate) struct Outbound<F: Framing> {
     encoder: Encoder<F>,
     closed: Option<Closed>,
     write_timeout: Option<Duration>,
     /// Since when handed-out bytes have waited for the peer to read any.
     waiting_since: Option<Instant>,
-    /// Close the write side once the queue is written.
-    close_when_drained: bool,
-    /// The write side must be closed now; handed out once.
-    close_now: bool,
-    close_handed_out: bool,
-    /// Queued bytes at which the sender that queues a message writes next
-    /// (see [`writes_now`](Self::writes_now)).
+    pipe: Pipe,
+    close: Close,
+    /// Bytes went into the pipe since its last flush.
+    unflushed: bool,
+    /// Accepted bytes from this offset on were dropped, never written: a
+    /// flush that waits for them fails.
+    lost_from: Option<u64>,
+    /// The background task is to write what senders left.
+    flush_armed: bool,
+    /// A writer found the pipe held and waits for it.
+    contended: bool,
+    /// Queued bytes at which the sender that queues a message writes next.
     batch_at: usize,
-    /// How many times the peer was read from, as last told
-    /// ([`handle_peer_turn`](Self::handle_peer_turn)).
-    peer_turn: u64,
-    /// `peer_turn` at the last write attempt; `None` before any.
+    /// The peer's turn (see [`Channel::handle_read`](crate::Channel)) at the
+    /// last write attempt; `None` before any.
     written_in_turn: Option<u64>,
+    /// A write failed since the owner last asked (the peer closed its end).
+    write_failed: bool,
+    /// Sending was aborted while a writer held the pipe: what it was writing
+    /// may still go; the queue is dropped when the pipe comes back.
+    abort_pending: bool,
 }
 
-/// A pipe's worth (what a Linux pipe holds): the bytes a sender running
-/// ahead of a full pipe queues between two attempts to write.
-pub const WRITE_BATCH: usize = 64 * 1024;
+/// What [`Outbound::send`] decided for the sender.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Queued {
+    /// Queued; the background task writes it (the flush was armed now:
+    /// wake it).
+    ArmedFlush,
+    /// Queued, behind bytes some writer is at already.
+    Left,
+    /// Queued; the sender writes it now, from its own task.
+    WriteNow,
+}
 
 impl<F: Framing> Outbound<F> {
     /// A sending half framing with `framing`, accepting messages of up to
     /// `max_message_size` bytes, refusing new ones while its queue costs
     /// `high_water` bytes or more, and giving up on a peer that reads nothing
     /// for `write_timeout`.
-    pub fn new(
+    pub(crate) fn new(
         framing: F,
         max_message_size: usize,
         high_water: usize,
@@ -85,86 +165,124 @@ impl<F: Framing> Outbound<F> {
             closed: None,
             write_timeout,
             waiting_since: None,
-            close_when_drained: false,
-            close_now: false,
+            pipe: Pipe::Here,
+            close: Close::No,
+            unflushed: false,
+            lost_from: None,
+            flush_armed: false,
+            contended: false,
             batch_at: WRITE_BATCH,
-            peer_turn: 0,
             written_in_turn: None,
-            close_handed_out: false,
+            write_failed: false,
+            abort_pending: false,
         }
     }
 
-    // ---- inputs ----
+    // ---- sending ----
 
-    /// Queues `payload`, or hands it back with the reason. A message is
-    /// queued whole or not at all.
+    /// Queues `payload` and says who writes it, or hands it back with the
+    /// reason. `anyway`: above the high-water mark too (the `Sink`, whose
+    /// `poll_ready` checked the room). `turn` is the peer's turn now.
     ///
-    /// [`SendErrorKind::Full`] means "wait": the queue is at its high-water
-    /// mark. Async transports wait for room and retry; their users never
-    /// see it.
-    pub fn send<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<(), SendError<B>> {
+    /// Who writes is decided from what is queued and what was read, never
+    /// from time:
+    ///
+    /// - the first message since the peer was last read from (its turn
+    ///   came: an answer, a request of its own), alone in the queue (the
+    ///   pipe took everything before it): its sender writes it now, with no
+    ///   wake-up of another task, so a request after an answer reaches the
+    ///   peer at once;
+    /// - one sent right behind a message written in the same turn, or behind
+    ///   bytes left unwritten (the pipe was full, or a write is in progress
+    ///   and takes it with what was queued during it): left to the
+    ///   background flush, with whatever follows it, so a burst goes out in
+    ///   batches;
+    /// - but once a pipe's worth is queued since the last attempt
+    ///   ([`WRITE_BATCH`]), written now: a sender running ahead of the
+    ///   flush, or of a full pipe, tries it once per batch.
+    #[inline]
+    pub(crate) fn send<B: AsRef<[u8]>>(
+        &mut self,
+        payload: B,
+        anyway: bool,
+        turn: u64,
+    ) -> Result<Queued, SendError<B>> {
         if let Some(closed) = self.closed {
             return Err(SendError::new(SendErrorKind::Closed(closed), payload));
         }
-        self.encoder.encode(payload).map_err(|err| {
+        let encoded = if anyway {
+            self.encoder.encode_anyway(payload)
+        } else {
+            self.encoder.encode(payload)
+        };
+        if let Err(err) = encoded {
             let (kind, payload) = err.into_parts();
-            SendError::new(kind.into(), payload)
+            return Err(SendError::new(kind.into(), payload));
+        }
+        let new_turn = self.written_in_turn != Some(turn);
+        if (new_turn && self.encoder.queued_messages() == 1)
+            || self.encoder.queued() >= self.batch_at
+        {
+            self.attempted(turn);
+            return Ok(Queued::WriteNow);
+        }
+        Ok(if std::mem::replace(&mut self.flush_armed, true) {
+            Queued::Left
+        } else {
+            Queued::ArmedFlush
         })
     }
 
-    /// [`send`](Self::send) even above the high-water mark (see
-    /// [`Encoder::encode_anyway`]); still refused when sending is over or the
-    /// payload cannot be carried.
-    pub fn send_anyway<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<(), SendError<B>> {
-        if let Some(closed) = self.closed {
-            return Err(SendError::new(SendErrorKind::Closed(closed), payload));
-        }
-        self.encoder.encode_anyway(payload).map_err(|err| {
-            let (kind, payload) = err.into_parts();
-            SendError::new(kind.into(), payload)
-        })
-    }
-
-    /// The first `n` bytes of [`poll_transmit`](Self::poll_transmit) were
-    /// written.
-    pub fn handle_written(&mut self, n: usize, now: Instant) {
-        self.encoder.handle_written(n);
-        if n > 0 {
-            self.waiting_since = (self.encoder.queued() > 0).then_some(now);
-        }
-        self.check_drained();
-    }
-
-    /// A write failed: the peer closed its end. What is queued is dropped.
-    pub fn handle_write_failed(&mut self) {
-        self.abort(Closed::PeerClosed);
+    /// A writer is about to try the pipe: the next batch counts from what
+    /// is queued now, and this turn has had its write.
+    fn attempted(&mut self, turn: u64) {
+        self.batch_at = self.encoder.queued() + WRITE_BATCH;
+        self.written_in_turn = Some(turn);
     }
 
     /// Refuses new messages with `reason` from now on; what is queued still
     /// goes out. The first reason given is kept.
-    pub fn refuse(&mut self, reason: Closed) {
+    pub(crate) fn refuse(&mut self, reason: Closed) {
         self.closed.get_or_insert(reason);
     }
 
-    /// Refuses new messages and closes the write side once what is queued
-    /// was written: the graceful close.
-    pub fn close(&mut self) {
+    /// Refuses new messages and closes the pipe once what is queued was
+    /// written: flush, shut down, drop. Changes nothing once a close is
+    /// decided.
+    pub(crate) fn close(&mut self) {
         self.refuse(Closed::Closing);
-        self.close_when_drained = true;
-        self.check_drained();
+        if self.close == Close::No {
+            self.close = Close::Graceful;
+        }
     }
 
-    /// Drops what is queued and closes the write side now, refusing new
-    /// messages with `reason` (unless one was given before).
-    pub fn abort(&mut self, reason: Closed) {
+    /// Drops what is queued and the pipe, now (or when its writer hands it
+    /// back), refusing new messages with `reason` (unless one was given
+    /// before).
+    pub(crate) fn abort(&mut self, reason: Closed) {
         self.refuse(reason);
-        self.encoder.clear();
         self.waiting_since = None;
-        self.close_now = true;
+        self.flush_armed = false;
+        self.close = Close::Drop;
+        if matches!(self.pipe, Pipe::Out { .. }) {
+            // The bytes out with the writer may still reach the peer: what
+            // is lost is known when the pipe comes back.
+            self.abort_pending = true;
+        } else {
+            self.drop_queue();
+        }
+    }
+
+    /// Drops what is queued, never to be written.
+    fn drop_queue(&mut self) {
+        if self.encoder.queued() > 0 {
+            self.lost_from.get_or_insert(self.encoder.written_to());
+        }
+        self.encoder.clear();
     }
 
     /// Time passed: the write timeout may have run out.
-    pub fn handle_timeout(&mut self, now: Instant) {
+    pub(crate) fn handle_timeout(&mut self, now: Instant) {
         if self.poll_timeout().is_some_and(|deadline| now >= deadline) {
             let since = self.waiting_since.unwrap_or(now);
             self.abort(Closed::Stalled {
@@ -173,39 +291,151 @@ impl<F: Framing> Outbound<F> {
         }
     }
 
+    // ---- the writing pipe ----
+
+    /// A round that writes until nothing is queued.
+    pub(crate) fn drain_round(&self) -> WriteRound {
+        WriteRound {
+            upto: None,
+            hand_off: false,
+        }
+    }
+
+    /// The round of a sender told to write now, which does not wait.
+    pub(crate) fn sender_round(&self) -> WriteRound {
+        WriteRound {
+            upto: None,
+            hand_off: true,
+        }
+    }
+
+    /// A round that writes what is queued now, and stops there.
+    pub(crate) fn queued_round(&self) -> WriteRound {
+        WriteRound {
+            upto: Some(self.encoder.queue_end()),
+            hand_off: false,
+        }
+    }
+
+    /// What the writer of `round` does next. `turn` is the peer's turn.
+    pub(crate) fn poll_write(&mut self, round: &WriteRound, now: Instant, turn: u64) -> WriteStep {
+        match self.pipe {
+            Pipe::Here => {}
+            Pipe::Out { .. } => {
+                self.contended = true;
+                if round.hand_off {
+                    // Its bytes go with the holder's next write, or the
+                    // background task's.
+                    self.flush_armed = true;
+                }
+                return WriteStep::Busy;
+            }
+            Pipe::Gone => return WriteStep::Done,
+        }
+        let queued = self.encoder.queued();
+        let op = match self.close {
+            Close::Drop => {
+                self.pipe = Pipe::Gone;
+                self.unflushed = false;
+                return WriteStep::Drop;
+            }
+            // Shutting down implies a flush: a writer that buffers (stdout
+            // through a blocking thread, a TLS stream) passes everything on
+            // before the peer's EOF.
+            Close::Graceful if queued == 0 => WriteOp::Shutdown,
+            _ if round
+                .upto
+                .is_some_and(|upto| self.encoder.written_to() >= upto)
+                && queued > 0 =>
+            {
+                // What senders queued meanwhile is the background task's.
+                self.flush_armed = true;
+                return WriteStep::Yield;
+            }
+            _ => match self.encoder.poll_transmit() {
+                Some(bytes) => {
+                    if self.waiting_since.is_none() {
+                        self.waiting_since = Some(now);
+                    }
+                    self.attempted(turn);
+                    WriteOp::Write(bytes)
+                }
+                None if self.unflushed => WriteOp::Flush,
+                None => {
+                    // Nothing left for the background flush either.
+                    self.flush_armed = false;
+                    return WriteStep::Done;
+                }
+            },
+        };
+        self.pipe = Pipe::Out {
+            shutdown: op == WriteOp::Shutdown,
+        };
+        WriteStep::Io(op)
+    }
+
+    /// The outcome of the writer's [`WriteOp`]; the pipe is handed back.
+    /// Returns whether anything moved (bytes taken, a flush done, the pipe
+    /// closed or broken): the senders waiting are to be woken.
+    pub(crate) fn handle_write(&mut self, result: WriteResult, now: Instant) -> bool {
+        let shutdown = matches!(self.pipe, Pipe::Out { shutdown: true });
+        if let Pipe::Out { .. } = self.pipe {
+            self.pipe = Pipe::Here;
+        }
+        let woken = std::mem::take(&mut self.contended);
+        let moved = self.handle_result(result, shutdown, now) || woken;
+        if std::mem::take(&mut self.abort_pending) {
+            self.drop_queue();
+            self.waiting_since = None;
+        }
+        moved
+    }
+
+    fn handle_result(&mut self, result: WriteResult, shutdown: bool, now: Instant) -> bool {
+        match result {
+            WriteResult::Written(n) if n > 0 => {
+                self.encoder.handle_written(n);
+                self.waiting_since = (self.encoder.queued() > 0).then_some(now);
+                self.unflushed = true;
+                true
+            }
+            WriteResult::Done => {
+                self.unflushed = false;
+                if shutdown {
+                    // Shut down: the pipe is only to be dropped now.
+                    self.close = Close::Drop;
+                }
+                true
+            }
+            WriteResult::WouldBlock => {
+                if self.encoder.queued() > 0 && self.close != Close::Drop {
+                    // Bytes are left: the background task writes them once
+                    // the pipe takes more.
+                    self.flush_armed = true;
+                }
+                false
+            }
+            WriteResult::Written(_) | WriteResult::Failed => {
+                // A pipe that takes nothing, or fails: the peer closed it.
+                self.write_failed = true;
+                self.abort(Closed::PeerClosed);
+                true
+            }
+        }
+    }
+
+    /// Whether a write failed since the last call (the peer closed its end).
+    pub(crate) fn take_write_failed(&mut self) -> bool {
+        std::mem::take(&mut self.write_failed)
+    }
+
     // ---- outputs ----
-
-    /// `true` once, when the write side must be closed now.
-    #[must_use = "the write side must be closed when this says so"]
-    pub fn poll_close(&mut self) -> bool {
-        if self.close_now && !self.close_handed_out {
-            self.close_handed_out = true;
-            return true;
-        }
-        false
-    }
-
-    /// The bytes to write next, or `None` when nothing is queued (the moment
-    /// to flush). A cheap handle: write it outside any lock, then report
-    /// with [`handle_written`](Self::handle_written).
-    #[must_use = "queued bytes only reach the peer if written"]
-    pub fn poll_transmit(&mut self, now: Instant) -> Option<Bytes> {
-        if self.close_now {
-            return None;
-        }
-        let transmit = self.encoder.poll_transmit();
-        if transmit.is_some() && self.waiting_since.is_none() {
-            self.waiting_since = Some(now);
-        }
-        transmit
-    }
 
     /// When [`handle_timeout`](Self::handle_timeout) must be called: the
     /// write deadline, while bytes wait for the peer.
-    #[must_use]
-    pub fn poll_timeout(&self) -> Option<Instant> {
+    pub(crate) fn poll_timeout(&self) -> Option<Instant> {
         let timeout = self.write_timeout?;
-        if self.close_now || self.encoder.queued() == 0 {
+        if self.close == Close::Drop || self.encoder.queued() == 0 {
             return None;
         }
         self.waiting_since?.checked_add(timeout)
@@ -213,108 +443,106 @@ impl<F: Framing> Outbound<F> {
 
     // ---- getters ----
 
+    /// Whether the background task has writing to do: bytes senders left
+    /// to it, or a close to carry out.
+    pub(crate) fn wants_background_write(&self) -> bool {
+        self.pipe == Pipe::Here
+            && (self.flush_armed
+                || self.close == Close::Drop
+                || (self.close == Close::Graceful && self.encoder.queued() == 0))
+    }
+
+    /// Leaves what is queued to the background task.
+    pub(crate) fn arm_flush(&mut self) {
+        self.flush_armed = true;
+    }
+
+    /// Whether the pipe was dropped.
+    pub(crate) fn is_pipe_gone(&self) -> bool {
+        self.pipe == Pipe::Gone
+    }
+
+    /// Whether a write was left to the background task.
+    pub(crate) fn flush_armed(&self) -> bool {
+        self.flush_armed
+    }
+
+    /// Whether a writer holds the pipe now.
+    pub(crate) fn is_pipe_out(&self) -> bool {
+        matches!(self.pipe, Pipe::Out { .. })
+    }
+
+    /// Whether the pipe is closed (dropped) or about to be.
+    pub(crate) fn is_pipe_closed(&self) -> bool {
+        self.pipe == Pipe::Gone || self.close == Close::Drop
+    }
+
+    /// Whether everything accepted up to `target` (an offset of
+    /// [`queue_end`](Self::queue_end)) reached the peer: `Some(Ok)` once
+    /// written and flushed, `Some(Err)` with the reason if some of it was
+    /// dropped, or can no longer be written; `None` while it may still go.
+    pub(crate) fn flushed(&self, target: u64) -> Option<Result<(), Closed>> {
+        let reason = || self.closed.unwrap_or(Closed::PeerClosed);
+        if self.lost_from.is_some_and(|lost| lost < target) {
+            return Some(Err(reason()));
+        }
+        let closing = self.pipe == Pipe::Gone || self.close == Close::Drop;
+        if self.encoder.written_to() >= target && (!self.unflushed || closing) {
+            // Written; unflushed bytes of a pipe dropped now are the OS's
+            // to deliver (dropping closes it).
+            return Some(Ok(()));
+        }
+        if matches!(self.pipe, Pipe::Out { .. }) {
+            // A write in flight may still reach it.
+            return None;
+        }
+        if closing {
+            return Some(Err(reason()));
+        }
+        None
+    }
+
     /// Why sending stopped, once it has.
-    pub fn closed(&self) -> Option<Closed> {
+    pub(crate) fn closed(&self) -> Option<Closed> {
         self.closed
     }
 
     /// Whether [`send`](Self::send) would not wait now: it would queue a
     /// valid message, or it fails for good.
-    pub fn send_ready(&self) -> bool {
+    pub(crate) fn send_ready(&self) -> bool {
         self.closed.is_some() || self.encoder.has_room()
     }
 
     /// Whether nothing is waiting to be written.
-    pub fn is_drained(&self) -> bool {
+    pub(crate) fn is_drained(&self) -> bool {
         self.encoder.queued() == 0
     }
 
-    /// Whether the write side was told to close.
-    pub fn is_write_closed(&self) -> bool {
-        self.close_handed_out
-    }
-
     /// Bytes queued and not yet written.
-    pub fn queued(&self) -> usize {
+    pub(crate) fn queued(&self) -> usize {
         self.encoder.queued()
     }
 
-    /// Where the queue ends, as an offset in the stream of framed bytes:
-    /// see [`Encoder::queue_end`](crate::Encoder::queue_end).
-    pub fn queue_end(&self) -> u64 {
+    /// Where the queue ends, as an offset in the stream of framed bytes.
+    pub(crate) fn queue_end(&self) -> u64 {
         self.encoder.queue_end()
     }
 
-    /// How far the writer took the stream: see
-    /// [`Encoder::written_to`](crate::Encoder::written_to).
-    pub fn written_to(&self) -> u64 {
-        self.encoder.written_to()
-    }
-
-    /// Messages queued and not yet written whole.
-    pub fn queued_messages(&self) -> usize {
-        self.encoder.queued_messages()
-    }
-
-    /// Whether the sender that just queued a message writes it now, from
-    /// its own task, rather than leave it to the driver's background
-    /// flush. Decided from what is queued and what was read, never from
-    /// time:
-    ///
-    /// - the first message since the peer was last read from (its turn
-    ///   came: an answer, a request of its own), alone in the queue (the
-    ///   pipe took everything before it): written now, with no wake-up of
-    ///   another task, so a request after an answer reaches the peer at
-    ///   once;
-    /// - one sent right behind a message written in the same turn, or
-    ///   behind bytes left unwritten (the pipe was full, or a write is in
-    ///   progress and takes it with what was queued during it): left to the
-    ///   flush, with whatever follows it, so a burst goes out in batches;
-    /// - but once a pipe's worth is queued since the last attempt
-    ///   ([`WRITE_BATCH`]), written now: a sender running ahead of the
-    ///   flush, or of a full pipe, tries it once per batch.
-    ///
-    /// Call [`handle_peer_turn`](Self::handle_peer_turn) before asking, and
-    /// [`handle_write_attempt`](Self::handle_write_attempt) after every
-    /// attempt to write.
-    #[must_use]
-    pub fn writes_now(&self) -> bool {
-        let new_turn = self.written_in_turn != Some(self.peer_turn);
-        (new_turn && self.queued_messages() == 1) || self.queued() >= self.batch_at
-    }
-
-    /// The peer was read from `turn` times so far (a count that only
-    /// grows; older counts are ignored).
-    pub fn handle_peer_turn(&mut self, turn: u64) {
-        self.peer_turn = self.peer_turn.max(turn);
-    }
-
-    /// A writer tried the pipe (whatever it took): the next batch counts
-    /// from what is queued now, and this turn has had its write.
-    pub fn handle_write_attempt(&mut self) {
-        self.batch_at = self.queued() + WRITE_BATCH;
-        self.written_in_turn = Some(self.peer_turn);
-    }
-
-    /// The largest message accepted.
-    pub fn max_message_size(&self) -> usize {
-        self.encoder.max_message_size()
-    }
-
     /// Messages written whole so far.
-    pub fn messages_written(&self) -> u64 {
+    pub(crate) fn messages_written(&self) -> u64 {
         self.encoder.messages_written()
     }
 
     /// Payload bytes of the messages written so far, framing excluded.
-    pub fn bytes_written(&self) -> u64 {
+    pub(crate) fn bytes_written(&self) -> u64 {
         self.encoder.bytes_written()
     }
+}
 
-    fn check_drained(&mut self) {
-        if self.close_when_drained && self.is_drained() {
-            self.close_now = true;
-        }
+impl WriteRound {
+    /// How far the round goes: `None` until the queue is empty.
+    pub fn upto(&self) -> Option<u64> {
+        self.upto
     }
 }
 
@@ -469,49 +697,3 @@ impl<B> fmt::Display for SendError<B> {
 }
 
 impl<B: AsRef<[u8]>> std::error::Error for SendError<B> {}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn c32_a_sender_writes_the_first_message_of_a_turn_and_leaves_a_burst_to_the_flush() {
-        let now = Instant::now();
-        let mut out = Outbound::new(Lines, 1 << 20, 1 << 20, None);
-        out.send("request").expect("queued");
-        assert!(out.writes_now(), "the first message: written at once");
-        let bytes = out.poll_transmit(now).expect("bytes");
-        out.handle_written(bytes.len(), now);
-        out.handle_write_attempt();
-
-        out.send("right behind").expect("queued");
-        assert!(!out.writes_now(), "same turn: left to the flush");
-        let bytes = out.poll_transmit(now).expect("bytes");
-        out.handle_written(bytes.len(), now);
-        out.handle_write_attempt();
-
-        // The peer answered: the next request goes out at once.
-        out.handle_peer_turn(1);
-        out.send("next request").expect("queued");
-        assert!(out.writes_now(), "a new turn, alone in the queue");
-
-        // The pipe takes part of it (full): what follows waits for the flush.
-        let bytes = out.poll_transmit(now).expect("bytes");
-        out.handle_written(bytes.len() - 1, now);
-        out.handle_write_attempt();
-        out.handle_peer_turn(2);
-        out.send("next").expect("queued");
-        assert!(
-            !out.writes_now(),
-            "behind unwritten bytes: left to the flush"
-        );
-
-        // Until a pipe's worth more is queued: one attempt per batch.
-        let big = "x".repeat(WRITE_BATCH);
-        out.send(big.as_str()).expect("queued");
-        assert!(out.writes_now(), "a batch is queued since the last attempt");
-        out.handle_write_attempt();
-        out.send("after").expect("queued");
-        assert!(!out.writes_now());
-    }
-}

@@ -1,29 +1,27 @@
-//! A child transport as one sans-IO state machine: a message channel over
-//! the child's stdin and stdout, plus its lifecycle, its stderr tail and the
-//! exit report.
+//! A transport as one sans-IO state machine: a message channel over a child's
+//! stdin and stdout (or over any pipe pair), the child's lifecycle, its
+//! stderr, and the exit report.
 //!
-//! A runtime adapter owns the child and its pipes, moves bytes, time and
-//! signals between the OS and a [`Session`], and does what it says. Every
-//! decision lives here or in the parts it is made of.
+//! The owner (the async transport, or a test) holds the pipes, moves bytes,
+//! time and signals between the OS and a [`Session`], and does what it says.
+//! Every decision is made here.
 
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::Bytes;
 
-use crate::channel::counters;
-use crate::config::Config;
+use crate::channel::{Channel, ReadStep, Sent, Wakes};
+use crate::config::{ChannelConfig, Config};
 use crate::ending::{Exit, Signal, Swept};
 use crate::frame::PollutionNotice;
 use crate::frame::{Frame, Malformed, Message, Oversized};
 use crate::framing::Framing;
-use crate::inbound::Inbound;
-use crate::joint;
 use crate::lifecycle::{Action, Lifecycle, SignalError};
 use crate::lines::Lines;
-use crate::outbound::{Closed, Outbound, SendError};
+use crate::outbound::{Closed, SendError, WriteResult, WriteRound, WriteStep};
 use crate::report::{Counters, ExitReport};
-use crate::supervisor::Supervisor;
+use crate::supervisor::{ReportWait, Supervisor};
 
 /// What the caller receives from the child, in order.
 #[derive(Debug, Clone, PartialEq)]
@@ -58,94 +56,167 @@ impl From<Frame> for Received {
     }
 }
 
-/// The whole stdio transport of one child, without I/O: an [`Inbound`] half
-/// on its stdout, an [`Outbound`] half on its stdin, and a [`Supervisor`]
-/// (lifecycle, stderr tail, exit report), with the events between them
-/// routed.
+/// What the receiver does next, from [`Session::poll_receive`].
+#[derive(Debug)]
+#[must_use = "the receiver's next step must be taken"]
+pub enum Receive {
+    /// The next item.
+    Item(Received),
+    /// Before waiting for the peer, write what senders left, with this
+    /// round (a request and its answer then cross no thread).
+    Flush(WriteRound),
+    /// Read the peer once (the caller holds the reading pipe now), then
+    /// report with `handle_read*`.
+    Read,
+    /// Nothing now: wait for the receiver's wake-up.
+    Wait,
+    /// The stream is over: nothing more will come.
+    End,
+}
+
+/// What the background task does next, from [`Session::poll_output`],
+/// drained after it is woken (see [`handle_driver_wake`](Session::handle_driver_wake)).
+#[derive(Debug)]
+#[must_use = "the driver's outputs must be carried out"]
+pub enum Output {
+    /// Deliver this signal to the child (its group, with one); report a
+    /// failure with [`handle_signal_failed`](Session::handle_signal_failed).
+    Signal(Signal),
+    /// End what the child left behind (see [`Action::Sweep`]); report with
+    /// [`handle_swept`](Session::handle_swept).
+    Sweep,
+    /// A line the child wrote to stderr, to hand on (a callback,
+    /// `tracing`); once handed on, call
+    /// [`handle_stderr_delivered`](Session::handle_stderr_delivered): the
+    /// report waits for it.
+    StderrLine(Bytes),
+    /// The child's end, once: publish it to whoever waits for it (the
+    /// receiver gets its own copy after the last message).
+    Report(Box<ExitReport>),
+    /// Write with this round: what senders left, or the write side's close.
+    Write(WriteRound),
+    /// Read the child's stdout once: after its exit, so its end is seen.
+    Read,
+    /// Nothing more until this deadline (`None`: until woken).
+    Timeout(Option<Instant>),
+    /// The background task's work is over: it may end.
+    Done,
+}
+
+/// The receiver's end of the stream.
+#[derive(Debug)]
+enum End {
+    Open,
+    /// The report is the receiver's last item, once reading is over.
+    Due(Box<ExitReport>),
+    Over,
+}
+
+/// The whole stdio transport of one child, without I/O: a [`Channel`] on
+/// its stdin and stdout, its lifecycle (close stdin, SIGTERM, SIGKILL, the
+/// sweep), its stderr lines and tail, and the exit report; or, made with
+/// [`over_pipes`](Self::over_pipes), a channel over any pipe pair with the
+/// same handles' logic and no process.
+///
+/// One owner holds it behind one lock. Every question a handle asks has one
+/// answer here: whether a sender writes now ([`send`](Self::send)), what a
+/// writer does next ([`poll_write`](Self::poll_write)), what the receiver
+/// does next ([`poll_receive`](Self::poll_receive)), whether a flush worked
+/// ([`flushed`](Self::flushed)), what the background task does next
+/// ([`poll_output`](Self::poll_output)), and whom to wake after any of them
+/// ([`take_wakes`](Self::take_wakes)).
 ///
 /// # Inputs
 ///
 /// Every input takes `now`, which must not go backwards.
 ///
-/// - [`handle_stdout`](Self::handle_stdout) /
-///   [`handle_stdout_eof`](Self::handle_stdout_eof): bytes read from the
-///   child's stdout, and its end.
-/// - [`handle_stderr`](Self::handle_stderr) /
-///   [`handle_stderr_eof`](Self::handle_stderr_eof): the same for stderr.
-///   Without a captured stderr, call `handle_stderr_eof` at once.
-/// - [`handle_written`](Self::handle_written): bytes of
-///   [`poll_transmit`](Self::poll_transmit) written to stdin.
-/// - [`handle_stdin_closed`](Self::handle_stdin_closed): stdin was closed
-///   after [`Action::CloseStdin`], or a write failed (the child closed it).
-/// - [`handle_exit`](Self::handle_exit): the child was reaped.
-/// - [`handle_signal_failed`](Self::handle_signal_failed): a signal from an
-///   [`Action`] could not be delivered.
-/// - [`handle_timeout`](Self::handle_timeout): the deadline from
-///   [`poll_timeout`](Self::poll_timeout) passed. Early or repeated calls
-///   are harmless.
+/// - Reading stdout: [`handle_read`](Self::handle_read) /
+///   [`handle_read_bytes`](Self::handle_read_bytes),
+///   [`handle_read_eof`](Self::handle_read_eof),
+///   [`handle_read_blocked`](Self::handle_read_blocked).
+/// - Writing stdin: [`handle_write`](Self::handle_write).
+/// - The child: [`handle_stderr`](Self::handle_stderr) /
+///   [`handle_stderr_eof`](Self::handle_stderr_eof),
+///   [`handle_exit`](Self::handle_exit),
+///   [`handle_signal_failed`](Self::handle_signal_failed),
+///   [`handle_swept`](Self::handle_swept).
+/// - The owner: [`handle_handle_opened`](Self::handle_handle_opened) /
+///   [`handle_handle_closed`](Self::handle_handle_closed) (the last one gone:
+///   the child is killed, or left running with kill-on-drop off),
+///   [`handle_driver_wake`](Self::handle_driver_wake) (fires the deadlines
+///   `now` reached; early or repeated calls are harmless),
+///   [`handle_driver_stopped`](Self::handle_driver_stopped),
+///   [`handle_stderr_delivered`](Self::handle_stderr_delivered).
 ///
 /// # Caller requests
 ///
-/// - [`send`](Self::send): queue a message for stdin.
-/// - [`shutdown`](Self::shutdown): begin the graceful shutdown.
-/// - [`poll_received`](Self::poll_received): the next item for the caller.
+/// [`send`](Self::send), [`handle_shutdown`](Self::handle_shutdown),
+/// [`handle_kill`](Self::handle_kill), [`close`](Self::close).
 ///
-/// # Outputs, in the order an adapter drains them after every input
+/// # Outputs
 ///
-/// 1. [`poll_action`](Self::poll_action) until `None`: close stdin, signal.
-///    The lifecycle alone decides when stdin closes: at shutdown once the
-///    queue is written, at the stdin deadline, or when the write timeout
-///    gives up on the child.
-/// 2. [`poll_transmit`](Self::poll_transmit): bytes to write to stdin, or
-///    `None` (then flush).
-/// 3. [`poll_stderr_line`](Self::poll_stderr_line) until `None`: stderr
-///    lines for the caller and `tracing`. Then
-///    [`handle_stderr_delivered`](Self::handle_stderr_delivered) once they
-///    were handed on: until then the exit report is held back, so every
-///    line is seen before the end.
-/// 4. [`wants_stdout`](Self::wants_stdout): whether to read stdout now.
-/// 5. [`poll_timeout`](Self::poll_timeout): when to call
-///    [`handle_timeout`](Self::handle_timeout) next.
-///
-/// Received items wait until the caller takes them with
-/// [`poll_received`](Self::poll_received). The session is over when
-/// [`is_finished`](Self::is_finished): the exit report was received.
+/// - For the receiver: [`poll_receive`](Self::poll_receive) (or
+///   [`poll_received`](Self::poll_received) for items alone).
+/// - For a writer: [`poll_write`](Self::poll_write).
+/// - For the background task, drained in this order until it says
+///   [`Output::Timeout`] or [`Output::Done`]: the child's signals and the
+///   sweep, stderr lines, a write round, a read of stdout (after the exit),
+///   the report ([`poll_output`](Self::poll_output)).
+/// - After any call: [`take_wakes`](Self::take_wakes).
 ///
 /// # Example: a child that answers once and exits
 ///
 /// ```
 /// use std::time::{Duration, Instant};
-/// use childwire_core::{Action, Config, EndedBy, Exit, Received, Session, Swept};
+/// use childwire_core::{
+///     Config, EndedBy, Exit, Output, Received, Receive, Sent, Session, Swept, WriteOp,
+///     WriteResult, WriteStep,
+/// };
 ///
 /// let start = Instant::now();
 /// let mut session = Session::new(&Config::default(), true, start);
 /// session.handle_stderr_eof(start); // stderr not captured in this sketch
 ///
-/// session.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).unwrap();
-/// let bytes = session.poll_transmit(start).unwrap();
-/// session.handle_written(bytes.len(), start);
+/// // The first message: its sender writes it.
+/// let Ok(Sent::Write(round)) = session.send(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#) else { panic!() };
+/// let WriteStep::Io(WriteOp::Write(bytes)) = session.poll_write(&round, start) else { panic!() };
+/// session.handle_write(WriteResult::Written(bytes.len()), start);
 ///
-/// session.handle_stdout(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n", start);
-/// assert!(matches!(session.poll_received(), Some(Received::Message(_))));
+/// // The receiver reads and gets the answer.
+/// assert!(matches!(session.poll_receive(), Receive::Read));
+/// session.handle_read(b"{\"jsonrpc\":\"2.0\",\"id\":1,\"result\":{}}\n", start);
+/// assert!(matches!(session.poll_receive(), Receive::Item(Received::Message(_))));
 ///
+/// // Shutdown: the background task closes stdin; the child exits on EOF.
 /// let later = start + Duration::from_millis(5);
-/// session.shutdown(later);
-/// assert_eq!(session.poll_action(), Some(Action::CloseStdin));
-/// session.handle_stdin_closed(later);
-/// session.handle_stdout_eof(later);
+/// session.handle_shutdown(later);
+/// session.handle_driver_wake(later);
+/// let Output::Write(round) = session.poll_output() else { panic!() };
+/// assert_eq!(session.poll_write(&round, later), WriteStep::Drop); // drop stdin
+/// session.handle_read_eof(later);
 /// session.handle_exit(Exit::Code(0), later);
-/// assert_eq!(session.poll_action(), Some(Action::Sweep));
+/// assert!(matches!(session.poll_output(), Output::Sweep));
 /// session.handle_swept(Swept::default(), later); // nothing was left behind
-/// let Some(Received::Exited(report)) = session.poll_received() else { panic!() };
+/// let Output::Report(report) = session.poll_output() else { panic!() };
 /// assert_eq!(report.ended_by, EndedBy::StdinClose);
 /// assert_eq!(report.counters.messages_out, 1);
+/// assert!(matches!(session.poll_output(), Output::Done));
+/// // The receiver's last item is the same report.
+/// assert!(matches!(session.poll_receive(), Receive::Item(Received::Exited(_))));
+/// assert!(matches!(session.poll_receive(), Receive::End));
 /// ```
 #[derive(Debug)]
 pub struct Session<F: Framing = Lines> {
-    inbound: Inbound<F>,
-    outbound: Outbound<F>,
-    supervisor: Supervisor,
-    finished: bool,
+    channel: Channel<F>,
+    /// The child; `None` for a channel over a pipe pair.
+    child: Option<Supervisor>,
+    end: End,
+    /// Live handles on the transport (see [`handle_handle_opened`](Self::handle_handle_opened)).
+    handles: usize,
+    /// A write round and a read were offered to the background task since
+    /// it was last woken.
+    offered_write: bool,
+    offered_read: bool,
 }
 
 impl Session<Lines> {
@@ -160,151 +231,182 @@ impl Session<Lines> {
 impl<F: Framing> Session<F> {
     /// The session of a child just spawned, talking `framing`.
     pub fn with_framing(framing: F, config: &Config, process_group: bool, now: Instant) -> Self {
-        let channel = &config.channel;
         Self {
-            inbound: Inbound::new(&framing, channel.max_message_size, channel.recv_high_water)
-                .with_pollution(channel.pollution),
-            outbound: Outbound::new(
-                framing,
-                channel.max_send_size,
-                channel.send_high_water,
-                channel.write_timeout,
-            ),
-            supervisor: Supervisor::new(config, process_group, now),
-            finished: false,
+            channel: Channel::new(framing, &config.channel),
+            child: Some(Supervisor::new(config, process_group, now)),
+            end: End::Open,
+            handles: 0,
+            offered_write: false,
+            offered_read: false,
         }
     }
 
-    // ---- inputs ----
-
-    /// Bytes read from the child's stdout.
-    pub fn handle_stdout(&mut self, data: &[u8], now: Instant) {
-        self.inbound.handle_data(data);
-        self.advance(now);
+    /// A channel over a pipe pair (a socket, the process's own stdio),
+    /// driven like a child's session, with no process: the stream ends at
+    /// the peer's EOF, and the background task only writes what senders
+    /// left.
+    pub fn over_pipes(framing: F, config: &ChannelConfig) -> Self {
+        Self {
+            channel: Channel::new(framing, config),
+            child: None,
+            end: End::Open,
+            handles: 0,
+            offered_write: false,
+            offered_read: false,
+        }
     }
 
-    /// Bytes read from the child's stdout, handed over without a copy.
-    pub fn handle_stdout_bytes(&mut self, data: Bytes, now: Instant) {
-        self.inbound.handle_bytes(data);
-        self.advance(now);
+    /// Whether every handle's drop, without a shutdown, kills the child
+    /// (the default), or leaves it running with its stdin closed.
+    #[must_use]
+    pub fn with_kill_on_drop(mut self, kill: bool) -> Self {
+        if let Some(sup) = &mut self.child {
+            sup.kill_on_drop = kill;
+        }
+        self
     }
 
-    /// The parts, for a driver that drives each pipe from its own task: the
-    /// receiving half, the sending half and the supervisor, joined by the
-    /// functions of [`crate::joint`], called where this session
-    /// calls them.
-    pub fn into_parts(self) -> (Inbound<F>, Outbound<F>, Supervisor) {
-        (self.inbound, self.outbound, self.supervisor)
+    // ---- sending ----
+
+    /// Queues `payload` for the peer, all or nothing, and says whether the
+    /// caller writes it now ([`Sent::Write`]: run the round with
+    /// [`poll_write`](Self::poll_write)); or hands it back with the reason
+    /// ([`SendErrorKind::Full`](crate::SendErrorKind::Full): wait for the
+    /// senders' wake-up, writing meanwhile with [`drain_round`](Self::drain_round)).
+    #[inline]
+    pub fn send<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<Sent, SendError<B>> {
+        self.channel.send(payload)
     }
 
-    /// The child's stdout reached EOF. A final line without `\n` is
-    /// delivered, marked unterminated.
-    pub fn handle_stdout_eof(&mut self, now: Instant) {
-        self.inbound.handle_eof();
-        self.supervisor.handle_stdout_eof(now);
-        self.advance(now);
+    /// [`send`](Self::send) above the high-water mark too, by this message
+    /// at most: for a `Sink`, whose readiness was checked before.
+    #[inline]
+    pub fn send_anyway<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<Sent, SendError<B>> {
+        self.channel.send_anyway(payload)
     }
 
-    /// Bytes read from the child's stderr.
-    pub fn handle_stderr(&mut self, data: &[u8], now: Instant) {
-        self.supervisor.handle_stderr(data, now);
-        self.record_backlog();
+    /// A round that writes until nothing is queued.
+    pub fn drain_round(&self) -> WriteRound {
+        self.channel.drain_round()
     }
 
-    /// The child's stderr reached EOF (or it has none).
-    pub fn handle_stderr_eof(&mut self, now: Instant) {
-        self.supervisor.handle_stderr_eof(now);
-        self.record_backlog();
+    /// What the writer of `round` does next with the writing pipe.
+    pub fn poll_write(&mut self, round: &WriteRound, now: Instant) -> WriteStep {
+        let step = self.channel.poll_write(round, now);
+        if step == WriteStep::Drop {
+            if let Some(sup) = &mut self.child {
+                sup.handle_stdin_closed(now);
+                self.channel.wake(Wakes::DRIVER);
+            }
+        }
+        step
     }
 
-    /// The first `n` bytes of [`poll_transmit`](Self::poll_transmit) were
-    /// written to the child's stdin.
-    pub fn handle_written(&mut self, n: usize, now: Instant) {
-        self.outbound.handle_written(n, now);
-        self.advance(now);
+    /// What came of the writer's [`WriteOp`](crate::WriteOp); the pipe is
+    /// handed back.
+    pub fn handle_write(&mut self, result: WriteResult, now: Instant) {
+        self.channel.handle_write(result, now);
+        let Some(sup) = &mut self.child else {
+            return;
+        };
+        if self.channel.outbound.take_write_failed() {
+            // The child closed its stdin (or died): the lifecycle's input.
+            sup.handle_stdin_closed(now);
+            self.channel.wake(Wakes::DRIVER);
+        } else if sup.is_flushing() && self.channel.outbound.is_drained() {
+            // A shutdown waits for the queue before closing stdin.
+            sup.handle_outbound(true, now);
+            self.channel.wake(Wakes::DRIVER);
+        }
     }
 
-    /// The child's stdin is closed: as asked by [`Action::CloseStdin`], or
-    /// because a write failed (the child closed its end). What was still
-    /// queued is dropped; sending fails from now on.
-    pub fn handle_stdin_closed(&mut self, now: Instant) {
-        joint::stdin_closed(
-            &mut self.outbound,
-            &mut self.supervisor,
-            Closed::PeerClosed,
-            now,
-        );
-        self.advance(now);
+    /// Whether everything accepted up to `target` (a
+    /// [`queue_end`](Self::queue_end) taken when the flush began) reached
+    /// the peer: `Some(Ok(()))`, `Some(Err(reason))` when some of it was
+    /// dropped or can no longer be written, `None` while it may still go.
+    /// The one answer for every flush (a sender's, a `Sink`'s, a close's).
+    pub fn flushed(&self, target: u64) -> Option<Result<(), Closed>> {
+        self.channel.flushed(target)
     }
 
-    /// The child was reaped with `exit`.
-    pub fn handle_exit(&mut self, exit: Exit, now: Instant) {
-        joint::exited(&mut self.outbound, &mut self.supervisor, exit, now);
-        self.advance(now);
+    /// Whether the close asked at `target` ([`close`](Self::close) or
+    /// [`handle_shutdown`](Self::handle_shutdown), then this) is done: what
+    /// was queued is written and the write side is closed (`Some(Ok)`), or
+    /// some of it could not be written (`Some(Err)`); `None` meanwhile.
+    pub fn closed(&self, target: u64) -> Option<Result<(), Closed>> {
+        match self.channel.flushed(target) {
+            Some(Ok(())) if !self.channel.outbound.is_pipe_gone() => None,
+            done => done,
+        }
     }
 
-    /// Delivering `signal` failed with `err`.
-    pub fn handle_signal_failed(&mut self, signal: Signal, err: SignalError, now: Instant) {
-        self.supervisor.handle_signal_failed(signal, err, now);
-        self.record_backlog();
+    /// Where the stream of framed bytes accepted so far ends.
+    pub fn queue_end(&self) -> u64 {
+        self.channel.queue_end()
     }
 
-    /// The [`Action::Sweep`] was carried out and found `swept`.
-    pub fn handle_swept(&mut self, swept: Swept, now: Instant) {
-        self.supervisor.handle_swept(swept, now);
-        self.advance(now);
+    /// Stops sending: what is queued is written, then the write side is
+    /// closed. For a child this begins the graceful shutdown (its stdin is
+    /// the write side).
+    pub fn close(&mut self, now: Instant) {
+        if self.child.is_some() {
+            self.handle_shutdown(now);
+        } else {
+            self.channel.close();
+        }
     }
 
-    /// Every handle on the transport was dropped without a shutdown: with
-    /// `kill_on_drop` the child is killed ([`Action::Signal`] SIGKILL, then
-    /// the sweep; the end counts as SIGKILL), else it is left running with
-    /// its stdin closed ([`Action::CloseStdin`]). See
-    /// [`Lifecycle::handle_abandoned`].
-    pub fn handle_abandoned(&mut self, kill_on_drop: bool, now: Instant) {
-        self.supervisor.handle_abandoned(kill_on_drop, now);
-        self.advance(now);
+    // ---- receiving ----
+
+    /// The receiver's next step: an item, a write of what senders left
+    /// before waiting, a read, a wait, or the end.
+    pub fn poll_receive(&mut self) -> Receive {
+        if let Some(item) = self.poll_received() {
+            return Receive::Item(item);
+        }
+        self.poll_wait()
     }
 
-    /// Time passed: `now` is at or after [`poll_timeout`](Self::poll_timeout).
-    pub fn handle_timeout(&mut self, now: Instant) {
-        self.outbound.handle_timeout(now);
-        self.supervisor.handle_timeout(now);
-        self.advance(now);
-    }
-
-    // ---- caller requests ----
-
-    /// Queues `payload` for the child's stdin, or hands it back with the
-    /// reason. A message is queued whole or not at all.
-    ///
-    /// It takes no time: the write timeout starts when the adapter takes the
-    /// bytes ([`poll_transmit`](Self::poll_transmit)).
-    pub fn send<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<(), SendError<B>> {
-        self.outbound.send(payload)
-    }
-
-    /// Begins the graceful shutdown: flush what is queued, close stdin, wait
-    /// `stdin_grace`, SIGTERM, wait `term_grace`, SIGKILL. Sending fails
-    /// from now on. Asking again changes nothing.
-    pub fn shutdown(&mut self, now: Instant) {
-        self.outbound.refuse(Closed::Closing);
-        // Sends do not tell the supervisor (it would cost every message a
-        // call): it learns now whether there is anything to flush first.
-        self.advance(now);
-        self.supervisor.handle_shutdown(now);
-        self.record_backlog();
+    /// The receiver's next step when it takes nothing (a start-up watch):
+    /// [`poll_receive`](Self::poll_receive) without its items.
+    pub fn poll_wait(&mut self) -> Receive {
+        if matches!(self.end, End::Over) {
+            return Receive::End;
+        }
+        if let Some(round) = self.channel.poll_flush_before_wait() {
+            return Receive::Flush(round);
+        }
+        match self.channel.poll_read() {
+            ReadStep::Read => Receive::Read,
+            ReadStep::Wait => Receive::Wait,
+            ReadStep::Done if self.child.is_none() && !self.channel.has_received() => {
+                self.end = End::Over;
+                Receive::End
+            }
+            // The report comes (or the items queued are to be taken).
+            ReadStep::Done => Receive::Wait,
+        }
     }
 
     /// The next item for the caller: messages and notices in the order the
-    /// child wrote them, then the exit report.
+    /// child wrote them, then the exit report once nothing more can be read.
     #[must_use = "received items are lost unless handled"]
+    #[inline]
     pub fn poll_received(&mut self) -> Option<Received> {
-        if let Some(frame) = self.inbound.poll_received() {
+        let full = !self.channel.inbound.wants_read();
+        if let Some(frame) = self.channel.poll_received() {
+            if full {
+                self.made_room();
+            }
             return Some(frame.into());
         }
-        let report = self.supervisor.take_report(self.channel_counters())?;
-        self.finished = true;
-        Some(Received::Exited(Box::new(report)))
+        if !matches!(self.end, End::Due(_)) || !self.channel.is_read_done() {
+            return None;
+        }
+        match std::mem::replace(&mut self.end, End::Over) {
+            End::Due(report) => Some(Received::Exited(report)),
+            _ => None,
+        }
     }
 
     /// Moves every item available now to the back of `into`, in order.
@@ -315,132 +417,358 @@ impl<F: Framing> Session<F> {
         into.len() - before
     }
 
-    // ---- outputs ----
-
-    /// The next thing the adapter must do to the child.
-    #[must_use = "actions must be carried out"]
-    pub fn poll_action(&mut self) -> Option<Action> {
-        let action = self.supervisor.poll_action()?;
-        if action == Action::CloseStdin {
-            // At the stdin deadline, whatever was not flushed is dropped.
-            self.outbound.abort(Closed::Closing);
-            let _ = self.outbound.poll_close();
+    /// The caller took an item below the receive bound: the background task
+    /// reading the child's stdout after its exit may go on.
+    #[cold]
+    fn made_room(&mut self) {
+        if self.channel.inbound.wants_read()
+            && self
+                .child
+                .as_ref()
+                .is_some_and(|sup| sup.exited() && !sup.end_decided())
+        {
+            self.channel.wake(Wakes::DRIVER);
         }
-        Some(action)
     }
 
-    /// The bytes to write to the child's stdin next, or `None` when nothing
-    /// is queued (the moment to flush). A cheap handle: write it outside any
-    /// lock, then report with [`handle_written`](Self::handle_written).
-    #[must_use = "queued bytes only reach the child if written"]
-    pub fn poll_transmit(&mut self, now: Instant) -> Option<Bytes> {
-        let transmit = self.outbound.poll_transmit(now);
-        self.advance(now);
-        transmit
+    /// Bytes read from the peer (the child's stdout).
+    #[inline]
+    pub fn handle_read(&mut self, data: &[u8], now: Instant) {
+        self.channel.handle_read(data, now);
     }
 
-    /// The next complete stderr line.
-    #[must_use = "stderr lines are dropped unless polled"]
-    pub fn poll_stderr_line(&mut self) -> Option<Bytes> {
-        self.supervisor.poll_stderr_line()
+    /// Bytes read from the peer, handed over without a copy.
+    pub fn handle_read_bytes(&mut self, data: Bytes, now: Instant) {
+        self.channel.handle_read_bytes(data, now);
     }
 
-    /// The lines from [`poll_stderr_line`](Self::poll_stderr_line) were
-    /// handed on. Releases the exit report.
+    /// The peer's stream ended (or reading it failed).
+    pub fn handle_read_eof(&mut self, now: Instant) {
+        self.channel.handle_read_eof(now);
+        if let Some(sup) = &mut self.child {
+            sup.handle_stdout_eof(now);
+            self.channel.wake(Wakes::DRIVER);
+        }
+    }
+
+    /// A read brought nothing yet; the reading pipe is handed back. After
+    /// the child's end is decided, a quiet pipe (something the child started
+    /// may hold it) is not read any more: the report follows what was read.
+    pub fn handle_read_blocked(&mut self) {
+        self.channel.handle_read_blocked();
+        if !matches!(self.end, End::Open) {
+            self.channel.stop_reading();
+        }
+    }
+
+    // ---- the child's end ----
+
+    /// Begins the graceful shutdown: flush what is queued, close stdin, wait
+    /// `stdin_grace`, SIGTERM, wait `term_grace`, SIGKILL. Sending fails
+    /// from now on. Asking again changes nothing. For a channel over a pipe
+    /// pair: [`close`](Self::close).
+    pub fn handle_shutdown(&mut self, now: Instant) {
+        let Some(sup) = &mut self.child else {
+            self.channel.close();
+            return;
+        };
+        self.channel.refuse_sending(Closed::Closing);
+        let drained = self.channel.outbound.is_drained();
+        if !drained {
+            self.channel.outbound.arm_flush();
+        }
+        sup.handle_outbound(drained, now);
+        sup.handle_shutdown(now);
+        self.channel.wake(Wakes::DRIVER);
+    }
+
+    /// Kills the child now (see [`Lifecycle::handle_kill`]): SIGKILL, then
+    /// the sweep; the end counts as asked for. Sending fails from now on.
+    pub fn handle_kill(&mut self, now: Instant) {
+        if let Some(sup) = &mut self.child {
+            self.channel.refuse_sending(Closed::Closing);
+            sup.handle_kill(now);
+            self.channel.wake(Wakes::DRIVER);
+        }
+    }
+
+    /// A handle on the transport was made (a sender, the receiver).
+    pub fn handle_handle_opened(&mut self) {
+        self.handles += 1;
+    }
+
+    /// A handle on the transport was dropped. What it queued is left to the
+    /// background task. When the last one goes without a shutdown, the child
+    /// is killed (with kill-on-drop, the default; the end counts as SIGKILL)
+    /// or left running with its stdin closed; a channel's write side is
+    /// closed once what was queued is written.
+    pub fn handle_handle_closed(&mut self, now: Instant) {
+        self.handles = self.handles.saturating_sub(1);
+        if !self.channel.outbound.is_drained() {
+            self.channel.outbound.arm_flush();
+            self.channel.wake(Wakes::DRIVER);
+        }
+        if self.handles > 0 {
+            return;
+        }
+        match &mut self.child {
+            Some(sup) => sup.handle_abandoned(now),
+            None => self.channel.close(),
+        }
+        self.channel.wake(Wakes::DRIVER);
+    }
+
+    /// Bytes read from the child's stderr.
+    pub fn handle_stderr(&mut self, data: &[u8], now: Instant) {
+        if let Some(sup) = &mut self.child {
+            sup.handle_stderr(data, now);
+        }
+    }
+
+    /// The child's stderr reached EOF (or it has none: call this at spawn).
+    pub fn handle_stderr_eof(&mut self, now: Instant) {
+        if let Some(sup) = &mut self.child {
+            sup.handle_stderr_eof(now);
+        }
+    }
+
+    /// The lines from [`Output::StderrLine`] were handed on: the report
+    /// may follow.
     pub fn handle_stderr_delivered(&mut self) {
-        self.supervisor.handle_stderr_delivered();
+        if let Some(sup) = &mut self.child {
+            sup.handle_stderr_delivered();
+        }
     }
 
-    /// Whether the adapter should read stdout now: not while the caller has
-    /// `recv_high_water` worth of items waiting, before or after the exit.
-    pub fn wants_stdout(&self) -> bool {
-        self.inbound.wants_read()
+    /// The caller's stderr callback panicked while a line was handed on: the
+    /// report says so.
+    pub fn handle_stderr_callback_panicked(&mut self) {
+        if let Some(sup) = &mut self.child {
+            sup.handle_stderr_callback_panicked();
+        }
     }
 
-    /// When [`handle_timeout`](Self::handle_timeout) must be called next.
+    /// The child was reaped with `exit`: sending ends (what was queued is
+    /// dropped), and the end is decided once its pipes drain (or
+    /// `drain_grace` passes).
+    pub fn handle_exit(&mut self, exit: Exit, now: Instant) {
+        if let Some(sup) = &mut self.child {
+            self.channel.abort_sending(Closed::Exited);
+            sup.handle_exit(exit, now);
+        }
+    }
+
+    /// Delivering `signal` failed with `err`.
+    pub fn handle_signal_failed(&mut self, signal: Signal, err: SignalError, now: Instant) {
+        if let Some(sup) = &mut self.child {
+            sup.handle_signal_failed(signal, err, now);
+        }
+    }
+
+    /// The [`Output::Sweep`] was carried out and found `swept`.
+    pub fn handle_swept(&mut self, swept: Swept, now: Instant) {
+        if let Some(sup) = &mut self.child {
+            sup.handle_swept(swept, now);
+        }
+    }
+
+    /// The background task was woken at `now` (or polled for the first
+    /// time): the deadlines `now` reached fire, and the steps it may take
+    /// are offered again by [`poll_output`](Self::poll_output).
+    pub fn handle_driver_wake(&mut self, now: Instant) {
+        self.offered_write = false;
+        self.offered_read = false;
+        self.channel.handle_timeout(now);
+        if let Some(sup) = &mut self.child {
+            if self
+                .channel
+                .send_closed()
+                .is_some_and(|c| matches!(c, Closed::Stalled { .. }))
+            {
+                // The write timeout gave up on the child: close its stdin
+                // (the end then counts as after stdin was closed).
+                sup.handle_close_stdin(now);
+            }
+            sup.handle_timeout(now);
+        }
+    }
+
+    /// The background task stops for good (its runtime is going away): the
+    /// child is killed and what it left swept at once (drain
+    /// [`poll_output`](Self::poll_output) now: no timer will run), and its
+    /// end reported as soon as its exit is known, drained or not.
+    pub fn handle_driver_stopped(&mut self, now: Instant) {
+        if let Some(sup) = &mut self.child {
+            sup.handle_driver_stopped(now);
+        }
+    }
+
+    /// The background task is gone (after
+    /// [`handle_driver_stopped`](Self::handle_driver_stopped) and its last
+    /// outputs): without a report by now, none will come. Sending fails, and
+    /// the receiver's stream ends after what was read.
+    pub fn handle_driver_gone(&mut self) {
+        if self.child.is_none() || !matches!(self.end, End::Open) {
+            return;
+        }
+        self.end = End::Over;
+        self.channel.abort_sending(Closed::DriverStopped);
+        self.channel.stop_reading();
+    }
+
+    /// The background task's next step. Drain it after every wake-up until
+    /// it says [`Output::Timeout`] or [`Output::Done`]; carry each output out
+    /// (outside the lock), then ask again.
+    pub fn poll_output(&mut self) -> Output {
+        if let Some(sup) = &mut self.child {
+            while let Some(action) = sup.poll_action() {
+                match action {
+                    // The write side drops stdin, now if no writer holds it
+                    // (what was not written by now is dropped).
+                    Action::CloseStdin => {
+                        self.channel.abort_sending(Closed::Closing);
+                        if self.channel.wants_background_write() {
+                            self.offered_write = true;
+                            return Output::Write(self.channel.queued_round());
+                        }
+                    }
+                    Action::Signal(signal) => return Output::Signal(signal),
+                    Action::Sweep => return Output::Sweep,
+                }
+            }
+            if let Some(line) = sup.poll_stderr_line() {
+                return Output::StderrLine(line);
+            }
+        }
+        if !self.offered_write && self.channel.wants_background_write() {
+            self.offered_write = true;
+            return Output::Write(self.channel.queued_round());
+        }
+        if let Some(sup) = &mut self.child {
+            if !self.offered_read && sup.exited() && !sup.end_decided() {
+                self.offered_read = true;
+                if self.channel.poll_read_background() == ReadStep::Read {
+                    return Output::Read;
+                }
+            }
+            if let Some(report) = sup.take_report(self.channel.counters(), self.channel.backlog()) {
+                let report = Box::new(report);
+                self.end = End::Due(report.clone());
+                self.channel.wake(Wakes::RECEIVER | Wakes::SENDERS);
+                return Output::Report(report);
+            }
+            if sup.reported() && !sup.has_stderr_unconfirmed() {
+                return Output::Done;
+            }
+        } else if self.channel.outbound.is_pipe_gone() {
+            return Output::Done;
+        }
+        Output::Timeout(self.poll_timeout())
+    }
+
+    /// When the background task must be woken next.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
-        match (self.supervisor.poll_timeout(), self.outbound.poll_timeout()) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
+        let channel = self.channel.poll_timeout();
+        match self.child.as_ref().and_then(Supervisor::poll_timeout) {
+            Some(at) => Some(channel.map_or(at, |c| c.min(at))),
+            None => channel,
         }
     }
 
-    /// What a drop without shutdown must do: SIGKILL to the child (its
-    /// group, with one) unless it was already reaped. The non-graceful path.
-    #[must_use]
-    pub fn drop_action(&self) -> Option<Action> {
-        self.supervisor.drop_action()
+    /// Which waiting tasks the calls since the last one concern: wake them
+    /// once the lock over this session is released.
+    #[inline]
+    #[must_use = "tasks that are not woken wait forever"]
+    pub fn take_wakes(&mut self) -> Wakes {
+        self.channel.take_wakes()
     }
 
     // ---- getters ----
 
-    /// Whether an item is waiting for [`poll_received`](Self::poll_received).
-    pub fn has_received(&self) -> bool {
-        self.inbound.has_received() || self.supervisor.report_ready()
+    /// Whether a send refused for `closed` at `now` waits for the exit
+    /// report, so that its failure says how the child ended.
+    ///
+    /// - The child was reaped ([`Closed::Exited`]): its report is certain
+    ///   (within `drain_grace`): [`ReportWait::Certain`].
+    /// - The child closed its stdin ([`Closed::PeerClosed`]), as a child
+    ///   that exits does first: its end is waited for as long as a shutdown
+    ///   gives a child whose stdin closed (`stdin_grace`), and its report
+    ///   for `drain_grace` more. A child that runs on with its stdin closed
+    ///   costs the failing send that long, once.
+    /// - The end is decided, the report not handed out yet: certain too.
+    /// - Otherwise (the caller closed, the child stalled, the report is
+    ///   out, a channel over a pipe pair): [`ReportWait::No`].
+    #[must_use]
+    pub fn report_wait(&self, closed: Closed, now: Instant) -> ReportWait {
+        self.child
+            .as_ref()
+            .map_or(ReportWait::No, |sup| sup.report_wait(closed, now))
     }
 
-    /// Whether the end is decided and every stderr line was delivered: the
-    /// report comes after the frames still queued.
-    pub fn report_ready(&self) -> bool {
-        self.supervisor.report_ready()
+    /// Whether this session runs a child (not a channel over a pipe pair).
+    pub fn has_child(&self) -> bool {
+        self.child.is_some()
     }
 
-    /// Whether the caller has received the exit report.
+    /// Whether the receiver's stream is over.
     pub fn is_finished(&self) -> bool {
-        self.finished
+        matches!(self.end, End::Over)
     }
 
     /// Whether the child's exit was observed.
     pub fn has_exited(&self) -> bool {
-        self.supervisor.lifecycle().exit().is_some()
+        self.child.as_ref().is_some_and(Supervisor::exited)
+    }
+
+    /// Whether the child's end is known (its report made or coming).
+    pub fn has_ended(&self) -> bool {
+        !matches!(self.end, End::Open)
     }
 
     /// Why sending is no longer possible, if it is not.
     pub fn send_closed(&self) -> Option<Closed> {
-        self.outbound.closed()
+        self.channel.send_closed()
     }
 
     /// Whether [`send`](Self::send) would not wait now.
+    #[inline]
     pub fn send_ready(&self) -> bool {
-        self.outbound.send_ready()
+        self.channel.send_ready()
     }
 
     /// Bytes accepted by [`send`](Self::send) and not yet written.
     pub fn queued(&self) -> usize {
-        self.outbound.queued()
+        self.channel.queued()
     }
 
-    /// The lifecycle state machine, for its phase and settings.
-    pub fn lifecycle(&self) -> &Lifecycle {
-        self.supervisor.lifecycle()
+    /// The channel, for what it says of the stream (frames queued, turns,
+    /// whether reading is held back).
+    pub fn channel(&self) -> &Channel<F> {
+        &self.channel
+    }
+
+    /// The lifecycle state machine, for its phase and settings; `None` for a
+    /// channel over a pipe pair.
+    pub fn lifecycle(&self) -> Option<&Lifecycle> {
+        self.child.as_ref().map(|sup| &sup.lifecycle)
+    }
+
+    /// When the child was spawned, and when it last wrote to stderr.
+    pub fn spawned_at(&self) -> Option<Instant> {
+        self.child.as_ref().map(|sup| sup.spawned_at)
+    }
+
+    /// When the child last wrote to stderr; `None` before its first output.
+    pub fn last_stderr_at(&self) -> Option<Instant> {
+        self.child.as_ref().and_then(|sup| sup.last_stderr_at)
     }
 
     /// Traffic counters so far.
     pub fn counters(&self) -> Counters {
         Counters {
-            stderr_bytes: self.supervisor.stderr_bytes(),
-            ..self.channel_counters()
+            stderr_bytes: self.child.as_ref().map_or(0, Supervisor::stderr_bytes),
+            ..self.channel.counters()
         }
-    }
-
-    // ---- internals ----
-
-    fn channel_counters(&self) -> Counters {
-        counters(&self.inbound, &self.outbound)
-    }
-
-    /// Routes what the outbound half decided to the supervisor.
-    fn advance(&mut self, now: Instant) {
-        // The lifecycle closes stdin (never the outbound half itself).
-        let _ = self.outbound.poll_close();
-        joint::route_outbound(&self.outbound, &mut self.supervisor, now);
-        self.record_backlog();
-    }
-
-    /// Tells the supervisor what the caller has not received, for the
-    /// report, after every input that may decide the end.
-    fn record_backlog(&mut self) {
-        self.supervisor.handle_backlog(self.inbound.backlog());
     }
 }

@@ -7,7 +7,7 @@
 
 use std::time::{Duration, Instant};
 
-use childwire_core::report::ExitReport;
+use childwire_core::ExitReport;
 use childwire_core::{
     Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
 };

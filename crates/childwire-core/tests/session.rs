@@ -3,16 +3,27 @@
 
 use std::time::{Duration, Instant};
 
-use childwire_core::inbound::ITEM_OVERHEAD;
-use childwire_core::{Action, Swept};
-use childwire_core::{Closed, Config, EndedBy, Exit, Received, SendErrorKind, Session, Signal};
+use bytes::Bytes;
+use childwire_core::{
+    Action, ITEM_OVERHEAD, Output, Receive, Swept, WriteOp, WriteResult, WriteRound, WriteStep,
+};
+use childwire_core::{
+    Closed, Config, EndedBy, Exit, ExitReport, Received, SendErrorKind, Session, Signal,
+};
 
-/// A session and its simulated clock.
+/// A session, its simulated clock, and a background task's part played by
+/// the test: [`Sim::drive`] drains the outputs as the async driver does.
 struct Sim {
     session: Session,
     now: Instant,
-    /// Actions carried out so far, in order.
+    /// What the driver did to the child, in order (stdin's close included).
     actions: Vec<Action>,
+    /// Stderr lines handed out and not yet confirmed delivered.
+    lines: Vec<Bytes>,
+    /// Confirm stderr lines at once (as a driver does after handing them on).
+    confirm_stderr: bool,
+    /// The report, as published.
+    report: Option<ExitReport>,
 }
 
 impl Sim {
@@ -22,44 +33,84 @@ impl Sim {
             session: Session::new(&config, true, now),
             now,
             actions: Vec::new(),
+            lines: Vec::new(),
+            confirm_stderr: true,
+            report: None,
         }
     }
 
-    /// Drains actions the way an adapter does; closing stdin succeeds.
-    fn drain_actions(&mut self) {
-        while let Some(action) = self.session.poll_action() {
-            self.actions.push(action);
-            match action {
-                Action::CloseStdin => self.session.handle_stdin_closed(self.now),
-                Action::Sweep => self.session.handle_swept(Swept::default(), self.now),
-                Action::Signal(_) => {}
+    /// Wakes the driver at `now` and drains its outputs: signals are
+    /// recorded, the sweep finds nothing, a write round writes nothing (the
+    /// child reads nothing unless [`write_everything`](Self::write_everything)),
+    /// a read finds nothing.
+    fn drive(&mut self) {
+        self.session.handle_driver_wake(self.now);
+        loop {
+            match self.session.poll_output() {
+                Output::Signal(signal) => self.actions.push(Action::Signal(signal)),
+                Output::Sweep => {
+                    self.actions.push(Action::Sweep);
+                    self.session.handle_swept(Swept::default(), self.now);
+                }
+                Output::StderrLine(line) => self.lines.push(line),
+                Output::Report(report) => self.report = Some(*report),
+                Output::Write(round) => {
+                    self.write(&round, false);
+                }
+                Output::Read => self.session.handle_read_blocked(),
+                Output::Timeout(_) | Output::Done => {
+                    if self.confirm_stderr && !self.lines.is_empty() {
+                        self.lines.clear();
+                        self.session.handle_stderr_delivered();
+                        continue;
+                    }
+                    return;
+                }
             }
         }
     }
 
-    /// Advances the clock to the next deadline and fires it.
+    /// Runs a write round: the child takes everything (`reads`) or nothing.
+    fn write(&mut self, round: &WriteRound, reads: bool) -> Vec<u8> {
+        let mut written = Vec::new();
+        loop {
+            match self.session.poll_write(round, self.now) {
+                WriteStep::Io(WriteOp::Write(bytes)) if reads => {
+                    written.extend_from_slice(&bytes);
+                    self.session
+                        .handle_write(WriteResult::Written(bytes.len()), self.now);
+                }
+                WriteStep::Io(WriteOp::Write(_)) => {
+                    self.session.handle_write(WriteResult::WouldBlock, self.now);
+                    return written;
+                }
+                WriteStep::Io(_) => self.session.handle_write(WriteResult::Done, self.now),
+                WriteStep::Drop => self.actions.push(Action::CloseStdin),
+                WriteStep::Done | WriteStep::Busy | WriteStep::Yield => return written,
+            }
+        }
+    }
+
+    /// Advances the clock to the next deadline and wakes the driver there.
     fn advance_to_deadline(&mut self) -> Duration {
         let deadline = self.session.poll_timeout().expect("a deadline is pending");
         let waited = deadline.saturating_duration_since(self.now);
         self.now = self.now.max(deadline);
-        self.session.handle_timeout(self.now);
-        self.drain_actions();
+        self.drive();
         waited
     }
 
+    /// The child reads everything queued; then the driver runs.
     fn write_everything(&mut self) -> Vec<u8> {
-        let bytes = self
-            .session
-            .poll_transmit(self.now)
-            .unwrap_or_default()
-            .to_vec();
-        self.session.handle_written(bytes.len(), self.now);
-        self.drain_actions();
+        let round = self.session.drain_round();
+        let bytes = self.write(&round, true);
+        self.drive();
         bytes
     }
 
     /// Receives up to the exit report, which must be there.
-    fn take_report(&mut self) -> childwire_core::ExitReport {
+    fn take_report(&mut self) -> ExitReport {
+        self.drive();
         loop {
             match self.session.poll_received() {
                 Some(Received::Exited(report)) => return *report,
@@ -69,8 +120,36 @@ impl Sim {
         }
     }
 
+    /// What the receiver gets now, reading as it does (the pipe has
+    /// nothing more).
     fn received(&mut self) -> Vec<Received> {
-        std::iter::from_fn(|| self.session.poll_received()).collect()
+        self.drive();
+        let mut items = Vec::new();
+        loop {
+            match self.session.poll_receive() {
+                Receive::Item(item) => items.push(item),
+                Receive::Read => {
+                    self.session.handle_read_blocked();
+                    if let Some(item) = self.session.poll_received() {
+                        items.push(item);
+                        continue;
+                    }
+                    return items;
+                }
+                Receive::Flush(_) | Receive::Wait | Receive::End => return items,
+            }
+        }
+    }
+
+    /// Queues `payload`; whoever writes it, the test writes it later
+    /// ([`write_everything`](Self::write_everything)).
+    fn queue(&mut self, payload: &str) {
+        let _sent = self.session.send(payload).expect("queued");
+    }
+
+    /// Whether stdout is read now (not held back by the receive bound).
+    fn wants_stdout(&self) -> bool {
+        !self.session.channel().is_held_back() && !self.session.channel().is_read_done()
     }
 }
 
@@ -87,16 +166,13 @@ fn text(item: &Received) -> String {
 #[test]
 fn c04_every_line_written_before_exit_comes_before_the_report() {
     let mut sim = Sim::new(plain_config());
-    sim.session.handle_stdout(b"{\"a\":1}\n{\"b\"", sim.now);
+    sim.session.handle_read(b"{\"a\":1}\n{\"b\"", sim.now);
     // The exit is observed while the pipe still holds the child's last bytes.
     sim.session.handle_exit(Exit::Code(3), sim.now);
-    sim.drain_actions();
-    assert!(
-        !sim.session.report_ready(),
-        "the report waits for stdout EOF"
-    );
-    sim.session.handle_stdout(b":2}\nlast", sim.now);
-    sim.session.handle_stdout_eof(sim.now);
+    sim.drive();
+    assert!(sim.report.is_none(), "the report waits for stdout EOF");
+    sim.session.handle_read(b":2}\nlast", sim.now);
+    sim.session.handle_read_eof(sim.now);
     sim.session
         .handle_stderr(b"Error: Cannot find module 'x'\n", sim.now);
     sim.session.handle_stderr_eof(sim.now);
@@ -130,11 +206,11 @@ fn c04_pipes_held_open_by_a_grandchild_delay_the_report_only_for_drain_grace() {
     config.drain_grace(Duration::from_millis(300));
     let mut sim = Sim::new(config);
     sim.session.handle_exit(Exit::Code(0), sim.now);
-    sim.drain_actions();
+    sim.drive();
     assert_eq!(
         sim.actions,
-        [Action::Sweep],
-        "leftovers of the group are swept"
+        [Action::Sweep, Action::CloseStdin],
+        "leftovers of the group are swept, stdin dropped, nothing signalled"
     );
     assert_eq!(sim.advance_to_deadline(), Duration::from_millis(300));
     assert!(matches!(sim.received().as_slice(), [Received::Exited(_)]));
@@ -145,26 +221,23 @@ fn c07_receive_backpressure_pauses_stdout_until_the_caller_catches_up() {
     let mut config = plain_config();
     config.recv_high_water(ITEM_OVERHEAD + 10);
     let mut sim = Sim::new(config);
-    assert!(sim.session.wants_stdout());
-    sim.session.handle_stdout(b"012345678\n", sim.now);
+    assert!(sim.wants_stdout());
+    sim.session.handle_read(b"012345678\n", sim.now);
+    assert!(sim.wants_stdout(), "9 bytes and one item: below the mark");
+    sim.session.handle_read(b"9\n", sim.now);
     assert!(
-        sim.session.wants_stdout(),
-        "9 bytes and one item: below the mark"
-    );
-    sim.session.handle_stdout(b"9\n", sim.now);
-    assert!(
-        !sim.session.wants_stdout(),
+        !sim.wants_stdout(),
         "two items cost their bytes and their overhead"
     );
     assert!(sim.session.poll_received().is_some());
-    assert!(sim.session.wants_stdout());
+    assert!(sim.wants_stdout());
     // After the exit the bound still holds: a grandchild holding the pipe
     // cannot grow the host while the caller does not receive.
-    sim.session.handle_stdout(b"0123456789\n", sim.now);
+    sim.session.handle_read(b"0123456789\n", sim.now);
     sim.session.handle_exit(Exit::Code(0), sim.now);
-    assert!(!sim.session.wants_stdout());
+    assert!(!sim.wants_stdout());
     while sim.session.poll_received().is_some() {}
-    assert!(sim.session.wants_stdout());
+    assert!(sim.wants_stdout());
 }
 
 /// A caller that never drains: the receive bound stops reading stdout, so
@@ -179,15 +252,15 @@ fn c25_the_report_says_what_a_caller_that_never_drains_left_unreceived() {
         .drain_grace(Duration::from_millis(300));
     let mut sim = Sim::new(config);
     sim.session.handle_stderr_eof(sim.now);
-    sim.session.handle_stdout(
+    sim.session.handle_read(
         b"hello
 world
 ",
         sim.now,
     );
-    assert!(!sim.session.wants_stdout(), "the bound is reached");
+    assert!(!sim.wants_stdout(), "the bound is reached");
     sim.session.handle_exit(Exit::Code(0), sim.now);
-    sim.drain_actions();
+    sim.drive();
     assert_eq!(sim.advance_to_deadline(), Duration::from_millis(300));
     let items = sim.received();
     let [
@@ -214,13 +287,13 @@ world
 fn c25_the_report_counts_what_waits_for_the_caller_when_stdout_reached_eof() {
     let mut sim = Sim::new(plain_config());
     sim.session.handle_stderr_eof(sim.now);
-    sim.session.handle_stdout(
+    sim.session.handle_read(
         b"hello
 ", sim.now,
     );
-    sim.session.handle_stdout_eof(sim.now);
+    sim.session.handle_read_eof(sim.now);
     sim.session.handle_exit(Exit::Code(0), sim.now);
-    sim.drain_actions();
+    sim.drive();
     let report = sim.take_report();
     assert_eq!(
         (report.unreceived_messages, report.unreceived_bytes),
@@ -237,14 +310,14 @@ fn c25_the_report_counts_what_waits_for_the_caller_when_stdout_reached_eof() {
     // A caller that kept up: nothing to say.
     let mut sim = Sim::new(plain_config());
     sim.session.handle_stderr_eof(sim.now);
-    sim.session.handle_stdout(
+    sim.session.handle_read(
         b"hello
 ", sim.now,
     );
     assert_eq!(sim.received().len(), 1);
-    sim.session.handle_stdout_eof(sim.now);
+    sim.session.handle_read_eof(sim.now);
     sim.session.handle_exit(Exit::Code(0), sim.now);
-    sim.drain_actions();
+    sim.drive();
     let report = sim.take_report();
     assert_eq!(report.unreceived_messages, 0);
     assert_eq!(
@@ -259,13 +332,18 @@ fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_time
     config.send_high_water(8);
     config.write_timeout(Some(Duration::from_secs(5)));
     let mut sim = Sim::new(config);
-    sim.session.send("0123456789").unwrap();
+    sim.queue("0123456789");
     let err = sim.session.send("x").unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::Full);
     assert!(!sim.session.send_ready());
     // The child takes 3 bytes after 4 s: progress restarts the clock.
+    let WriteStep::Io(WriteOp::Write(_)) =
+        sim.session.poll_write(&sim.session.drain_round(), sim.now)
+    else {
+        panic!("the queue is written")
+    };
     sim.now += Duration::from_secs(4);
-    sim.session.handle_written(3, sim.now);
+    sim.session.handle_write(WriteResult::Written(3), sim.now);
     assert_eq!(
         sim.session.poll_timeout(),
         Some(sim.now + Duration::from_secs(5))
@@ -289,9 +367,9 @@ fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_time
     );
     // The child then exits on the EOF it was given: the report says so.
     sim.session.handle_stderr_eof(sim.now);
-    sim.session.handle_stdout_eof(sim.now);
+    sim.session.handle_read_eof(sim.now);
     sim.session.handle_exit(Exit::Code(0), sim.now);
-    sim.drain_actions();
+    sim.drive();
     let report = sim.take_report();
     assert_eq!(report.ended_by, EndedBy::StdinClose);
     assert!(!report.shutdown_requested);
@@ -300,8 +378,8 @@ fn c07_full_queue_says_wait_and_a_stalled_child_fails_sends_after_the_write_time
 #[test]
 fn c08_send_after_shutdown_is_refused_whole() {
     let mut sim = Sim::new(plain_config());
-    sim.session.send("queued").unwrap();
-    sim.session.shutdown(sim.now);
+    sim.queue("queued");
+    sim.session.handle_shutdown(sim.now);
     let err = sim.session.send("late").unwrap_err();
     assert_eq!(err.kind(), SendErrorKind::Closed(Closed::Closing));
     assert_eq!(err.into_payload(), "late");
@@ -315,9 +393,9 @@ fn c08_send_after_shutdown_is_refused_whole() {
 #[test]
 fn c12_shutdown_flushes_then_closes_stdin_and_reports_the_step() {
     let mut sim = Sim::new(plain_config());
-    sim.session.send("bye").unwrap();
-    sim.session.shutdown(sim.now);
-    sim.drain_actions();
+    sim.queue("bye");
+    sim.session.handle_shutdown(sim.now);
+    sim.drive();
     assert!(
         sim.actions.is_empty(),
         "stdin stays open until the queue is flushed"
@@ -326,9 +404,9 @@ fn c12_shutdown_flushes_then_closes_stdin_and_reports_the_step() {
     assert_eq!(sim.actions, [Action::CloseStdin]);
     sim.now += Duration::from_millis(20);
     sim.session.handle_exit(Exit::Code(0), sim.now);
-    sim.session.handle_stdout_eof(sim.now);
+    sim.session.handle_read_eof(sim.now);
     sim.session.handle_stderr_eof(sim.now);
-    sim.drain_actions();
+    sim.drive();
     let report = sim.take_report();
     assert_eq!(report.ended_by, EndedBy::StdinClose);
     assert_eq!(report.elapsed, Duration::from_millis(20));
@@ -344,25 +422,25 @@ fn c12_a_child_that_never_reads_gets_sigterm_then_sigkill_on_schedule() {
     config.stdin_grace(Duration::from_millis(100));
     config.term_grace(Duration::from_millis(200));
     let mut sim = Sim::new(config);
-    sim.session.send("never read").unwrap();
-    sim.session.shutdown(sim.now);
-    sim.drain_actions();
+    sim.queue("never read");
+    sim.session.handle_shutdown(sim.now);
+    sim.drive();
     assert_eq!(sim.advance_to_deadline(), Duration::from_millis(100));
     assert_eq!(
         sim.actions,
         [Action::CloseStdin, Action::Signal(Signal::Term)]
     );
     assert_eq!(
-        sim.session.poll_transmit(sim.now),
-        None,
+        sim.session.poll_write(&sim.session.drain_round(), sim.now),
+        WriteStep::Done,
         "unflushed output is dropped at the deadline"
     );
     assert_eq!(sim.advance_to_deadline(), Duration::from_millis(200));
     assert_eq!(sim.actions.last(), Some(&Action::Signal(Signal::Kill)));
     sim.session.handle_exit(Exit::Signal(9), sim.now);
-    sim.session.handle_stdout_eof(sim.now);
+    sim.session.handle_read_eof(sim.now);
     sim.session.handle_stderr_eof(sim.now);
-    sim.drain_actions();
+    sim.drive();
     let report = sim.take_report();
     assert_eq!(report.ended_by, EndedBy::Sigkill);
     assert_eq!(report.elapsed, Duration::from_millis(300));
@@ -373,39 +451,41 @@ fn c09_stderr_lines_are_handed_out_and_kept_in_the_tail() {
     let mut sim = Sim::new(plain_config());
     sim.session.handle_stderr(b"warn: one\nwarn: t", sim.now);
     sim.session.handle_stderr(b"wo\n", sim.now);
-    let lines: Vec<_> = std::iter::from_fn(|| sim.session.poll_stderr_line()).collect();
-    assert_eq!(lines, ["warn: one", "warn: two"]);
+    sim.confirm_stderr = false;
+    sim.drive();
+    assert_eq!(sim.lines, ["warn: one", "warn: two"]);
     assert_eq!(sim.session.counters().stderr_bytes, 20);
 }
 
 #[test]
 fn c09_without_a_stderr_pipe_the_end_does_not_wait_for_stderr() {
     // Without a stderr pipe the adapter reports stderr's end at spawn.
-    let now = Instant::now();
-    let mut session = Session::new(&plain_config(), true, now);
-    session.handle_stderr_eof(now);
-    session.handle_exit(Exit::Code(0), now);
-    session.handle_stdout_eof(now);
-    while let Some(action) = session.poll_action() {
-        if action == Action::Sweep {
-            session.handle_swept(Swept::default(), now);
-        }
-    }
-    assert!(session.report_ready());
+    let mut sim = Sim::new(plain_config());
+    sim.session.handle_stderr_eof(sim.now);
+    sim.session.handle_exit(Exit::Code(0), sim.now);
+    sim.session.handle_read_eof(sim.now);
+    sim.drive();
+    assert!(sim.report.is_some());
 }
 
 #[test]
 fn c14_drop_kills_a_live_child_and_leaves_a_reaped_one_alone() {
     let mut sim = Sim::new(plain_config());
-    assert_eq!(
-        sim.session.drop_action(),
-        Some(Action::Signal(Signal::Kill))
-    );
+    sim.session.handle_handle_opened();
+    sim.session.handle_handle_closed(sim.now);
+    sim.drive();
+    assert_eq!(sim.actions, [Action::Signal(Signal::Kill)]);
+
+    let mut sim = Sim::new(plain_config());
+    sim.session.handle_handle_opened();
     sim.session.handle_exit(Exit::Code(0), sim.now);
-    assert_eq!(
-        sim.session.drop_action(),
-        None,
-        "a reaped PID may belong to someone else"
+    sim.drive();
+    sim.session.handle_handle_closed(sim.now);
+    sim.drive();
+    assert!(
+        !sim.actions.contains(&Action::Signal(Signal::Kill)),
+        "a reaped PID may belong to someone else: {:?}",
+        sim.actions
     );
 }
 
@@ -414,20 +494,16 @@ fn c09_the_report_waits_until_stderr_lines_are_delivered() {
     let mut sim = Sim::new(plain_config());
     sim.session.handle_stderr(b"last words\n", sim.now);
     sim.session.handle_stderr_eof(sim.now);
-    sim.session.handle_stdout_eof(sim.now);
+    sim.session.handle_read_eof(sim.now);
     sim.session.handle_exit(Exit::Code(1), sim.now);
-    sim.drain_actions();
-    assert_eq!(
-        sim.session.poll_stderr_line().as_deref(),
-        Some(&b"last words"[..])
-    );
-    assert!(
-        !sim.session.report_ready(),
-        "held until the line is handed on"
-    );
+    sim.confirm_stderr = false;
+    sim.drive();
+    assert_eq!(sim.lines, ["last words"]);
+    assert!(sim.report.is_none(), "held until the line is handed on");
     assert_eq!(sim.session.poll_received(), None);
     sim.session.handle_stderr_delivered();
-    assert!(sim.session.report_ready());
+    sim.drive();
+    assert!(sim.report.is_some());
     assert!(matches!(
         sim.session.poll_received(),
         Some(Received::Exited(_))

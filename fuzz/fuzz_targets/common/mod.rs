@@ -1,23 +1,22 @@
 //! What the `session` and `channel` targets share: the reference model of
 //! each framing, the cost of a queued frame, the lazy check of the receive
-//! queue's memory bound, and the [`Driver`] that feeds either endpoint and
-//! checks what it gives back.
+//! queue's memory bound, and the [`Harness`] that plays the transport's
+//! tasks against a `Session` and checks what it gives back.
 
 #![allow(dead_code)]
 
-mod driver;
+mod tasks;
 
-pub use driver::{Driver, Payload};
+pub use tasks::{Harness, Op};
 
 use std::fmt::Debug;
 
 use bytes::BytesMut;
 use childwire_core::MAX_HEADER_LEN;
 use childwire_core::OVERSIZED_HEAD_LEN;
-use childwire_core::inbound::ITEM_OVERHEAD;
-use childwire_core::report::Counters;
 use childwire_core::testing::{content_length, lines};
 use childwire_core::{ContentLength, Frame, Framing, Lines};
+use childwire_core::{Counters, ITEM_OVERHEAD};
 
 /// A framing with its reference model, from `childwire_core::testing`.
 pub trait Model: Framing {

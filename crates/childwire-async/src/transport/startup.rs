@@ -6,23 +6,20 @@
 //! message. [`Transport::started_with`] looks at the queued messages in
 //! place for the caller's readiness (the answer to `initialize`). Stderr output does not wake the waiting task: it only moves
 //! the deadline later, so it is looked at when the timer fires, with the
-//! time the background task saw it ([`Supervisor::last_stderr_at`]).
+//! time the background task saw it ([`Session::last_stderr_at`]).
 //!
-//! [`Supervisor::last_stderr_at`]: childwire_core::Supervisor::last_stderr_at
+//! [`Session::last_stderr_at`]: childwire_core::Session::last_stderr_at
 
 use std::future::poll_fn;
 use std::pin::Pin;
-use std::sync::atomic::Ordering;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
 use childwire_core::startup::{ReadyOn, Startup, StartupConfig, StartupVerdict};
-use childwire_core::{Frame, Framing, Inbound, Message};
+use childwire_core::{Channel, Frame, Framing, Message, Receive};
 
 use super::{Receiver, Transport};
-use crate::in_side::{ReadOutcome, StreamEnd};
 use crate::runtime::{Runtime, Timer};
-use crate::sync::lock;
 
 impl<R: Runtime, F: Framing> Transport<R, F> {
     /// Waits until the child is ready (its first message), has exited
@@ -162,11 +159,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
         P: FnMut(&Message) -> bool,
     {
         let now = self.rt.now();
-        let spawned = self
-            .link
-            .supervisor
-            .as_ref()
-            .map_or(now, |supervisor| lock(supervisor).spawned_at());
+        let spawned = self.shared.lock().session.spawned_at().unwrap_or(now);
         let mut watch = Watch {
             startup: Startup::new(config, spawned),
             timer: None,
@@ -186,75 +179,67 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
     where
         P: FnMut(&Message) -> bool,
     {
-        let mut flushed = false;
         loop {
             let now = self.rt.now();
-            if let Some(supervisor) = &self.link.supervisor {
-                let at = lock(supervisor).last_stderr_at();
-                if at != watch.stderr_seen {
-                    watch.stderr_seen = at;
-                    if let Some(at) = at {
-                        watch.startup.handle_stderr(at);
-                    }
+            let mut state = self.shared.lock();
+            let session = &state.session;
+            let at = session.last_stderr_at();
+            if at != watch.stderr_seen {
+                watch.stderr_seen = at;
+                if let Some(at) = at {
+                    watch.startup.handle_stderr(at);
                 }
             }
-            let mut inn = lock(&self.link.inn);
-            let turns = self.link.peer_turns.load(Ordering::Relaxed);
-            if turns != watch.turns_seen {
-                watch.turns_seen = turns;
+            let channel = session.channel();
+            if channel.turns() != watch.turns_seen {
+                watch.turns_seen = channel.turns();
                 watch.startup.handle_stdout(now);
             }
             match ready.as_deref_mut() {
                 // Any message, received already or queued.
-                None if inn.inbound.stats().messages > 0 => watch.startup.handle_message(now),
+                None if channel.messages_in() > 0 => watch.startup.handle_message(now),
                 None => {}
-                Some(ready) => watch.look(&inn.inbound, now, ready),
+                Some(ready) => watch.look(channel, now, ready),
             }
             // After the verdict (a message made it), the end changes
             // nothing.
-            if inn.end != StreamEnd::Open {
+            if session.has_ended() || session.is_finished() {
                 // The end is known (the report is due or was received), or
                 // the driver stopped without one.
-                match self.link.exit.get() {
+                match self.shared.exit.get() {
                     Some(report) => watch
                         .startup
                         .handle_exit(report.exit, report.stderr_tail, now),
                     None => watch.startup.handle_closed(now),
                 }
-            } else if inn.inbound.is_eof() && !self.link.is_child() {
+            } else if !session.has_child() && channel.is_read_done() {
                 watch.startup.handle_closed(now);
             }
             watch.startup.handle_timeout(now);
             if let Some(verdict) = watch.startup.poll_verdict() {
+                self.shared.unlock(state);
                 return Poll::Ready(verdict);
             }
-            if !flushed {
-                // About to wait for the child: what the caller queued (its
-                // `initialize`) is written first, as `recv` does.
-                flushed = true;
-                drop(inn);
-                self.link.flush_if_armed(|| self.rt.now());
-                continue;
-            }
-            if inn.inbound.is_eof() {
-                // The report (or the driver's end) will wake us.
-                inn.wait(cx.waker());
-            } else {
-                match inn.read_once(cx.waker(), &self.link.peer_turns) {
-                    ReadOutcome::Progress => continue,
-                    ReadOutcome::Eof => {
-                        // The supervisor's input (never under this lock).
-                        drop(inn);
-                        self.link.stdout_eof(self.rt.now());
+            // Wait for the child as `recv` does, taking nothing.
+            match state.session.poll_wait() {
+                Receive::Flush(round) => {
+                    state = self.shared.write_round(state, &round, None, now).0;
+                    self.shared.unlock(state);
+                    continue;
+                }
+                Receive::Read => {
+                    let blocked;
+                    (state, blocked) = self.shared.read_once(state, cx.waker(), || self.rt.now());
+                    self.shared.unlock(state);
+                    if !blocked {
                         continue;
                     }
-                    ReadOutcome::Pending => {}
-                    // Held back by the receive bound (notices alone), or
-                    // the pipe is gone: the background task wakes us.
-                    ReadOutcome::Stopped => inn.wait(cx.waker()),
+                }
+                _ => {
+                    self.shared.wait_to_receive(cx.waker());
+                    self.shared.unlock(state);
                 }
             }
-            drop(inn);
             if watch.poll_timer(&self.rt, cx).is_pending() {
                 return Poll::Pending;
             }
@@ -279,11 +264,11 @@ impl Watch {
     /// Shows the caller's `ready` the messages queued since it last
     /// looked, in place: ready at the first it accepts, the others are
     /// signs of life.
-    fn look<F: Framing, P>(&mut self, inbound: &Inbound<F>, now: Instant, ready: &mut P)
+    fn look<F: Framing, P>(&mut self, channel: &Channel<F>, now: Instant, ready: &mut P)
     where
         P: FnMut(&Message) -> bool,
     {
-        let queued = inbound.queued();
+        let queued = channel.queued_frames();
         // Frames are only added while the receiver is borrowed here; fewer
         // would mean some were taken: look at them all again.
         if queued.len() < self.looked_at {

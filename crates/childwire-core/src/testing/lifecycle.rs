@@ -35,7 +35,7 @@ pub enum Op {
     DriverStopped,
     /// [`Lifecycle::handle_close_stdin`]: a stdin write stalled past the
     /// write timeout. The core routes the stall here after every change to
-    /// the write side ([`route_outbound`](crate::joint::route_outbound)),
+    /// the write side (the session does, after every time step),
     /// so it may come again and again.
     Stalled,
     /// [`Lifecycle::handle_outbound_drained`].

@@ -21,7 +21,6 @@ use childwire_core::{ExitReport, Framing, ReportWait, SendError, SendErrorKind};
 
 use super::Sender;
 use crate::runtime::{Runtime, Timer};
-use crate::sync::lock;
 
 /// The future of [`Sender::send`]: one message, checked, queued and maybe
 /// written at its first poll; a refused one waits for the child's exit
@@ -103,7 +102,7 @@ fn with_report<B>(err: SendError<B>, report: Option<ExitReport>) -> SendError<B>
 impl<R: Runtime, F: Framing> Sender<R, F> {
     /// `err` with the child's exit report, if sending ended with the child:
     /// at once if it is known, after waiting for it if the core says it
-    /// comes ([`Supervisor::report_wait`](childwire_core::Supervisor::report_wait)).
+    /// comes ([`Session::report_wait`](childwire_core::Session::report_wait)).
     pub(super) async fn with_end<B>(&self, err: SendError<B>) -> SendError<B> {
         let report = match self.end_report(err.kind()) {
             EndReport::Now(report) => report,
@@ -113,15 +112,17 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     }
 
     /// Whether a send refused with `kind` gets an exit report, and when: the
-    /// core's answer ([`Supervisor::report_wait`](childwire_core::Supervisor::report_wait)).
+    /// core's answer ([`Session::report_wait`](childwire_core::Session::report_wait)).
     fn end_report(&self, kind: SendErrorKind) -> EndReport {
-        let (SendErrorKind::Closed(closed), Some(supervisor)) = (kind, &self.link.supervisor)
-        else {
+        let SendErrorKind::Closed(closed) = kind else {
             return EndReport::Now(None);
         };
-        let wait = lock(supervisor).report_wait(closed, self.rt.now());
+        // Under the lock: a report handed out was published under it too.
+        let state = self.shared.lock();
+        let wait = state.session.report_wait(closed, self.rt.now());
+        drop(state);
         match wait {
-            ReportWait::No => EndReport::Now(self.link.exit.get()),
+            ReportWait::No => EndReport::Now(self.shared.exit.get()),
             ReportWait::Certain => EndReport::Wait(None),
             ReportWait::Until(deadline) => EndReport::Wait(Some(self.rt.timer(deadline))),
         }
@@ -134,7 +135,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         cx: &mut Context<'_>,
         timer: &mut Option<Pin<Box<dyn Timer>>>,
     ) -> Poll<Option<ExitReport>> {
-        match self.link.exit.poll_report(cx.waker()) {
+        match self.shared.exit.poll_report(cx.waker()) {
             Poll::Ready(report) => Poll::Ready(report),
             Poll::Pending => {
                 let expired = timer

@@ -1,0 +1,366 @@
+//! The background task of a transport: what must happen while no caller is
+//! there. It hands the session what the OS says of the child (stderr, the
+//! exit, time) and carries out what the session decides (signals, the sweep,
+//! stderr lines, writing what senders left, reading stdout after the exit,
+//! publishing the report), until the session says it is done. For a channel
+//! over a pipe pair it only writes what senders left.
+
+use std::future::Future;
+use std::io;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::pin::Pin;
+use std::process::ExitStatus;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use childwire_core::stderr_level::{Level, level_of};
+use childwire_core::{Action, Framing, Output};
+
+use crate::StderrCallback;
+use crate::os;
+use crate::runtime::{PipeRead, Runtime};
+use crate::shared::{Guard, RoundEnd, Shared};
+use crate::sync::Deadline;
+use crate::wake::Readiness;
+
+/// Stderr is for diagnostics: smaller reads keep an idle child's footprint
+/// small, and a flood only takes more rounds.
+const STDERR_CHUNK: usize = 8 * 1024;
+
+/// Rounds per poll before yielding, so a child that floods its pipes cannot
+/// starve the runtime's other tasks.
+const ROUNDS_PER_POLL: usize = 32;
+
+/// How long a dropped driver waits for the child it just sent SIGKILL to
+/// die, so that it can be reaped on the spot. SIGKILL takes effect within
+/// milliseconds unless the child is stuck in the kernel; past this, the
+/// runtime's child type is left to reap it.
+const DROP_REAP_WAIT: Duration = Duration::from_secs(2);
+
+type ExitFuture = Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>;
+
+pub(crate) struct Driver<R: Runtime, F: Framing> {
+    shared: Arc<Shared<F>>,
+    rt: R,
+    timer: Deadline,
+    /// The child's side; `None` for a channel over a pipe pair.
+    child: Option<ChildIo>,
+    /// The session said it is done.
+    done: bool,
+}
+
+/// What the OS gives of the child, and what is done with its stderr.
+pub(crate) struct Child {
+    /// The child as the OS knows it: signals, the sweep, the drop path's wait.
+    pub(crate) tracking: os::Tracking,
+    pub(crate) program: String,
+    /// This child's span: its events carry its pid and program.
+    pub(crate) span: tracing::Span,
+    pub(crate) exit: Option<ExitFuture>,
+    pub(crate) stderr: Option<Box<dyn PipeRead>>,
+    pub(crate) on_stderr_line: Option<StderrCallback>,
+}
+
+/// The child's stderr pipe, read only when its waker said it may have
+/// something (on `async-io`, a read that finds nothing is a system call and
+/// a registration with the reactor).
+struct ChildIo {
+    child: Child,
+    stderr_ready: Arc<Readiness>,
+    stderr_waker: Waker,
+    stderr_buf: Box<[u8]>,
+    /// The callback panicked once; it is not called again.
+    callback_panicked: bool,
+}
+
+/// What the OS said in one round, read without the lock.
+#[derive(Default)]
+struct Events {
+    stderr: Option<io::Result<usize>>,
+    exit: Option<io::Result<ExitStatus>>,
+}
+
+impl<R: Runtime, F: Framing> Driver<R, F> {
+    pub(crate) fn new(shared: Arc<Shared<F>>, rt: R, child: Option<Child>) -> Self {
+        Self {
+            child: child.map(|child| ChildIo::new(child, &shared)),
+            shared,
+            rt,
+            timer: Deadline::default(),
+            done: false,
+        }
+    }
+}
+
+impl<R: Runtime, F: Framing> Future for Driver<R, F> {
+    type Output = ();
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        let this = self.get_mut();
+        let span = this.child.as_ref().map(|io| io.child.span.clone());
+        let _entered = span.as_ref().map(tracing::Span::enter);
+        this.shared.set_driver_waker(cx.waker());
+        let mut io = this.child.take();
+        let result = this.rounds(io.as_mut(), cx);
+        this.child = io;
+        result
+    }
+}
+
+impl<R: Runtime, F: Framing> Driver<R, F> {
+    fn rounds(&mut self, mut io: Option<&mut ChildIo>, cx: &mut Context<'_>) -> Poll<()> {
+        for _ in 0..ROUNDS_PER_POLL {
+            let now = self.rt.now();
+            let events = io
+                .as_deref_mut()
+                .map(|io| io.poll_events(cx))
+                .unwrap_or_default();
+            let mut progress = events.stderr.is_some() || events.exit.is_some();
+            let mut state = self.shared.lock();
+            state.session.handle_driver_wake(now);
+            if let Some(io) = io.as_deref_mut() {
+                io.hand_in(&mut state, events, now);
+            }
+            let mut lines = Vec::new();
+            let deadline = loop {
+                match state.session.poll_output() {
+                    Output::Signal(signal) => {
+                        if let Some(io) = io.as_deref() {
+                            if let Err(err) = io.child.tracking.signal(Action::Signal(signal)) {
+                                state.session.handle_signal_failed(signal, err, now);
+                            }
+                        }
+                        progress = true;
+                    }
+                    Output::Sweep => {
+                        // The scan is made without the lock.
+                        drop(state);
+                        let swept = io.as_deref().map(ChildIo::sweep).unwrap_or_default();
+                        state = self.shared.lock();
+                        state.session.handle_swept(swept, now);
+                        progress = true;
+                    }
+                    Output::StderrLine(line) => lines.push(line),
+                    Output::Report(report) => {
+                        // Under the lock: a sender that finds the report
+                        // handed out finds it published.
+                        self.shared.exit.set(*report);
+                        progress = true;
+                    }
+                    Output::Write(round) => {
+                        let end;
+                        (state, end) =
+                            self.shared
+                                .write_round(state, &round, Some(cx.waker()), now);
+                        progress |= end != RoundEnd::Blocked;
+                    }
+                    Output::Read => {
+                        let blocked;
+                        (state, blocked) = self.shared.read_once(state, cx.waker(), || now);
+                        progress |= !blocked;
+                    }
+                    Output::Timeout(at) => break at,
+                    Output::Done => {
+                        self.done = true;
+                        break None;
+                    }
+                }
+            };
+            self.shared.unlock(state);
+            if let Some(io) = io.as_deref_mut() {
+                if !lines.is_empty() {
+                    progress = true;
+                    io.deliver(&self.shared, lines);
+                }
+            }
+            if self.done {
+                return Poll::Ready(());
+            }
+            if !progress && !self.timer.poll(&self.rt, deadline, cx) {
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+}
+
+impl ChildIo {
+    fn new<F: Framing>(child: Child, shared: &Shared<F>) -> Self {
+        let stderr_ready = Readiness::new(Arc::clone(shared.driver_waker()));
+        let chunk = child.stderr.as_ref().map_or(0, |_| STDERR_CHUNK);
+        Self {
+            stderr_waker: Waker::from(Arc::clone(&stderr_ready)),
+            stderr_ready,
+            stderr_buf: vec![0; chunk].into_boxed_slice(),
+            child,
+            callback_panicked: false,
+        }
+    }
+
+    /// Polls stderr (when its waker said so) and the exit, without the lock.
+    fn poll_events(&mut self, cx: &mut Context<'_>) -> Events {
+        let mut events = Events::default();
+        if let Some(pipe) = self
+            .child
+            .stderr
+            .as_mut()
+            .filter(|_| self.stderr_ready.take())
+        {
+            let mut stderr_cx = Context::from_waker(&self.stderr_waker);
+            if let Poll::Ready(result) = pipe.poll_read(&mut stderr_cx, &mut self.stderr_buf) {
+                self.stderr_ready.mark();
+                events.stderr = Some(result);
+            }
+        }
+        if let Some(exit) = self.child.exit.as_mut() {
+            if let Poll::Ready(status) = exit.as_mut().poll(cx) {
+                self.child.exit = None;
+                events.exit = Some(status);
+            }
+        }
+        events
+    }
+
+    /// Hands the session what the OS said.
+    fn hand_in<F: Framing>(&mut self, state: &mut Guard<'_, F>, events: Events, now: Instant) {
+        match events.stderr {
+            Some(Ok(n)) if n > 0 => state.session.handle_stderr(&self.stderr_buf[..n], now),
+            Some(result) => {
+                if let Err(err) = result {
+                    tracing::warn!(program = %self.child.program, "reading the child's stderr failed: {err}");
+                }
+                self.child.stderr = None;
+                state.session.handle_stderr_eof(now);
+            }
+            None => {}
+        }
+        if let Some(status) = events.exit {
+            let exit = match status {
+                Ok(status) => os::exit_of(status),
+                Err(err) => {
+                    // Only possible if something else reaped our child.
+                    tracing::warn!(program = %self.child.program, "waiting for the child failed: {err}");
+                    childwire_core::Exit::Code(-1)
+                }
+            };
+            state.session.handle_exit(exit, now);
+        }
+    }
+
+    fn sweep(&self) -> childwire_core::Swept {
+        let swept = self.child.tracking.sweep();
+        if swept.ended > 0 {
+            tracing::warn!(program = %self.child.program, "ended {} process(es) the child left behind", swept.ended);
+        }
+        swept
+    }
+
+    /// Hands stderr lines to `tracing` and the callback, outside every
+    /// lock (a callback may call back into the transport), then tells the
+    /// session. A panicking callback is caught: the transport goes on, the
+    /// report says so.
+    fn deliver<F: Framing>(&mut self, shared: &Shared<F>, lines: Vec<Bytes>) {
+        for line in lines {
+            // The level the line names is read only if the event is enabled.
+            tracing::debug!(
+                target: "childwire::stderr",
+                program = %self.child.program,
+                child_level = level_of(&line).map_or("none", Level::as_str),
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+            if let (Some(callback), false) = (&self.child.on_stderr_line, self.callback_panicked) {
+                if catch_unwind(AssertUnwindSafe(|| callback(&line))).is_err() {
+                    tracing::error!(program = %self.child.program, "the stderr callback panicked; it is not called again");
+                    self.callback_panicked = true;
+                }
+            }
+        }
+        let mut state = shared.lock();
+        if self.callback_panicked {
+            state.session.handle_stderr_callback_panicked();
+        }
+        state.session.handle_stderr_delivered();
+        shared.unlock(state);
+    }
+}
+
+impl<R: Runtime, F: Framing> Drop for Driver<R, F> {
+    /// The task was dropped before the session was done (its runtime shut
+    /// down): the child is killed and what it left swept, the driver waits
+    /// briefly for it to die so that it is reaped now (not left a zombie
+    /// for a runtime that may never run again), and whoever waits gets the
+    /// report, or else learns that none will come.
+    fn drop(&mut self) {
+        let Some(mut io) = self.child.take() else {
+            return;
+        };
+        if self.done {
+            return;
+        }
+        let now = self.rt.now();
+        let mut state = self.shared.lock();
+        state.session.handle_driver_stopped(now);
+        let mut lines = Vec::new();
+        state = self.finish(state, &io, &mut lines, now);
+        if !state.session.has_exited() {
+            if let Some(exit) = io.child.tracking.wait_exited(DROP_REAP_WAIT) {
+                state.session.handle_exit(exit, self.rt.now());
+                state = self.finish(state, &io, &mut lines, now);
+            }
+        }
+        // The runtime's child type reaps an exited child when dropped.
+        drop(io.child.exit.take());
+        self.shared.unlock(state);
+        if !lines.is_empty() {
+            // Its lines still reach the callback; then the report may come.
+            io.deliver(&self.shared, lines);
+            let state = self.finish(self.shared.lock(), &io, &mut Vec::new(), now);
+            self.shared.unlock(state);
+        }
+        let mut state = self.shared.lock();
+        if !state.session.has_ended() {
+            state.session.handle_driver_gone();
+            self.shared.exit.close();
+        }
+        self.shared.unlock(state);
+    }
+}
+
+impl<R: Runtime, F: Framing> Driver<R, F> {
+    /// The outputs of a driver that stops, carried out now: no timer will
+    /// run them later, and no task will wait for a pipe (a sweep never
+    /// waits for a scan either: it is handed to the sweeper thread).
+    fn finish<'a>(
+        &'a self,
+        mut state: Guard<'a, F>,
+        io: &ChildIo,
+        lines: &mut Vec<Bytes>,
+        now: Instant,
+    ) -> Guard<'a, F> {
+        let waker = Waker::noop();
+        loop {
+            match state.session.poll_output() {
+                Output::Signal(signal) => {
+                    if let Err(err) = io.child.tracking.signal(Action::Signal(signal)) {
+                        state.session.handle_signal_failed(signal, err, now);
+                    }
+                }
+                Output::Sweep => {
+                    let swept = io.child.tracking.sweep_stopping();
+                    state.session.handle_swept(swept, now);
+                }
+                Output::StderrLine(line) => lines.push(line),
+                Output::Report(report) => self.shared.exit.set(*report),
+                Output::Write(round) => {
+                    state = self.shared.write_round(state, &round, None, now).0;
+                }
+                Output::Read => state = self.shared.read_once(state, waker, || now).0,
+                Output::Timeout(_) | Output::Done => return state,
+            }
+        }
+    }
+}

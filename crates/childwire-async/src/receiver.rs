@@ -1,0 +1,182 @@
+//! The receiving half of a transport: [`Receiver`] and its `Stream`. The
+//! caller's task reads and decodes when nothing is queued.
+
+use std::fmt;
+use std::future::poll_fn;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use childwire_core::{Framing, Lines, Receive, Received};
+use futures_core::Stream;
+
+use crate::runtime::Runtime;
+use crate::shared::Shared;
+use crate::tap::Hook;
+
+/// The receiving half of a [`Transport`](crate::Transport): messages and
+/// notices in the order the peer wrote them, then (for a child) the exit
+/// report, then `None`. A `futures::Stream` too.
+///
+/// ```no_run
+/// # async fn demo<R: childwire_async::Runtime>(t: childwire_async::Transport<R>) {
+/// use childwire_async::Received;
+///
+/// let (_sender, mut receiver) = t.split();
+/// let mut batch = Vec::new();
+/// // Many messages per call: one lock for all that are ready.
+/// while receiver.recv_many(&mut batch, 256).await > 0 {
+///     for item in batch.drain(..) {
+///         match item {
+///             Received::Message(message) => println!("{}", String::from_utf8_lossy(&message)),
+///             Received::Oversized(notice) => eprintln!("dropped, id {:?}", notice.json_rpc_id()),
+///             Received::Exited(report) => eprintln!("server {report}"),
+///             other => eprintln!("{other:?}"),
+///         }
+///     }
+/// }
+/// # }
+/// ```
+pub struct Receiver<R: Runtime, F: Framing = Lines> {
+    pub(crate) shared: Arc<Shared<F>>,
+    pub(crate) rt: R,
+    pub(crate) pid: Option<u32>,
+    pub(crate) tap: Hook<R>,
+}
+
+impl<R: Runtime, F: Framing> Receiver<R, F> {
+    pub(crate) fn new(shared: Arc<Shared<F>>, rt: R, pid: Option<u32>) -> Self {
+        shared.lock().session.handle_handle_opened();
+        Self {
+            shared,
+            rt,
+            pid,
+            tap: Hook::none(),
+        }
+    }
+
+    /// The next item: a message or a notice, in the order the peer wrote
+    /// them, or last the exit report; `None` after the report (for a
+    /// channel: after the peer's EOF).
+    ///
+    /// Cancel-safe: dropping the future (e.g. when another branch of a
+    /// `select!` wins) loses no message and no partial line.
+    pub async fn recv(&mut self) -> Option<Received> {
+        poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// Waits for the next item, then moves it and every other item
+    /// available now into `into`, up to `limit` in all: one lock for many
+    /// messages. Returns how many were moved; 0 only at the end of the
+    /// stream (or for a `limit` of 0).
+    pub async fn recv_many(&mut self, into: &mut Vec<Received>, limit: usize) -> usize {
+        if limit == 0 {
+            return 0;
+        }
+        let Some(first) = self.recv().await else {
+            return 0;
+        };
+        into.push(first);
+        let tapped_from = into.len();
+        let mut state = self.shared.lock();
+        while into.len() - tapped_from + 1 < limit {
+            let Some(item) = state.session.poll_received() else {
+                break;
+            };
+            into.push(item);
+        }
+        self.shared.unlock(state);
+        self.tap.received_all(&into[tapped_from..]);
+        into.len() - tapped_from + 1
+    }
+
+    /// Polls for the next item: messages and notices in the order the peer
+    /// wrote them, then (for a child) the exit report, then `None`.
+    ///
+    /// Reads and decodes in the calling task when nothing is queued. Frames
+    /// belong to the transport until returned, so a dropped `recv` future
+    /// loses nothing: receiving is cancel-safe.
+    pub fn poll_recv(&mut self, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        if self.tap.is_set() {
+            return self.poll_tapped(cx);
+        }
+        self.poll_item(cx)
+    }
+
+    /// [`poll_recv`](Self::poll_recv) with a tap, which sees the item.
+    #[cold]
+    #[inline(never)]
+    fn poll_tapped(&mut self, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        let item = self.poll_item(cx);
+        self.tap.received(item)
+    }
+
+    /// [`poll_recv`](Self::poll_recv), untapped: the session's next step
+    /// for the receiver, taken until it gives an item, the end, or a wait.
+    #[inline(always)]
+    fn poll_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        let mut state = self.shared.lock();
+        loop {
+            match state.session.poll_receive() {
+                Receive::Item(item) => {
+                    self.shared.unlock(state);
+                    return Poll::Ready(Some(item));
+                }
+                Receive::End => {
+                    self.shared.unlock(state);
+                    return Poll::Ready(None);
+                }
+                Receive::Flush(round) => {
+                    // About to wait for the peer: what this transport
+                    // queued goes first, from this task.
+                    state = self
+                        .shared
+                        .write_round(state, &round, None, self.rt.now())
+                        .0;
+                }
+                Receive::Read => {
+                    let blocked;
+                    (state, blocked) = self.shared.read_once(state, cx.waker(), || self.rt.now());
+                    if blocked {
+                        self.shared.unlock(state);
+                        return Poll::Pending;
+                    }
+                }
+                Receive::Wait => {
+                    self.shared.wait_to_receive(cx.waker());
+                    self.shared.unlock(state);
+                    return Poll::Pending;
+                }
+            }
+        }
+    }
+
+    /// The child's process ID.
+    pub fn id(&self) -> Option<u32> {
+        self.pid
+    }
+}
+
+impl<R: Runtime, F: Framing> Drop for Receiver<R, F> {
+    fn drop(&mut self) {
+        let mut state = self.shared.lock();
+        state.session.handle_handle_closed(self.rt.now());
+        self.shared.unlock(state);
+    }
+}
+
+impl<R: Runtime, F: Framing> fmt::Debug for Receiver<R, F> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Receiver")
+            .field("pid", &self.pid)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<R: Runtime, F: Framing> Stream for Receiver<R, F> {
+    type Item = Received;
+
+    fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        self.get_mut().poll_recv(cx)
+    }
+}

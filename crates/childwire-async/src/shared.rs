@@ -1,0 +1,270 @@
+//! What every handle of a transport and its background task share: one lock
+//! over the core's [`Session`] with the pipes beside it, the tasks waiting,
+//! and the exit report.
+//!
+//! A handle locks, makes one core call, does the I/O the core hands it with
+//! the lock released (the pipe taken out of its slot: the core lets one
+//! writer and one reader hold a pipe at a time), locks again to hand the
+//! result in, and wakes whoever the core names once the lock is released.
+//! Nothing here decides anything.
+
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::task::{Context, Poll, Waker};
+use std::time::Instant;
+
+use childwire_core::{Framing, Session, Wakes, WriteOp, WriteResult, WriteRound, WriteStep};
+use crossbeam_utils::CachePadded;
+
+use crate::exit_handle::ExitSlot;
+use crate::runtime::{PipeRead, PipeWrite};
+use crate::sync::{BgWaker, lock, wake_bg};
+use crate::wake::{WakeSet, fan_out};
+
+/// One read's worth: what a Linux pipe holds.
+const READ_CHUNK: usize = 64 * 1024;
+
+pub(crate) struct Shared<F: Framing> {
+    /// The session and the pipes, on a cache line of their own (the waker
+    /// sets next to it are written by other threads).
+    state: CachePadded<Mutex<State<F>>>,
+    /// Tasks waiting to send, flush or close; the writing pipe wakes them.
+    senders: Arc<WakeSet>,
+    stdin_waker: Waker,
+    /// The task waiting to receive (and a background read); the reading
+    /// pipe wakes them.
+    receiver: Arc<WakeSet>,
+    stdout_waker: Waker,
+    /// The background task.
+    driver: BgWaker,
+    /// Mirrors the session's `send_ready` as last seen under the lock, so
+    /// the `Sink`'s `poll_ready` answers without the lock while there is
+    /// room. It may be stale when another sender took the room since: the
+    /// `Sink` then queues that one message above the high-water mark, as it
+    /// does when another sender takes the room between `poll_ready` and
+    /// `start_send` (`Session::send_anyway`). Measured before this layer
+    /// held one lock (`cargo xtask bench`, row `send 200 B: childwire Sink
+    /// feed`, least of three runs, at 7a69531): 454.4 instructions per
+    /// message with it, 491.4 with the lock in every `poll_ready`.
+    send_ready: AtomicBool,
+    /// The child's end, as published by the background task: what
+    /// `shutdown`, `kill`, failed sends and exit handles read.
+    pub(crate) exit: ExitSlot,
+}
+
+pub(crate) struct State<F: Framing> {
+    pub(crate) session: Session<F>,
+    stdin: Option<Box<dyn PipeWrite>>,
+    stdout: Option<Reader>,
+}
+
+/// The reading pipe and its buffer, taken out together by the one reader.
+struct Reader {
+    pipe: Box<dyn PipeRead>,
+    buf: Box<[u8]>,
+}
+
+pub(crate) type Guard<'a, F> = MutexGuard<'a, State<F>>;
+
+/// How a write round ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum RoundEnd {
+    /// Everything it was to write is written (or nothing can be).
+    Done,
+    /// The pipe is full or held by another writer; the waiter is woken
+    /// when that changes.
+    Blocked,
+    /// It stopped to let others run; the waiter was woken to come back.
+    Yielded,
+}
+
+impl<F: Framing> Shared<F> {
+    pub(crate) fn new(
+        session: Session<F>,
+        stdin: Box<dyn PipeWrite>,
+        stdout: Box<dyn PipeRead>,
+    ) -> Arc<Self> {
+        let senders = WakeSet::new();
+        let receiver = WakeSet::new();
+        Arc::new(Self {
+            state: CachePadded::new(Mutex::new(State {
+                session,
+                stdin: Some(stdin),
+                stdout: Some(Reader {
+                    pipe: stdout,
+                    buf: vec![0; READ_CHUNK].into_boxed_slice(),
+                }),
+            })),
+            stdin_waker: fan_out(&senders),
+            senders,
+            stdout_waker: fan_out(&receiver),
+            receiver,
+            driver: BgWaker::default(),
+            send_ready: AtomicBool::new(true),
+            exit: ExitSlot::new(),
+        })
+    }
+
+    pub(crate) fn lock(&self) -> Guard<'_, F> {
+        lock(&self.state)
+    }
+
+    /// Releases the lock and wakes whoever the calls made under it concern.
+    #[inline]
+    pub(crate) fn unlock(&self, mut state: Guard<'_, F>) {
+        let wakes = state.session.take_wakes();
+        drop(state);
+        if !wakes.is_empty() {
+            self.wake(wakes);
+        }
+    }
+
+    #[cold]
+    fn wake(&self, wakes: Wakes) {
+        if wakes.contains(Wakes::SENDERS) {
+            self.senders.wake_all();
+        }
+        if wakes.contains(Wakes::RECEIVER) {
+            self.receiver.wake_all();
+        }
+        if wakes.contains(Wakes::DRIVER) {
+            wake_bg(&self.driver);
+        }
+    }
+
+    /// Registers a task waiting to receive.
+    pub(crate) fn wait_to_receive(&self, waker: &Waker) {
+        self.receiver.register(waker);
+    }
+
+    /// Where the background task's waker is kept.
+    pub(crate) fn driver_waker(&self) -> &BgWaker {
+        &self.driver
+    }
+
+    pub(crate) fn set_driver_waker(&self, waker: &Waker) {
+        let mut slot = lock(&self.driver);
+        if !slot.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            *slot = Some(waker.clone());
+        }
+    }
+
+    /// Whether a send would not wait, as last seen (see the field).
+    #[inline]
+    pub(crate) fn send_ready(&self) -> bool {
+        self.send_ready.load(Ordering::Acquire)
+    }
+
+    /// Records whether a send would not wait; stored only on a change.
+    #[inline]
+    pub(crate) fn note_send_ready(&self, ready: bool) {
+        if self.send_ready.load(Ordering::Relaxed) != ready {
+            self.send_ready.store(ready, Ordering::Release);
+        }
+    }
+
+    /// Writes as the session says, within `round`: each call on the pipe is
+    /// made with the lock released. `waiter` is woken when a blocked round
+    /// can go on (none: a sender that leaves the rest to the background).
+    pub(crate) fn write_round<'a>(
+        &'a self,
+        mut state: Guard<'a, F>,
+        round: &WriteRound,
+        waiter: Option<&Waker>,
+        now: Instant,
+    ) -> (Guard<'a, F>, RoundEnd) {
+        if let Some(waker) = waiter {
+            self.senders.register(waker);
+        }
+        loop {
+            let op = match state.session.poll_write(round, now) {
+                WriteStep::Io(op) => op,
+                WriteStep::Drop => {
+                    state.stdin = None;
+                    continue;
+                }
+                WriteStep::Done => return (state, RoundEnd::Done),
+                WriteStep::Busy => return (state, RoundEnd::Blocked),
+                WriteStep::Yield => {
+                    if let Some(waker) = waiter {
+                        waker.wake_by_ref();
+                    }
+                    return (state, RoundEnd::Yielded);
+                }
+            };
+            let Some(mut pipe) = state.stdin.take() else {
+                // Dropped already: nothing can be written.
+                state.session.handle_write(WriteResult::Failed, now);
+                continue;
+            };
+            drop(state);
+            let mut cx = Context::from_waker(&self.stdin_waker);
+            let result = match &op {
+                WriteOp::Write(bytes) => pipe.poll_write(&mut cx, bytes),
+                WriteOp::Flush => pipe.poll_flush(&mut cx).map_ok(|()| 0),
+                WriteOp::Shutdown => pipe.poll_shutdown(&mut cx).map_ok(|()| 0),
+            };
+            state = self.lock();
+            state.stdin = Some(pipe);
+            let result = match (result, &op) {
+                (Poll::Pending, _) => WriteResult::WouldBlock,
+                (Poll::Ready(Ok(n)), WriteOp::Write(_)) => WriteResult::Written(n),
+                (Poll::Ready(Ok(_)), _) => WriteResult::Done,
+                (Poll::Ready(Err(err)), _) => {
+                    if err.kind() != io::ErrorKind::BrokenPipe {
+                        tracing::debug!("writing to the peer failed: {err}");
+                    }
+                    WriteResult::Failed
+                }
+            };
+            state.session.handle_write(result, now);
+            if result == WriteResult::WouldBlock {
+                return (state, RoundEnd::Blocked);
+            }
+        }
+    }
+
+    /// Reads once (the session said so: the caller holds the reading pipe)
+    /// with the lock released, and hands what came in. Returns whether the
+    /// read brought nothing yet: `waiter` is woken when it can.
+    pub(crate) fn read_once<'a>(
+        &'a self,
+        state: Guard<'a, F>,
+        waiter: &Waker,
+        clock: impl Fn() -> Instant,
+    ) -> (Guard<'a, F>, bool) {
+        self.receiver.register(waiter);
+        let mut state = state;
+        let Some(mut reader) = state.stdout.take() else {
+            state.session.handle_read_eof(clock());
+            return (state, false);
+        };
+        drop(state);
+        let mut cx = Context::from_waker(&self.stdout_waker);
+        let result = reader.pipe.poll_read(&mut cx, &mut reader.buf);
+        let mut state = self.lock();
+        let blocked = match result {
+            Poll::Ready(Ok(n)) if n > 0 => {
+                state.session.handle_read(&reader.buf[..n], clock());
+                false
+            }
+            Poll::Ready(result) => {
+                if let Err(err) = result {
+                    tracing::warn!("reading from the peer failed: {err}");
+                }
+                state.session.handle_read_eof(clock());
+                return (state, false);
+            }
+            Poll::Pending => {
+                state.session.handle_read_blocked();
+                true
+            }
+        };
+        // Not read any more (the end was decided on a quiet pipe): dropped.
+        if !state.session.channel().is_read_done() {
+            state.stdout = Some(reader);
+        }
+        (state, blocked)
+    }
+}
