@@ -115,6 +115,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// One attempt to queue `item`: the result, or the payload back to wait
     /// for room. `refused_full`: it was refused for want of room before; it
     /// is not offered again (its bytes checked again) until there is room.
+    #[inline(always)]
     fn poll_send<B: AsRef<[u8]>>(
         &self,
         cx: &mut Context<'_>,
@@ -149,7 +150,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     }
 
     /// A message was queued: the sender writes it if the session says so.
-    #[inline]
+    #[inline(always)]
     fn sent<'a>(&'a self, state: Guard<'a, F>, sent: Sent) -> Guard<'a, F> {
         match sent {
             Sent::Queued => state,
@@ -181,30 +182,53 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         &self,
         payloads: impl IntoIterator<Item = B>,
     ) -> Result<(), SendError<B>> {
-        for payload in payloads {
-            if self.tap.is_set() {
-                // One by one, so that the tap sees each as it is accepted.
+        if self.tap.is_set() {
+            // One by one, so that the tap sees each as it is accepted.
+            for payload in payloads {
                 Box::pin(self.send(payload)).await?;
-                continue;
             }
-            let mut pending = Some(payload);
-            let mut refused_full = false;
-            let sent = poll_fn(|cx| match pending.take() {
-                Some(item) => match self.poll_send(cx, item, &mut refused_full) {
-                    Ok(result) => Poll::Ready(result),
-                    Err(item) => {
-                        pending = Some(item);
-                        Poll::Pending
-                    }
-                },
-                None => Poll::Ready(Ok(())),
-            })
-            .await;
-            if let Err(err) = sent {
-                return Err(self.with_end(err).await);
-            }
+            return Ok(());
         }
-        Ok(())
+        let mut payloads = payloads.into_iter();
+        let mut pending: Option<B> = None;
+        let sent = poll_fn(|cx| {
+            let mut state = self.shared.lock();
+            // A message refused for want of room is not offered again (its
+            // bytes checked again) until there is room: see `poll_send`.
+            if pending.is_some() && !state.session.send_ready() {
+                let end;
+                (state, end) = self.write_drain(state, cx);
+                if end != RoundEnd::Done && !state.session.send_ready() {
+                    self.shared.unlock(state);
+                    return Poll::Pending;
+                }
+            }
+            while let Some(item) = pending.take().or_else(|| payloads.next()) {
+                match state.session.send(item) {
+                    Ok(sent) => state = self.sent(state, sent),
+                    Err(err) if err.kind() == SendErrorKind::Full => {
+                        pending = Some(err.into_payload());
+                        let end;
+                        (state, end) = self.write_drain(state, cx);
+                        if end != RoundEnd::Done && !state.session.send_ready() {
+                            self.shared.unlock(state);
+                            return Poll::Pending;
+                        }
+                    }
+                    Err(err) => {
+                        self.shared.unlock(state);
+                        return Poll::Ready(Err(err));
+                    }
+                }
+            }
+            self.shared.unlock(state);
+            Poll::Ready(Ok(()))
+        })
+        .await;
+        match sent {
+            Ok(()) => Ok(()),
+            Err(err) => Err(self.with_end(err).await),
+        }
     }
 
     /// Waits until everything queued so far was written to the peer, writing

@@ -256,7 +256,7 @@ impl<F: Framing> Channel<F> {
     /// another in the same turn is left to the background task, so a burst
     /// goes out in batches; a sender that gets a pipe's worth
     /// ([`WRITE_BATCH`](crate::WRITE_BATCH)) ahead writes it.
-    #[inline]
+    #[inline(always)]
     pub fn send<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<Sent, SendError<B>> {
         let queued = self.outbound.send(payload, false, self.turns)?;
         Ok(self.sent(queued))
@@ -265,13 +265,13 @@ impl<F: Framing> Channel<F> {
     /// [`send`](Self::send) even above the high-water mark, by at most this
     /// message: for a `Sink`, whose readiness was checked before. Still
     /// refused when sending is over or the payload cannot be carried.
-    #[inline]
+    #[inline(always)]
     pub fn send_anyway<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<Sent, SendError<B>> {
         let queued = self.outbound.send(payload, true, self.turns)?;
         Ok(self.sent(queued))
     }
 
-    #[inline]
+    #[inline(always)]
     fn sent(&mut self, queued: Queued) -> Sent {
         match queued {
             Queued::WriteNow => Sent::Write(self.outbound.sender_round()),

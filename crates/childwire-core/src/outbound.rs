@@ -200,7 +200,7 @@ impl<F: Framing> Outbound<F> {
     /// - but once a pipe's worth is queued since the last attempt
     ///   ([`WRITE_BATCH`]), written now: a sender running ahead of the
     ///   flush, or of a full pipe, tries it once per batch.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn send<B: AsRef<[u8]>>(
         &mut self,
         payload: B,
@@ -357,7 +357,8 @@ impl<F: Framing> Outbound<F> {
                     if self.waiting_since.is_none() {
                         self.waiting_since = Some(now);
                     }
-                    self.attempted(turn);
+                    // This turn has had its write.
+                    self.written_in_turn = Some(turn);
                     WriteOp::Write(bytes)
                 }
                 None if self.unflushed => WriteOp::Flush,
@@ -397,6 +398,9 @@ impl<F: Framing> Outbound<F> {
                 self.encoder.handle_written(n);
                 self.waiting_since = (self.encoder.queued() > 0).then_some(now);
                 self.unflushed = true;
+                // The pipe took bytes: a sender running ahead writes again
+                // a pipe's worth from what is left.
+                self.batch_at = self.encoder.queued() + WRITE_BATCH;
                 true
             }
             WriteResult::Done => {

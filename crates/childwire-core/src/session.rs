@@ -273,14 +273,14 @@ impl<F: Framing> Session<F> {
     /// [`poll_write`](Self::poll_write)); or hands it back with the reason
     /// ([`SendErrorKind::Full`](crate::SendErrorKind::Full): wait for the
     /// senders' wake-up, writing meanwhile with [`drain_round`](Self::drain_round)).
-    #[inline]
+    #[inline(always)]
     pub fn send<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<Sent, SendError<B>> {
         self.channel.send(payload)
     }
 
     /// [`send`](Self::send) above the high-water mark too, by this message
     /// at most: for a `Sink`, whose readiness was checked before.
-    #[inline]
+    #[inline(always)]
     pub fn send_anyway<B: AsRef<[u8]>>(&mut self, payload: B) -> Result<Sent, SendError<B>> {
         self.channel.send_anyway(payload)
     }
@@ -360,6 +360,7 @@ impl<F: Framing> Session<F> {
 
     /// The receiver's next step: an item, a write of what senders left
     /// before waiting, a read, a wait, or the end.
+    #[inline(always)]
     pub fn poll_receive(&mut self) -> Receive {
         if let Some(item) = self.poll_received() {
             return Receive::Item(item);
