@@ -25,6 +25,8 @@ mod api;
 mod containment;
 mod content_length;
 mod end;
+#[cfg(unix)]
+mod flush;
 mod hatches;
 mod inbound;
 mod kill;

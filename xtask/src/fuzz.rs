@@ -30,6 +30,8 @@ const MAX_LEN: &[(&str, usize)] = &[
     ("pollution", 4096),
     // A few bytes per operation: 4 KiB is hundreds of starts and exits.
     ("restart", 4096),
+    // A few bytes per operation: sends, deaths and restarts by the hundred.
+    ("generations", 4096),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 

@@ -59,7 +59,7 @@ pub use runtime::{
 };
 pub use stderr_lines::{STDERR_LINES_PENDING, StderrCallback, StderrLines};
 pub use supervised::{
-    DEFAULT_SEED, GaveUp, ReinitError, ReinitFuture, Supervised, SupervisedEvent, SupervisedSender,
-    Supervision, WhileDown,
+    DEFAULT_SEED, ReinitError, ReinitFuture, Supervised, SupervisedEvent, SupervisedSender,
+    Supervision,
 };
-pub use transport::{Receiver, Sender, ShutdownError, Transport};
+pub use transport::{Receiver, RequestError, Sender, ShutdownError, Transport};

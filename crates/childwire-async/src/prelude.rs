@@ -41,7 +41,9 @@ pub use childwire_core::{
     MalformedReason, Message, Oversized, PollutionKind, PollutionNotice, PollutionPolicy, Received,
     SendError, SendErrorKind, SpawnError, StderrLine, StderrMode, StderrTailConfig,
 };
-pub use childwire_core::{Generation, GiveUpReason, RestartConfig, StartupConfig, StartupVerdict};
+pub use childwire_core::{
+    GaveUp, Generation, GiveUpReason, RestartConfig, StartupConfig, StartupVerdict, WhileDown,
+};
 
 #[cfg(feature = "serde")]
 pub use crate::json::{RecvJsonError, SendJsonError};
@@ -51,5 +53,5 @@ pub use crate::{
     ShutdownError, StderrCallback, StderrLines,
 };
 pub use crate::{
-    DEFAULT_SEED, GaveUp, ReinitError, ReinitFuture, SupervisedEvent, Supervision, WhileDown,
+    DEFAULT_SEED, ReinitError, ReinitFuture, RequestError, SupervisedEvent, Supervision,
 };

@@ -28,7 +28,10 @@ use crate::stderr_lines;
 use crate::tap::{Hook, Tap, TapSlot};
 use crate::{os, spawn, spawner};
 
+mod request;
 mod startup;
+
+pub use request::RequestError;
 
 /// A message channel: to a child process over its stdin and stdout, or to a
 /// peer over any pipe pair (a socket, the process's own stdio).

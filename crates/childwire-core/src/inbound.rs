@@ -120,6 +120,15 @@ impl<F: Framing> Inbound<F> {
         Some(frame)
     }
 
+    /// Takes the first queued frame `pred` accepts, out of its place: the
+    /// others stay queued in order.
+    pub(crate) fn take_first(&mut self, mut pred: impl FnMut(&Frame) -> bool) -> Option<Frame> {
+        let at = self.queue.iter().position(&mut pred)?;
+        let frame = self.queue.remove(at)?;
+        self.cost -= cost(&frame);
+        Some(frame)
+    }
+
     /// Whether to read from the peer now: not after EOF, and not while the
     /// queue is at its high-water mark.
     pub(crate) fn wants_read(&self) -> bool {

@@ -817,3 +817,30 @@ pub fn oversized_error(id: &[u8], len: u64, limit: usize) -> Bytes {
     );
     Bytes::from(out)
 }
+
+/// Whether `message` is the response (no `method`) to the request whose id
+/// is `id` (raw JSON text), ids compared as JSON values (`1` and `1.0` are
+/// the same id).
+///
+/// ```
+/// use childwire_core::jsonrpc::is_response_to;
+///
+/// assert!(is_response_to(br#"{"result":{},"id":1.0,"jsonrpc":"2.0"}"#, b"1"));
+/// assert!(!is_response_to(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, b"1"));
+/// assert!(!is_response_to(br#"{"jsonrpc":"2.0","id":2,"result":{}}"#, b"1"));
+/// ```
+#[must_use]
+pub fn is_response_to(message: &[u8], id: &[u8]) -> bool {
+    let mut scanner = IdScanner::new();
+    scanner.feed(message);
+    !scanner.has_method() && scanner.id().is_some_and(|got| same_id(&got, id))
+}
+
+/// Whether two ids (raw JSON text) are the same JSON value.
+#[must_use]
+pub fn same_id(a: &[u8], b: &[u8]) -> bool {
+    match (crate::pending::key(a), crate::pending::key(b)) {
+        (Some(a), Some(b)) => a == b,
+        _ => false,
+    }
+}

@@ -63,6 +63,7 @@ mod outbound;
 mod report;
 mod session;
 // Supervision (restart, unanswered requests, start-up verdict).
+mod generations;
 pub mod pending;
 pub mod restart;
 pub mod startup;
@@ -102,7 +103,10 @@ pub use session::{Output, Receive, Received, Session};
 pub use stderr_tail::{StderrTail, StderrTailConfig};
 pub use supervisor::ReportWait;
 // Supervision (restart, unanswered requests, start-up verdict).
-pub use pending::{EndCause, OversizedAction, PendingRequests, Unanswered};
+pub use generations::{
+    AfterSend, GaveUp, GenerationEvent, Generations, GenerationsConfig, SendStep, WhileDown,
+};
+pub use pending::{EndCause, OversizedAction, PendingRequests, SendOutcome, Ticket, Unanswered};
 pub use restart::{Generation, GiveUpReason, RestartConfig, RestartPolicy, RestartVerdict};
 pub use startup::{ReadyOn, Startup, StartupConfig, StartupVerdict};
 

@@ -111,8 +111,45 @@ impl Unanswered {
 /// One id's requests: usually one; more when a caller reused an id.
 #[derive(Debug)]
 struct Entry {
-    /// (order sent, the id as it was written), oldest first.
-    sends: Vec<(u64, Bytes)>,
+    /// Oldest first.
+    sends: Vec<Send>,
+}
+
+/// One tracked request.
+#[derive(Debug, Clone)]
+struct Send {
+    /// The order it was sent in.
+    order: u64,
+    /// Its id as it was written.
+    id: Bytes,
+    /// What it was sent to (a generation of a supervised child; 0 when the
+    /// caller does not say).
+    tag: u32,
+    /// Its send went through (or the caller did not say it was under way).
+    delivered: bool,
+}
+
+/// A request recorded by [`PendingRequests::begin`] while its send is under
+/// way: hand it back with [`PendingRequests::handle_sent`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Ticket {
+    key: Vec<u8>,
+    order: u64,
+}
+
+/// What [`PendingRequests::handle_sent`] made of a send that ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum SendOutcome {
+    /// The send went through: the request waits for its answer.
+    Delivered,
+    /// The send failed, and the request is forgotten: it was not answered,
+    /// and may be sent again.
+    Forgotten,
+    /// The request was answered already, by [`PendingRequests::fail_tag`]
+    /// (its receiver ended while the send was under way): whatever the send
+    /// did, that error response is its answer. Do not send it again.
+    AlreadyAnswered,
 }
 
 /// The requests sent to a child that it has not answered yet.
@@ -128,14 +165,24 @@ struct Entry {
 /// - [`fail_all`](Self::fail_all) when the child ended or is being
 ///   restarted: the error responses to deliver, and the ids for the report.
 ///
-/// Ids are matched as JSON values: `"a"` and `"\u0061"` are the same id;
-/// numbers are matched as written (`1` is not `1.0`). A request that reuses
-/// a pending id is tracked again: each response answers the oldest, and
-/// each unanswered one gets its own error response.
+/// Ids are matched as JSON values: `"a"` and `"\u0061"` are the same id,
+/// and so are the numbers `1`, `1.0` and `10e-1` (a server that parses and
+/// writes ids again may change how a number is spelled). A request that
+/// reuses a pending id is tracked again: each response answers the oldest,
+/// and each unanswered one gets its own error response.
 ///
-/// Memory is bounded: at most `max_tracked` requests are tracked; the
-/// requests beyond, and the messages it cannot read, are only counted
-/// ([`untracked`](Self::untracked)).
+/// Memory is bounded: at most `max_tracked` requests are tracked at a time
+/// ([`DEFAULT_MAX_TRACKED`] by default, [`new`](Self::new) sets another).
+/// A request beyond the limit is not tracked: [`handle_outgoing`](Self::handle_outgoing)
+/// says so ([`Outgoing::Full`]) so the caller can tell its user which
+/// request will not be answered if the child dies, and it is counted
+/// ([`untracked`](Self::untracked)), as are the messages it cannot read.
+///
+/// A supervised child's requests are recorded with [`begin`](Self::begin)
+/// before their send and [`handle_sent`](Self::handle_sent) after it, tagged
+/// with the generation they went to: [`fail_tag`](Self::fail_tag) answers a
+/// dead generation's requests, and a send that was under way meanwhile is
+/// then known to be answered, never sent again.
 ///
 /// # Example
 ///
@@ -229,18 +276,72 @@ impl PendingRequests {
     /// ```
     #[must_use]
     pub fn ids(&self) -> Vec<Bytes> {
-        let mut sends: Vec<&(u64, Bytes)> =
-            self.by_id.values().flat_map(|entry| &entry.sends).collect();
-        sends.sort_unstable_by_key(|&&(order, _)| order);
-        sends.into_iter().map(|(_, id)| id.clone()).collect()
+        let mut sends: Vec<&Send> = self.by_id.values().flat_map(|entry| &entry.sends).collect();
+        sends.sort_unstable_by_key(|send| send.order);
+        sends.into_iter().map(|send| send.id.clone()).collect()
+    }
+
+    /// The most requests tracked at a time.
+    #[must_use]
+    pub fn max_tracked(&self) -> usize {
+        self.max_tracked
     }
 
     /// A message `body` was sent to the child: a request is tracked.
     pub fn handle_outgoing(&mut self, body: &[u8]) -> Outgoing {
+        self.record(body, 0, true).0
+    }
+
+    /// A message `body` is about to be sent to the receiver `tag` (a
+    /// supervised child's generation): a request is tracked from now on,
+    /// its send under way. The ticket, for a tracked request, goes back to
+    /// [`handle_sent`](Self::handle_sent) once the send ended.
+    ///
+    /// ```
+    /// use childwire_core::pending::{EndCause, PendingRequests, SendOutcome};
+    ///
+    /// let mut pending = PendingRequests::default();
+    /// let (_, ticket) = pending.begin(br#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#, 1);
+    /// // Generation 1 dies while the send is under way: the request is answered.
+    /// let unanswered = pending.fail_tag(1, &EndCause::default());
+    /// assert_eq!(unanswered.requests.len(), 1);
+    /// // The send then fails too: it is not to be sent again.
+    /// assert_eq!(pending.handle_sent(&ticket.unwrap(), false), SendOutcome::AlreadyAnswered);
+    /// ```
+    pub fn begin(&mut self, body: &[u8], tag: u32) -> (Outgoing, Option<Ticket>) {
+        self.record(body, tag, false)
+    }
+
+    /// The send of the request behind `ticket` ended: it went through
+    /// (`delivered`), or it failed. See [`SendOutcome`].
+    pub fn handle_sent(&mut self, ticket: &Ticket, delivered: bool) -> SendOutcome {
+        let Some(entry) = self.by_id.get_mut(&ticket.key) else {
+            return SendOutcome::AlreadyAnswered;
+        };
+        let Some(at) = entry
+            .sends
+            .iter()
+            .position(|send| send.order == ticket.order)
+        else {
+            return SendOutcome::AlreadyAnswered;
+        };
+        if delivered {
+            entry.sends[at].delivered = true;
+            return SendOutcome::Delivered;
+        }
+        entry.sends.remove(at);
+        if entry.sends.is_empty() {
+            self.by_id.remove(&ticket.key);
+        }
+        self.len -= 1;
+        SendOutcome::Forgotten
+    }
+
+    fn record(&mut self, body: &[u8], tag: u32, delivered: bool) -> (Outgoing, Option<Ticket>) {
         let scanner = scan(body);
         let raw = match (scanner.has_method(), scanner.has_id_member()) {
-            (true, false) => return Outgoing::Notification,
-            (false, true) if scanner.id().is_some() => return Outgoing::Response,
+            (true, false) => return (Outgoing::Notification, None),
+            (false, true) if scanner.id().is_some() => return (Outgoing::Response, None),
             (true, true) => scanner.id(),
             // Not one object, or an object that is no JSON-RPC message.
             _ => None,
@@ -248,21 +349,26 @@ impl PendingRequests {
         // `null` and unusable ids have no key.
         let Some((key, raw)) = raw.and_then(|raw| Some((key(&raw)?, raw))) else {
             self.untracked = self.untracked.saturating_add(1);
-            return Outgoing::Unreadable;
+            return (Outgoing::Unreadable, None);
         };
         if self.len >= self.max_tracked {
             self.untracked = self.untracked.saturating_add(1);
-            return Outgoing::Full;
+            return (Outgoing::Full, None);
         }
         let order = self.sent;
         self.sent += 1;
         self.len += 1;
         self.by_id
-            .entry(key)
+            .entry(key.clone())
             .or_insert_with(|| Entry { sends: Vec::new() })
             .sends
-            .push((order, raw));
-        Outgoing::Tracked
+            .push(Send {
+                order,
+                id: raw,
+                tag,
+                delivered,
+            });
+        (Outgoing::Tracked, Some(Ticket { key, order }))
     }
 
     /// A message `body` came from the child. If it is the response to a
@@ -283,12 +389,12 @@ impl PendingRequests {
     pub fn handle_answered(&mut self, raw_id: &[u8]) -> Option<Bytes> {
         let key = key(raw_id)?;
         let entry = self.by_id.get_mut(&key)?;
-        let (_, raw) = entry.sends.remove(0);
+        let send = entry.sends.remove(0);
         if entry.sends.is_empty() {
             self.by_id.remove(&key);
         }
         self.len -= 1;
-        Some(raw)
+        Some(send.id)
     }
 
     /// A message `body` given to [`handle_outgoing`](Self::handle_outgoing),
@@ -355,18 +461,36 @@ impl PendingRequests {
     /// request gets an error response, in the order sent, and nothing is
     /// pending any more. The untracked count is reported and starts over.
     pub fn fail_all(&mut self, cause: &EndCause<'_>) -> Unanswered {
-        let mut sends: Vec<(u64, Bytes)> = self
-            .by_id
-            .drain()
-            .flat_map(|(_, entry)| entry.sends)
-            .collect();
-        sends.sort_unstable_by_key(|&(order, _)| order);
-        self.len = 0;
-        let requests = sends
+        self.fail_where(cause, |_| true)
+    }
+
+    /// The receiver `tag` ended (a supervised child's generation): every
+    /// request sent or being sent to it gets an error response, in the
+    /// order sent, and is no longer pending. Requests of other tags stay.
+    pub fn fail_tag(&mut self, tag: u32, cause: &EndCause<'_>) -> Unanswered {
+        self.fail_where(cause, |send| send.tag == tag)
+    }
+
+    fn fail_where(&mut self, cause: &EndCause<'_>, ended: impl Fn(&Send) -> bool) -> Unanswered {
+        let mut failed: Vec<Send> = Vec::new();
+        self.by_id.retain(|_, entry| {
+            entry.sends.retain(|send| {
+                if ended(send) {
+                    failed.push(send.clone());
+                    false
+                } else {
+                    true
+                }
+            });
+            !entry.sends.is_empty()
+        });
+        failed.sort_unstable_by_key(|send| send.order);
+        self.len -= failed.len();
+        let requests = failed
             .into_iter()
-            .map(|(_, id)| UnansweredRequest {
-                response: unanswered_error(&id, cause),
-                id,
+            .map(|send| UnansweredRequest {
+                response: unanswered_error(&send.id, cause),
+                id: send.id,
             })
             .collect();
         Unanswered {
@@ -467,20 +591,74 @@ fn json_string(out: &mut Vec<u8>, text: &str) {
 /// The key an id (raw JSON text, as the scanner returns it) is matched by:
 /// a string's decoded characters, or a number's text as written. `None`
 /// for what cannot be an id here.
-fn key(raw: &[u8]) -> Option<Vec<u8>> {
+pub(crate) fn key(raw: &[u8]) -> Option<Vec<u8>> {
     match raw.first()? {
         b'"' => {
             let mut key = vec![b's'];
             key.extend_from_slice(decode_string(raw)?.as_bytes());
             Some(key)
         }
-        b'-' | b'0'..=b'9' => {
-            let mut key = vec![b'n'];
-            key.extend_from_slice(raw);
-            Some(key)
-        }
+        b'-' | b'0'..=b'9' => number_key(raw),
         _ => None,
     }
+}
+
+/// A JSON number's value, spelled one way: `n`, the sign, the significant
+/// digits (no leading or trailing zeros) and the decimal exponent of the
+/// last one; so `1`, `1.0`, `10e-1` and `0.1E1` give the same key. Zero is
+/// `n0` whatever its sign. `None` if `raw` is not a JSON number, or its
+/// exponent is beyond any sane id.
+fn number_key(raw: &[u8]) -> Option<Vec<u8>> {
+    let (negative, rest) = match raw.split_first()? {
+        (b'-', rest) => (true, rest),
+        _ => (false, raw),
+    };
+    let int_len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+    if int_len == 0 || (int_len > 1 && rest[0] == b'0') {
+        return None;
+    }
+    let (int, rest) = rest.split_at(int_len);
+    let (frac, rest) = match rest.split_first() {
+        Some((b'.', rest)) => {
+            let len = rest.iter().take_while(|b| b.is_ascii_digit()).count();
+            if len == 0 {
+                return None;
+            }
+            rest.split_at(len)
+        }
+        _ => (&rest[..0], rest),
+    };
+    let exponent: i64 = match rest.split_first() {
+        None => 0,
+        Some((b'e' | b'E', rest)) => {
+            let (minus, digits) = match rest.split_first()? {
+                (b'-', digits) => (true, digits),
+                (b'+', digits) => (false, digits),
+                _ => (false, rest),
+            };
+            if digits.is_empty() || digits.len() > 9 || !digits.iter().all(u8::is_ascii_digit) {
+                return None;
+            }
+            let value: i64 = std::str::from_utf8(digits).ok()?.parse().ok()?;
+            if minus { -value } else { value }
+        }
+        Some(_) => return None,
+    };
+    let digits: Vec<u8> = int.iter().chain(frac).copied().collect();
+    let first = digits.iter().position(|&d| d != b'0');
+    let Some(first) = first else {
+        return Some(b"n0".to_vec());
+    };
+    let last = digits.iter().rposition(|&d| d != b'0').unwrap_or(first);
+    // The value is digits × 10^(exponent − frac.len()); the last
+    // significant digit sits (digits.len() − 1 − last) places before the end.
+    let trailing = i64::try_from(digits.len() - 1 - last).ok()?;
+    let scale = exponent - i64::try_from(frac.len()).ok()? + trailing;
+    let mut key = vec![b'n', if negative { b'-' } else { b'+' }];
+    key.extend_from_slice(&digits[first..=last]);
+    key.push(b'e');
+    key.extend_from_slice(scale.to_string().as_bytes());
+    Some(key)
 }
 
 /// The characters of a JSON string (quotes included in `raw`), escapes

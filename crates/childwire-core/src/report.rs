@@ -134,6 +134,10 @@ pub struct ExitReport {
     /// [`PendingRequests::fail_all`](crate::pending::PendingRequests::fail_all)).
     /// Empty without tracking.
     pub unanswered_ids: Vec<Bytes>,
+    /// Requests sent while the request tracker was full: not tracked, so
+    /// none of them is in [`unanswered_ids`](Self::unanswered_ids) even if it
+    /// was never answered. Zero without tracking.
+    pub untracked_requests: u64,
 }
 
 impl ExitReport {
@@ -156,6 +160,7 @@ impl ExitReport {
             unreceived_bytes: 0,
             stdout_held_back: false,
             unanswered_ids: Vec::new(),
+            untracked_requests: 0,
         }
     }
 
@@ -219,6 +224,13 @@ impl fmt::Display for ExitReport {
         }
         if !self.unanswered_ids.is_empty() {
             write_unanswered(f, &self.unanswered_ids)?;
+        }
+        if self.untracked_requests > 0 {
+            write!(
+                f,
+                "; {} not tracked (the tracker was full)",
+                Count(self.untracked_requests, "request", "requests")
+            )?;
         }
         // A held-back stdout does not reach EOF by itself: that alone says
         // nothing about what the child started.

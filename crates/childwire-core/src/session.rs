@@ -410,6 +410,24 @@ impl<F: Framing> Session<F> {
         }
     }
 
+    /// Takes the response to the request with id `id` (raw JSON text) out of
+    /// the items waiting, wherever it is among them (the others stay in
+    /// order): the message, or the notice of it dropped for its size.
+    pub fn take_response(&mut self, id: &[u8]) -> Option<Received> {
+        let full = !self.channel.inbound.wants_read();
+        let frame = self.channel.inbound.take_first(|frame| match frame {
+            Frame::Message(message) => crate::jsonrpc::is_response_to(message, id),
+            Frame::Oversized(notice) => notice
+                .json_rpc_id()
+                .is_some_and(|got| crate::jsonrpc::same_id(got, id)),
+            _ => false,
+        })?;
+        if full {
+            self.made_room();
+        }
+        Some(frame.into())
+    }
+
     /// Moves every item available now to the back of `into`, in order.
     /// Returns how many were moved.
     pub fn drain_received(&mut self, into: &mut VecDeque<Received>) -> usize {

@@ -83,12 +83,39 @@ fn c37_ids_that_are_strings_numbers_and_escaped_strings_are_matched_as_json_valu
             "{answer}"
         );
     }
-    // A number is matched as written: 7.0 is not 7.
+    // A number is matched by its value: a server that writes 7 back as 7.0
+    // (a JavaScript one re-serializing, say) answers request 7.
     assert_eq!(
         pending.handle_incoming(br#"{"jsonrpc":"2.0","id":7.0,"result":1}"#),
-        None
+        Some(Bytes::from_static(b"7"))
     );
-    assert_eq!(ids(&mut pending, &exited(1)), ["7"]);
+    assert!(ids(&mut pending, &exited(1)).is_empty());
+}
+
+#[test]
+fn c37_numeric_ids_compare_by_value_however_they_are_spelled() {
+    use childwire_core::jsonrpc::same_id;
+    for (a, b) in [
+        ("1", "1.0"),
+        ("1", "10e-1"),
+        ("1", "0.1E1"),
+        ("100", "1e2"),
+        ("100", "1.00E+2"),
+        ("0", "-0"),
+        ("0", "0.000e5"),
+        ("-12.5", "-125e-1"),
+    ] {
+        assert!(same_id(a.as_bytes(), b.as_bytes()), "{a} = {b}");
+    }
+    for (a, b) in [
+        ("12", "1.2"),
+        ("1", "-1"),
+        ("1", r#""1""#),
+        ("01", "1"),
+        ("1.", "1"),
+    ] {
+        assert!(!same_id(a.as_bytes(), b.as_bytes()), "{a} != {b}");
+    }
 }
 
 #[test]

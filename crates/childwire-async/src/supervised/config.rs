@@ -1,40 +1,45 @@
-//! How a supervised child is restarted, and what sends do while it is down.
+//! How a [`Supervised`](super::Supervised) child is supervised.
 
-use childwire_core::RestartConfig;
+use childwire_core::pending::DEFAULT_MAX_TRACKED;
+use childwire_core::{GenerationsConfig, RestartConfig, WhileDown};
 
-/// The jitter seed used when the caller gives none: restarts are then
-/// spaced the same way every run.
+/// The seed of the restart delays' jitter when none is given: fixed, so a
+/// run can be repeated; set [`Supervision::seed`] to spread the restarts of
+/// many hosts.
 pub const DEFAULT_SEED: u64 = 0x6368_696c_6477_6972;
 
-/// How a [`Supervised`](super::Supervised) child is restarted, and what
-/// it does meanwhile.
+/// How a child is supervised: when to restart it and when to give up,
+/// whether its requests are tracked, and what a send does while it is down.
 ///
 /// ```
 /// use std::time::Duration;
 /// use childwire_async::{Supervision, WhileDown};
 ///
 /// let mut supervision = Supervision::default();
-/// supervision.restart.budget = 3;
-/// supervision.restart.initial_backoff = Duration::from_millis(100);
-/// supervision.track_requests = true;
-/// supervision.while_down = WhileDown::Fail;
+/// supervision.restart.budget = 5; // five crashes in a row, then the verdict
+/// supervision.restart.initial_backoff = Duration::from_millis(200);
+/// supervision.track_requests = true; // answer a dead child's requests with errors
+/// supervision.while_down = WhileDown::Fail; // sends fail while it restarts
 /// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub struct Supervision {
-    /// Backoff, budget and window of the restarts.
+    /// When to restart and when to give up.
     pub restart: RestartConfig,
-    /// The seed of the backoff's jitter. Default [`DEFAULT_SEED`].
+    /// The seed of the restart delays' jitter.
     pub seed: u64,
-    /// Track outgoing JSON-RPC requests, and answer those still pending
-    /// when a generation ends with
-    /// [`SupervisedEvent::Unanswered`](super::SupervisedEvent::Unanswered)
-    /// error responses; the generation's exit report lists their ids
-    /// ([`ExitReport::unanswered_ids`](childwire_core::ExitReport::unanswered_ids)).
-    /// Default off.
+    /// Track the JSON-RPC requests sent: when a generation ends, each one it
+    /// did not answer gets an error response
+    /// ([`SupervisedEvent::Unanswered`](crate::SupervisedEvent::Unanswered)),
+    /// and its report lists them. Every request is then answered exactly
+    /// once: by the child, or by that error.
     pub track_requests: bool,
-    /// What a send does while the child is down. Default
-    /// [`WhileDown::Wait`].
+    /// The most requests tracked at a time (1,024 by default). A request
+    /// sent beyond it is named by a
+    /// [`SupervisedEvent::Untracked`](crate::SupervisedEvent::Untracked) and
+    /// counted in the report: nothing answers it if the child dies.
+    pub max_tracked: usize,
+    /// What a send does while the child is down.
     pub while_down: WhileDown,
 }
 
@@ -44,22 +49,23 @@ impl Default for Supervision {
             restart: RestartConfig::default(),
             seed: DEFAULT_SEED,
             track_requests: false,
+            max_tracked: DEFAULT_MAX_TRACKED,
             while_down: WhileDown::Wait,
         }
     }
 }
 
-/// What a send does while the child is down (between its exit and the end
-/// of the next generation's re-initialization).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-#[non_exhaustive]
-pub enum WhileDown {
-    /// Wait for the next generation, at most the config's `write_timeout`
-    /// (without one, until the restart or the verdict), then send to it.
-    #[default]
-    Wait,
-    /// Fail at once with
-    /// [`Closed::Exited`](childwire_core::Closed::Exited) and the last
-    /// exit report.
-    Fail,
+impl Supervision {
+    /// The core machine's settings; a send waits for the next generation at
+    /// most `wait_limit`.
+    pub(super) fn generations(&self, wait_limit: Option<std::time::Duration>) -> GenerationsConfig {
+        let mut config = GenerationsConfig::default();
+        config.restart = self.restart.clone();
+        config.seed = self.seed;
+        config.track_requests = self.track_requests;
+        config.max_tracked = self.max_tracked;
+        config.while_down = self.while_down;
+        config.wait_limit = wait_limit;
+        config
+    }
 }

@@ -1,82 +1,84 @@
 //! What the receiving side of a [`Supervised`](super::Supervised) shares
-//! with its senders: the running generation's sender (none while the child
-//! is down), whether the caller ended the supervision, and the in-flight
-//! requests.
+//! with its senders: the core's [`Generations`] and the running
+//! generation's sender (none while the child is down or initializing).
 
+use std::collections::VecDeque;
 use std::future::poll_fn;
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Poll, Waker};
-use std::time::Duration;
+use std::time::Instant;
 
-use childwire_core::pending::{Outgoing, PendingRequests};
-use childwire_core::{Closed, ExitReport, Framing, SendError, SendErrorKind};
+use childwire_core::{
+    AfterSend, Closed, ExitReport, Framing, Generations, SendError, SendErrorKind, SendStep,
+};
 
-use super::config::WhileDown;
+use super::{SupervisedEvent, event_of};
 use crate::runtime::Runtime;
+use crate::sync::lock;
 use crate::transport::{Sender, ShutdownError};
 
-/// The state behind one lock. Lock order: never held across an await.
-pub(super) struct Slot<R: Runtime, F: Framing> {
-    /// The running generation's sender, published once it is
-    /// re-initialized; `None` while the child is down. In an `Arc`: a send
-    /// takes it out of the lock with a reference count, where cloning a
-    /// `Sender` would also lock its queue when the clone is dropped.
+/// The state behind one lock, never held across an await.
+pub(super) struct State<R: Runtime, F: Framing> {
+    /// Restart, request tracking and re-sending: every decision.
+    pub(super) core: Generations,
+    /// The running generation's sender, published once it is initialized;
+    /// `None` while the child is down. In an `Arc`: a send takes it out of
+    /// the lock with a reference count, where cloning a `Sender` would
+    /// also lock its transport when the clone is dropped.
     pub(super) sender: Option<Arc<Sender<R, F>>>,
-    /// Bumped each time a generation is published.
-    pub(super) generation: u32,
-    /// The caller asked for the end (shutdown or close): no restart.
-    pub(super) stopped: bool,
-    /// No generation will come any more (stopped, or the verdict).
-    pub(super) over: bool,
-    /// The last generation's report, for sends refused while down.
-    pub(super) last_report: Option<ExitReport>,
-    /// In-flight requests, when tracking is on.
-    pub(super) pending: Option<PendingRequests>,
+    /// Events made here (a failed spawn), handed out before the core's.
+    events: VecDeque<SupervisedEvent>,
     /// Tasks waiting for a new generation, the end, or a stop.
     waiters: Vec<Waker>,
 }
 
 pub(super) struct Shared<R: Runtime, F: Framing> {
-    /// One lock a send takes once (twice with request tracking) on top of
-    /// the transport's. Measured: 57 CPU instructions per send for the
-    /// lock, the checks and the `Arc` count (callgrind, the same
-    /// `Mutex<Option<Arc<_>>>` pattern alone, 100,000 vs 200,000 calls),
-    /// against 405 for `Sender::send` itself (docs/performance.md), and
-    /// 20-30 ns of wall time; uncontended unless a send meets a restart.
-    slot: Mutex<Slot<R, F>>,
-    pub(super) while_down: WhileDown,
-    /// How long a send waits for the next generation.
-    pub(super) wait_limit: Option<Duration>,
+    /// One lock a send takes twice (before and after its transport's send)
+    /// on top of the transport's. Measured for the lock before request
+    /// tracking moved in: 57 CPU instructions per send for the lock, the
+    /// checks and the `Arc` count (callgrind, the same `Mutex<Option<Arc<_>>>`
+    /// pattern alone, 100,000 vs 200,000 calls), against 400 for
+    /// `Sender::send` itself; uncontended unless a send meets a restart.
+    state: Mutex<State<R, F>>,
+    /// The framing and its size limit, to refuse a payload it cannot carry
+    /// before the tracker records it.
+    framing: F,
+    max_send_size: usize,
 }
 
 impl<R: Runtime, F: Framing> Shared<R, F> {
-    pub(super) fn new(
-        sender: Arc<Sender<R, F>>,
-        while_down: WhileDown,
-        wait_limit: Option<Duration>,
-        track: bool,
-    ) -> Arc<Self> {
+    pub(super) fn new(core: Generations, framing: F, max_send_size: usize) -> Arc<Self> {
         Arc::new(Self {
-            slot: Mutex::new(Slot {
-                sender: Some(sender),
-                generation: 1,
-                stopped: false,
-                over: false,
-                last_report: None,
-                pending: track.then(PendingRequests::default),
+            state: Mutex::new(State {
+                core,
+                sender: None,
+                events: VecDeque::new(),
                 waiters: Vec::new(),
             }),
-            while_down,
-            wait_limit,
+            framing,
+            max_send_size,
         })
     }
 
-    pub(super) fn lock(&self) -> MutexGuard<'_, Slot<R, F>> {
-        self.slot.lock().unwrap_or_else(PoisonError::into_inner)
+    pub(super) fn lock(&self) -> MutexGuard<'_, State<R, F>> {
+        lock(&self.state)
+    }
+
+    pub(super) fn running_sender(&self) -> Option<Arc<Sender<R, F>>> {
+        self.lock().sender.clone()
+    }
+
+    /// The next event for `recv`: made here, then the core's.
+    pub(super) fn poll_event(&self) -> Option<SupervisedEvent> {
+        let mut state = self.lock();
+        state
+            .events
+            .pop_front()
+            .or_else(|| state.core.poll_event().map(event_of))
     }
 }
 
-impl<R: Runtime, F: Framing> Slot<R, F> {
+impl<R: Runtime, F: Framing> State<R, F> {
     pub(super) fn register(&mut self, waker: &Waker) {
         if !self.waiters.iter().any(|w| w.will_wake(waker)) {
             self.waiters.push(waker.clone());
@@ -89,25 +91,8 @@ impl<R: Runtime, F: Framing> Slot<R, F> {
         }
     }
 
-    /// `report`, the end of the generation `sender` sends to, learnt by a
-    /// shutdown or a refused send, lists the requests never answered as
-    /// the report `recv` hands out does. Before `recv` reads that end (and
-    /// fails them, at the stream's end, where an answer the child wrote
-    /// before it ended has been read) they are the requests still waiting;
-    /// after, its report's list.
-    pub(super) fn list_unanswered(&self, sender: &Arc<Sender<R, F>>, report: &mut ExitReport) {
-        let Some(pending) = &self.pending else {
-            return;
-        };
-        let running = self
-            .sender
-            .as_ref()
-            .is_some_and(|running| Arc::ptr_eq(running, sender));
-        if running {
-            report.unanswered_ids = pending.ids();
-        } else if let Some(last) = &self.last_report {
-            report.unanswered_ids.clone_from(&last.unanswered_ids);
-        }
+    pub(super) fn push_event(&mut self, event: SupervisedEvent) {
+        self.events.push_back(event);
     }
 }
 
@@ -135,77 +120,89 @@ impl<R: Runtime, F: Framing> std::fmt::Debug for SupervisedSender<R, F> {
 
 impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
     /// Sends one message to the running generation, like
-    /// [`Sender::send`]. While the child is down it waits for the next
-    /// generation or fails, as [`WhileDown`] says; after the verdict or a
-    /// shutdown it fails with the last exit report.
+    /// [`Sender::send`], once it is initialized. While the child is down it
+    /// waits for the next generation (up to the write timeout, if one is
+    /// set) or fails, as [`WhileDown`](childwire_core::WhileDown) says; after
+    /// the verdict or a shutdown it fails with the last exit report.
     ///
-    /// With request tracking on, a request is recorded before it is sent,
-    /// and forgotten again if the send fails.
+    /// With request tracking on, a request is recorded before it is sent: if
+    /// its generation dies first, the error response
+    /// ([`SupervisedEvent::Unanswered`]) is its answer and the send returns
+    /// `Ok`; if the send failed before that death was known, the request is
+    /// sent again to the next generation. Either way it is answered once.
     pub async fn send<B: AsRef<[u8]>>(&self, payload: B) -> Result<(), SendError<B>> {
+        if let Err(kind) = self
+            .shared
+            .framing
+            .check(payload.as_ref(), self.shared.max_send_size)
+        {
+            return Err(SendError::new(SendErrorKind::Invalid(kind), payload));
+        }
         let mut payload = payload;
-        let mut deadline = None;
+        let mut until = None;
         loop {
-            let (sender, generation) = {
-                let slot = self.shared.lock();
-                if slot.over || slot.stopped {
-                    let closed = if slot.stopped {
-                        Closed::Closing
-                    } else {
-                        Closed::Exited
-                    };
-                    return Err(refused(closed, payload, slot.last_report.clone()));
-                }
-                (slot.sender.clone(), slot.generation)
+            let (step, sender) = {
+                let mut state = self.shared.lock();
+                let step = state.core.handle_send(payload.as_ref(), self.rt.now());
+                (step, state.sender.clone())
             };
-            if let Some(sender) = sender {
-                let tracked = self.track(payload.as_ref());
-                match sender.send(payload).await {
-                    Ok(()) => return Ok(()),
-                    Err(err) => {
-                        let err = err.map_payload(|body| {
-                            if tracked {
-                                self.untrack(body.as_ref());
-                            }
-                            body
-                        });
-                        let down = matches!(err.kind(), SendErrorKind::Closed(_));
-                        if !down || self.shared.while_down == WhileDown::Fail {
-                            return Err(self.listed(&sender, err));
-                        }
-                        payload = err.into_payload();
+            match step {
+                SendStep::Send { ticket, .. } => {
+                    let Some(sender) = sender else {
+                        // Published with the generation: cannot be missing.
+                        let _ = self
+                            .shared
+                            .lock()
+                            .core
+                            .handle_sent(ticket, Err(Closed::Exited));
+                        continue;
+                    };
+                    let result = sender.send(payload).await;
+                    let closed = match &result {
+                        Ok(()) => Ok(()),
+                        Err(err) => match err.kind() {
+                            SendErrorKind::Closed(closed) => Err(closed),
+                            _ => Err(Closed::Closing),
+                        },
+                    };
+                    let after = self.shared.lock().core.handle_sent(ticket, closed);
+                    match (result, after) {
+                        (Ok(()), _) | (Err(_), AfterSend::Done) => return Ok(()),
+                        (Err(err), AfterSend::Retry) => payload = err.into_payload(),
+                        (Err(err), AfterSend::Fail) => return Err(self.listed(&sender, err)),
                     }
                 }
-            } else if self.shared.while_down == WhileDown::Fail {
-                let last = self.shared.lock().last_report.clone();
-                return Err(refused(Closed::Exited, payload, last));
-            }
-            let now = self.rt.now();
-            let deadline = *deadline.get_or_insert_with(|| {
-                self.shared
-                    .wait_limit
-                    .and_then(|limit| now.checked_add(limit))
-            });
-            if !self.next_generation(generation, deadline).await {
-                let last = self.shared.lock().last_report.clone();
-                return Err(refused(Closed::Exited, payload, last));
+                SendStep::Wait {
+                    after,
+                    until: limit,
+                } => {
+                    let until = *until.get_or_insert(limit);
+                    if !self.next_generation(after, until).await {
+                        let last = self.shared.lock().core.last_report().cloned();
+                        return Err(refused(Closed::Exited, payload, last));
+                    }
+                }
+                SendStep::Refuse(closed, report) => {
+                    return Err(refused(closed, payload, report.map(|r| *r)));
+                }
             }
         }
     }
 
-    /// Waits until a generation after `seen` is published (true), or the
-    /// supervision is over or `deadline` passed (false).
-    async fn next_generation(&self, seen: u32, deadline: Option<std::time::Instant>) -> bool {
+    /// Waits until a generation after `seen` runs (true), or the supervision
+    /// is over or `deadline` passed (false).
+    async fn next_generation(&self, seen: u32, deadline: Option<Instant>) -> bool {
         let mut timer = deadline.map(|at| self.rt.timer(at));
         poll_fn(|cx| {
-            let mut slot = self.shared.lock();
-            if slot.generation != seen && slot.sender.is_some() {
+            let mut state = self.shared.lock();
+            if state.core.running().is_some_and(|running| running > seen) {
                 return Poll::Ready(true);
             }
-            if slot.over || slot.stopped {
+            if state.core.is_over() || state.core.is_stopped() {
                 return Poll::Ready(false);
             }
-            slot.register(cx.waker());
-            drop(slot);
+            state.register(cx.waker());
+            drop(state);
             let expired = timer
                 .as_mut()
                 .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
@@ -218,31 +215,31 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
         .await
     }
 
-    /// `err` with the requests still waiting listed in its exit report,
-    /// if it has one.
+    /// `err` with the requests still waiting listed in its exit report, if
+    /// it has one.
     fn listed<B>(&self, sender: &Arc<Sender<R, F>>, err: SendError<B>) -> SendError<B> {
         let Some(report) = err.exit_report() else {
             return err;
         };
         let mut report = report.clone();
-        self.shared.lock().list_unanswered(sender, &mut report);
+        self.list_unanswered(sender, &mut report);
         err.with_exit_report(report)
     }
 
-    /// Records an outgoing request; whether it is tracked, to forget it
-    /// if the send fails.
-    fn track(&self, body: &[u8]) -> bool {
-        self.shared
-            .lock()
-            .pending
-            .as_mut()
-            .is_some_and(|pending| pending.handle_outgoing(body) == Outgoing::Tracked)
-    }
-
-    /// The send of `body`, tracked, failed: its request is forgotten.
-    fn untrack(&self, body: &[u8]) {
-        if let Some(pending) = self.shared.lock().pending.as_mut() {
-            pending.handle_unsent(body);
+    /// `report`, the end of the generation `sender` sends to, learnt by a
+    /// shutdown or a refused send, lists the requests never answered as the
+    /// report `recv` hands out does: while that generation runs, the ones
+    /// still waiting; once `recv` read its end, that report's list.
+    fn list_unanswered(&self, sender: &Arc<Sender<R, F>>, report: &mut ExitReport) {
+        let state = self.shared.lock();
+        let running = state
+            .sender
+            .as_ref()
+            .is_some_and(|running| Arc::ptr_eq(running, sender));
+        if running {
+            report.unanswered_ids = state.core.pending_ids();
+        } else if let Some(last) = state.core.last_report() {
+            report.unanswered_ids.clone_from(&last.unanswered_ids);
         }
     }
 
@@ -255,14 +252,14 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
     /// never answered (that one is read to the stream's end: an answer the
     /// child wrote before it ended, still on its way here, counts there).
     pub async fn shutdown(&self) -> Result<ExitReport, ShutdownError> {
-        let stopped = self.stop();
-        match stopped.sender {
+        let (sender, last) = self.stop();
+        match sender {
             Some(sender) => {
                 let mut report = sender.shutdown().await?;
-                self.shared.lock().list_unanswered(&sender, &mut report);
+                self.list_unanswered(&sender, &mut report);
                 Ok(report)
             }
-            None => stopped.last.ok_or(ShutdownError::NoChild),
+            None => last.ok_or(ShutdownError::NoChild),
         }
     }
 
@@ -270,29 +267,18 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
     /// running child's stdin ([`Sender::close`]); its end, which is not
     /// restarted, comes through `recv`.
     pub async fn close(&self) -> Result<(), ShutdownError> {
-        match self.stop().sender {
+        match self.stop().0 {
             Some(sender) => sender.close().await,
             None => Ok(()),
         }
     }
 
-    fn stop(&self) -> Stopped<R, F> {
-        let mut slot = self.shared.lock();
-        slot.stopped = true;
-        slot.wake_all();
-        Stopped {
-            sender: slot.sender.clone(),
-            last: slot.last_report.clone(),
-        }
+    fn stop(&self) -> (Option<Arc<Sender<R, F>>>, Option<ExitReport>) {
+        let mut state = self.shared.lock();
+        state.core.handle_stop();
+        state.wake_all();
+        (state.sender.clone(), state.core.last_report().cloned())
     }
-}
-
-/// What a shutdown or close finds when it ends the supervision.
-struct Stopped<R: Runtime, F: Framing> {
-    /// The running generation's sender; `None` while the child is down.
-    sender: Option<Arc<Sender<R, F>>>,
-    /// The last generation's report.
-    last: Option<ExitReport>,
 }
 
 fn refused<B>(closed: Closed, payload: B, report: Option<ExitReport>) -> SendError<B> {

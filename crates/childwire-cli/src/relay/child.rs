@@ -368,6 +368,8 @@ impl<R: ExampleRuntime> FromChild<R> {
                     );
                     return Poll::Ready(Some(ChildEvent::Answer(request.response)));
                 }
+                // The first generation, initialized (nothing to replay yet).
+                SupervisedEvent::Started { .. } => {}
                 SupervisedEvent::Restarted { generation } => {
                     note!("{name}: restarted the child (generation {generation}); traffic resumes");
                 }

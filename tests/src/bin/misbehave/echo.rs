@@ -49,3 +49,45 @@ pub(crate) fn echo(mode: Echo) -> io::Result<()> {
         }
     }
 }
+
+/// Answers every JSON-RPC request line (`"id"` and `"method"`) with a result
+/// naming its id, `pause` after reading it; other lines get no answer. A
+/// server that takes its time, for requests in flight when it dies.
+pub(crate) fn answer(pause: Duration) -> io::Result<()> {
+    let mut input = BufReader::new(io::stdin().lock());
+    let mut out = io::stdout();
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if input.read_until(b'\n', &mut line)? == 0 {
+            return Ok(());
+        }
+        let Some(id) = request_id(&line) else {
+            continue;
+        };
+        if !pause.is_zero() {
+            thread::sleep(pause);
+        }
+        let mut answer = b"{\"jsonrpc\":\"2.0\",\"id\":".to_vec();
+        answer.extend_from_slice(id);
+        answer.extend_from_slice(b",\"result\":{}}\n");
+        out.write_all(&answer)?;
+        out.flush()?;
+    }
+}
+
+/// The raw `id` of a request line written as the tests write them
+/// (`"id":` then a number or a string without escapes), if it has a method.
+fn request_id(line: &[u8]) -> Option<&[u8]> {
+    let text = std::str::from_utf8(line).ok()?;
+    if !text.contains("\"method\"") {
+        return None;
+    }
+    let start = text.find("\"id\":")? + 5;
+    let rest = &text[start..];
+    let end = match rest.strip_prefix('"') {
+        Some(string) => string.find('"')? + 2,
+        None => rest.find([',', '}'])?,
+    };
+    Some(&rest.as_bytes()[..end])
+}

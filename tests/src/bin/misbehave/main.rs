@@ -109,6 +109,10 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
     match scenario {
         "echo" => echo(ECHO)?,
         "echo-crlf" => echo(Echo::Lines { eol: b"\r\n" })?,
+        "answer" => {
+            let pause_ms: u64 = number(rest, 0, "PAUSE_MS", Some(0))?;
+            echo::answer(Duration::from_millis(pause_ms))?;
+        }
         "flood" => {
             flood(
                 number(rest, 0, "N", None)?,

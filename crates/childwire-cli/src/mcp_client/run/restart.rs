@@ -9,7 +9,7 @@ use std::pin::pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Poll;
 
-use childwire::{ExitReport, Runtime, Supervised, Supervision, WhileDown};
+use childwire::{ExitReport, Runtime, Supervised, SupervisedEvent, Supervision, WhileDown};
 
 use super::stop::Stop;
 use super::{
@@ -45,14 +45,14 @@ pub(super) async fn session<R: Runtime>(
         move |transport| {
             let plan = *reinit_plan.lock().unwrap_or_else(PoisonError::into_inner);
             Box::pin(async move {
+                let Some(plan) = plan else {
+                    // The first process: the session opens it itself.
+                    return Ok(());
+                };
                 say!(
                     "spawned the server again (pid {}); re-initializing it before the session goes on",
                     pid_text(transport.id())
                 );
-                let Some(plan) = plan else {
-                    // The session had not opened yet: it opens it itself.
-                    return Ok(());
-                };
                 let mut session = Session::new(transport, timeout);
                 let failed =
                     |failed: StepFailed| format!("{} failed: {}", failed.step, failed.failure);
@@ -74,13 +74,19 @@ pub(super) async fn session<R: Runtime>(
             })
         },
     );
-    let supervised = match spawned {
+    let mut supervised = match spawned {
         Ok(supervised) => supervised,
         Err(err) => {
             note!("{}", explain_spawn(options.name, &err));
             return None;
         }
     };
+    // The first process's (empty) initialization runs in the first receive:
+    // sends go to it once it is started.
+    match supervised.recv().await {
+        Some(SupervisedEvent::Started { .. }) => {}
+        other => say!("<- {other:?}"),
+    }
     server.say_spawned("", supervised.id());
     say!("   restarted if it ends on its own (--restart)");
 
