@@ -11,11 +11,23 @@
 //! each kind once, with the bytes, counts the rest, and can drop the lines
 //! ([`PollutionPolicy::Drop`]).
 //!
-//! # Cost
+//! # What counts as a message, and what it costs
 //!
-//! A JSON line is read once, by a checker that follows the grammar without
-//! building a value or allocating. Only a line that is not JSON is looked
-//! at further, and only its first [`NOTICE_HEAD_LEN`] bytes.
+//! A line whose first and last bytes, spaces around it left out, are `{`
+//! and `}`, or `[` and `]`, looks like a message and is one: it is handed
+//! on as it is, and whether the JSON inside is valid is left to the JSON
+//! layer that reads it, as for any message. Deciding that reads two bytes
+//! (and the spaces around the line, if any), so it costs next to nothing,
+//! whatever the line's length: the decoder has already scanned its bytes
+//! once, for its `\n`, and none is scanned again.
+//!
+//! Only a line that does not look like a message is looked at closer: one
+//! checker pass that follows the JSON grammar without building a value or
+//! allocating (a JSON scalar such as `42` is named as such), then its first
+//! [`NOTICE_HEAD_LEN`] bytes to name what it is. The one exception to the
+//! two-byte rule is a `[` followed by a letter, as in `[INFO] started
+//! [ok]`: such a line is checked whole, and is a message only if it is
+//! JSON (`[true]`); log lines start that way, JSON-RPC messages never do.
 //!
 //! # Example
 //!
@@ -83,8 +95,9 @@ pub fn check_json(line: &[u8]) -> JsonCheck {
     }
 }
 
-/// What a line on an NDJSON channel is: `None` for a JSON object or array
-/// (a message), else what it looks like.
+/// What a line on an NDJSON channel is: `None` for a line that looks like
+/// a message (`{...}` or `[...]`, spaces around it left out; see the
+/// module's rule), else what it looks like.
 ///
 /// ```
 /// use childwire_core::PollutionKind;
@@ -95,20 +108,83 @@ pub fn check_json(line: &[u8]) -> JsonCheck {
 /// assert_eq!(classify(b"Content-Length: 52"), Some(PollutionKind::ContentLengthHeader));
 /// assert_eq!(classify(b"[INFO] listening"), Some(PollutionKind::LogLine));
 /// assert_eq!(classify(b"{"), Some(PollutionKind::BrokenJson));
+/// // Bad JSON between the braces is the JSON layer's to report.
+/// assert_eq!(classify(br#"{"id":1,}"#), None);
 /// ```
 #[must_use]
+#[inline]
 pub fn classify(line: &[u8]) -> Option<PollutionKind> {
+    match shape(line) {
+        Shape::Message => None,
+        Shape::Other => Some(name_line(line)),
+    }
+}
+
+/// What [`shape`] makes of a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// A message: `{...}` or `[...]`, or a `[` and a letter that is JSON.
+    Message,
+    /// Anything else: to be named by [`name_line`].
+    Other,
+}
+
+/// Space, tab, `\r`, `\n`: what JSON allows around a value.
+#[inline]
+fn is_json_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// Whether `line` looks like a message, from its first and last bytes.
+///
+/// The message path: a line with no space around it costs two loads and
+/// two comparisons. Spaces around it, and a `[` followed by a letter, go
+/// out of line.
+#[inline]
+fn shape(line: &[u8]) -> Shape {
+    let (Some(&first), Some(&last)) = (line.first(), line.last()) else {
+        return Shape::Other;
+    };
+    match (first, last) {
+        (b'{', b'}') if line.len() >= 2 => Shape::Message,
+        (b'[', b']') if line.len() >= 2 && !line[1].is_ascii_alphabetic() => Shape::Message,
+        _ => shape_unusual(line),
+    }
+}
+
+/// [`shape`] for the rest: spaces around the line, a `[` followed by a
+/// letter (checked whole), and lines that are no message.
+#[cold]
+#[inline(never)]
+fn shape_unusual(line: &[u8]) -> Shape {
+    let start = line.iter().position(|&b| !is_json_space(b));
+    let end = line.iter().rposition(|&b| !is_json_space(b));
+    let (Some(start), Some(end)) = (start, end) else {
+        return Shape::Other;
+    };
+    let trimmed = &line[start..=end];
+    match (trimmed[0], trimmed[trimmed.len() - 1]) {
+        (b'{', b'}') if trimmed.len() >= 2 => Shape::Message,
+        (b'[', b']') if trimmed.len() >= 2 => {
+            if trimmed[1].is_ascii_alphabetic() && !json_shape::check(trimmed).is_json {
+                Shape::Other
+            } else {
+                Shape::Message
+            }
+        }
+        _ => Shape::Other,
+    }
+}
+
+/// What a line that does not look like a message is.
+#[cold]
+fn name_line(line: &[u8]) -> PollutionKind {
     if json_shape::check(line).is_json {
-        let first = line
-            .iter()
-            .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
-        return match first {
-            Some(b'{' | b'[') => None,
-            _ => Some(PollutionKind::JsonScalar),
-        };
+        // JSON that is not `{...}` or `[...]`: a number, a string, a literal.
+        return PollutionKind::JsonScalar;
     }
     let head = &line[..line.len().min(NOTICE_HEAD_LEN)];
-    Some(name_text(head.trim_ascii_start(), head.len() < line.len()))
+    name_text(head.trim_ascii_start(), head.len() < line.len())
 }
 
 /// What `start` (a line's head, leading whitespace removed, known not to be
@@ -295,14 +371,22 @@ impl PollutionDetector {
     /// Takes a message as delivered by the decoder (a line without its
     /// `\n`, or a `Content-Length` body): whether to deliver it, and a
     /// notice if it is the first of its kind.
+    #[inline]
     pub fn observe(&mut self, line: &[u8]) -> Observed {
         self.counts.lines += 1;
-        let Some(kind) = classify(line) else {
-            return Observed {
+        match shape(line) {
+            Shape::Message => Observed {
                 deliver: true,
                 notice: None,
-            };
-        };
+            },
+            Shape::Other => self.observe_polluted(line),
+        }
+    }
+
+    /// [`observe`](Self::observe) for a line that is not a message.
+    #[cold]
+    fn observe_polluted(&mut self, line: &[u8]) -> Observed {
+        let kind = name_line(line);
         let dropped = self.policy == PollutionPolicy::Drop;
         if dropped {
             self.counts.dropped += 1;
