@@ -6,10 +6,12 @@ use std::mem::size_of;
 
 use bytes::Bytes;
 
-use crate::frame::{DecoderStats, Frame, Malformed, MalformedReason};
+use crate::frame::{DecoderStats, Frame, Malformed, MalformedReason, PollutionNotice};
 use crate::framing::{FrameDecoder, Framing};
 use crate::lines::Lines;
-use crate::pollution::{NOTICE_HEAD_LEN, PollutionCounts, PollutionDetector, PollutionPolicy};
+use crate::pollution::{
+    DIVERTED_HIGH_WATER, NOTICE_HEAD_LEN, PollutionCounts, PollutionDetector, PollutionPolicy,
+};
 
 /// What a queued frame costs beyond its bytes: the frame itself in the
 /// queue, and its share of the buffer header its bytes hang from. Counting
@@ -45,6 +47,35 @@ pub struct Inbound<F: Framing = Lines> {
     /// The broken header block being dropped now was already looked at,
     /// from its first line: its `Malformed` notice is not looked at again.
     named_early: bool,
+    /// What [`PollutionPolicy::Divert`] set aside for the owner.
+    diverted: Diverted,
+}
+
+/// The lines and notices [`PollutionPolicy::Divert`] takes out of the
+/// queue, waiting for the owner.
+#[derive(Debug, Default)]
+struct Diverted {
+    /// Lines, oldest first, each a copy: a slice would keep the whole
+    /// chunk it was read in alive for as long as it waits.
+    lines: VecDeque<Bytes>,
+    /// What `lines` cost: their bytes plus [`ITEM_OVERHEAD`] each, at most
+    /// [`DIVERTED_HIGH_WATER`].
+    cost: usize,
+    /// The first notice of each kind (so a handful at most).
+    notices: VecDeque<PollutionNotice>,
+}
+
+impl Diverted {
+    /// Keeps a copy of `line` if it fits in the bound: whether it did.
+    fn keep(&mut self, line: &[u8]) -> bool {
+        let cost = line.len() + ITEM_OVERHEAD;
+        if self.cost + cost > DIVERTED_HIGH_WATER {
+            return false;
+        }
+        self.cost += cost;
+        self.lines.push_back(Bytes::copy_from_slice(line));
+        true
+    }
 }
 
 impl<F: Framing> Inbound<F> {
@@ -60,6 +91,7 @@ impl<F: Framing> Inbound<F> {
             eof: false,
             pollution: None,
             named_early: false,
+            diverted: Diverted::default(),
         }
     }
 
@@ -88,6 +120,49 @@ impl<F: Framing> Inbound<F> {
     /// The pollution counters, with detection on.
     pub fn pollution_counts(&self) -> Option<&PollutionCounts> {
         self.pollution.as_ref().map(PollutionDetector::counts)
+    }
+
+    /// The next line [`PollutionPolicy::Divert`] set aside, oldest first:
+    /// the line's bytes, without its `\n`, for the owner to hand on with
+    /// the child's stderr lines. `None` when none waits (and always under
+    /// another policy).
+    ///
+    /// The lines wait within
+    /// [`DIVERTED_HIGH_WATER`](crate::pollution::DIVERTED_HIGH_WATER); a
+    /// line that finds no room is dropped and counted in
+    /// [`PollutionCounts::dropped`]. Reading never waits for them.
+    ///
+    /// ```
+    /// use childwire_core::{Frame, Inbound, Lines, PollutionKind, PollutionPolicy};
+    ///
+    /// let mut inbound = Inbound::new(&Lines, 1 << 20, 1 << 20)
+    ///     .with_pollution(Some(PollutionPolicy::Divert));
+    /// inbound.handle_data(b"Starting server on stdio\n{\"id\":1}\nReady.\n");
+    /// // The caller gets the message, and only the message.
+    /// assert!(matches!(inbound.poll_received(), Some(Frame::Message(m)) if &m[..] == b"{\"id\":1}"));
+    /// assert!(inbound.poll_received().is_none());
+    /// // The owner gets the banner's lines, and one notice for the kind.
+    /// assert_eq!(inbound.poll_diverted().as_deref(), Some(&b"Starting server on stdio"[..]));
+    /// assert_eq!(inbound.poll_diverted().as_deref(), Some(&b"Ready."[..]));
+    /// assert_eq!(inbound.poll_diverted(), None);
+    /// let notice = inbound.poll_diverted_notice().expect("the first banner line is named");
+    /// assert_eq!((notice.kind, notice.line, notice.diverted), (PollutionKind::Text, 1, true));
+    /// assert!(inbound.poll_diverted_notice().is_none());
+    /// assert_eq!(inbound.pollution_counts().map(|c| c.diverted), Some(2));
+    /// ```
+    #[must_use = "a diverted line is lost unless handed on"]
+    pub fn poll_diverted(&mut self) -> Option<Bytes> {
+        let line = self.diverted.lines.pop_front()?;
+        self.diverted.cost -= line.len() + ITEM_OVERHEAD;
+        Some(line)
+    }
+
+    /// The next notice [`PollutionPolicy::Divert`] kept instead of
+    /// queueing it as an item: the first line of each kind, named (see
+    /// [`PollutionNotice`]), oldest first. A handful at most: one per kind.
+    #[must_use = "a notice is lost unless handed on"]
+    pub fn poll_diverted_notice(&mut self) -> Option<PollutionNotice> {
+        self.diverted.notices.pop_front()
     }
 
     /// Bytes read from the peer.
@@ -186,10 +261,27 @@ impl<F: Framing> Inbound<F> {
             self.decoder.drain_frames(push);
             return;
         };
+        // Under `Divert`, notices go to the owner, not into the queue.
+        let divert = detector.policy() == PollutionPolicy::Divert;
+        let diverted = &mut self.diverted;
         let named_early = &mut self.named_early;
         self.decoder.drain_frames(|frame| match &frame {
             Frame::Message(message) => {
                 let observed = detector.observe(message);
+                if observed.deliver && observed.notice.is_none() {
+                    // A message: the path every line but pollution takes.
+                    push(frame);
+                    return;
+                }
+                if divert {
+                    let kept = diverted.keep(message);
+                    detector.diverted(kept);
+                    if let Some(mut notice) = observed.notice {
+                        notice.dropped = !kept;
+                        diverted.notices.push_back(notice);
+                    }
+                    return;
+                }
                 if let Some(notice) = observed.notice {
                     push(Frame::Pollution(notice));
                 }
@@ -200,7 +292,11 @@ impl<F: Framing> Inbound<F> {
             Frame::Malformed(malformed) => {
                 if !std::mem::take(named_early) {
                     if let Some(notice) = detector.observe_malformed(malformed) {
-                        push(Frame::Pollution(notice));
+                        if divert {
+                            diverted.notices.push_back(notice);
+                        } else {
+                            push(Frame::Pollution(notice));
+                        }
                     }
                 }
                 push(frame);
@@ -222,7 +318,11 @@ impl<F: Framing> Inbound<F> {
         self.named_early = true;
         let block = Malformed::new(MalformedReason::InvalidHeader, Bytes::copy_from_slice(head));
         if let Some(notice) = detector.observe_malformed(&block) {
-            push(Frame::Pollution(notice));
+            if divert {
+                self.diverted.notices.push_back(notice);
+            } else {
+                push(Frame::Pollution(notice));
+            }
         }
     }
 }

@@ -9,7 +9,9 @@
 //! notices, and leaves the diagnosis to the caller. [`classify`] names the
 //! cause from the bytes; a [`PollutionDetector`] (one per channel) reports
 //! each kind once, with the bytes, counts the rest, and can drop the lines
-//! ([`PollutionPolicy::Drop`]).
+//! ([`PollutionPolicy::Drop`]) or have them set aside, out of the messages,
+//! for the owner to hand on with the child's stderr
+//! ([`PollutionPolicy::Divert`]).
 //!
 //! # What counts as a message, and what it costs
 //!
@@ -296,7 +298,24 @@ pub enum PollutionPolicy {
     Deliver,
     /// Drop them (still reported once per kind and counted).
     Drop,
+    /// Take them out of the messages and keep them apart, for the owner to
+    /// hand on with the child's stderr lines: an
+    /// [`Inbound`](crate::Inbound) queues neither the line nor a notice
+    /// as an item; it keeps the line's bytes, oldest first and within
+    /// [`DIVERTED_HIGH_WATER`], for
+    /// [`Inbound::poll_diverted`](crate::Inbound::poll_diverted), and the
+    /// first notice of each kind for
+    /// [`Inbound::poll_diverted_notice`](crate::Inbound::poll_diverted_notice).
+    /// Lines past that bound are counted and dropped. So a banner never
+    /// becomes the first thing the caller receives.
+    Divert,
 }
+
+/// What the lines set aside by [`PollutionPolicy::Divert`] may cost while
+/// they wait for the owner: 64 KiB, each line counting its length plus
+/// [`ITEM_OVERHEAD`](crate::inbound::ITEM_OVERHEAD). A line that does not
+/// fit is dropped and counted in [`PollutionCounts::dropped`].
+pub const DIVERTED_HIGH_WATER: usize = 64 * 1024;
 
 /// Counters of a [`PollutionDetector`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -307,8 +326,15 @@ pub struct PollutionCounts {
     /// Of them, lines that were not JSON messages, plus header blocks named
     /// by [`PollutionDetector::observe_malformed`].
     pub polluted: u64,
-    /// Of them, lines dropped by [`PollutionPolicy::Drop`].
+    /// Of the polluted lines, those whose bytes nobody gets: every one under
+    /// [`PollutionPolicy::Drop`]; under [`PollutionPolicy::Divert`], those
+    /// that found the set-aside lines at [`DIVERTED_HIGH_WATER`].
     pub dropped: u64,
+    /// Of the polluted lines, those set aside under
+    /// [`PollutionPolicy::Divert`] for the owner
+    /// ([`Inbound::poll_diverted`](crate::Inbound::poll_diverted)). Under
+    /// `Divert`, `diverted + dropped` is every polluted line.
+    pub diverted: u64,
     by_kind: [u64; PollutionKind::ALL.len()],
 }
 
@@ -324,7 +350,10 @@ impl PollutionCounts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a line must be dropped when `deliver` is false"]
 pub struct Observed {
-    /// Deliver the line as a message (always, for a JSON message).
+    /// Deliver the line as a message (always, for a JSON message). When
+    /// `false`, the policy says what becomes of it: dropped, or set aside
+    /// ([`PollutionPolicy::Divert`]; the caller keeps it and reports
+    /// whether it could with [`PollutionDetector::diverted`]).
     pub deliver: bool,
     /// The first line of its kind on this channel: tell the user.
     pub notice: Option<PollutionNotice>,
@@ -391,9 +420,26 @@ impl PollutionDetector {
         if dropped {
             self.counts.dropped += 1;
         }
+        let mut notice = self.count(kind, line, dropped);
+        let diverted = self.policy == PollutionPolicy::Divert;
+        if let Some(notice) = notice.as_mut() {
+            notice.diverted = diverted;
+        }
         Observed {
-            deliver: !dropped,
-            notice: self.count(kind, line, dropped),
+            deliver: self.policy == PollutionPolicy::Deliver,
+            notice,
+        }
+    }
+
+    /// Under [`PollutionPolicy::Divert`], what became of a line
+    /// [`observe`](Self::observe) did not deliver: `kept` when it was set
+    /// aside for the owner (counted in [`PollutionCounts::diverted`]), else
+    /// dropped for want of room (in [`PollutionCounts::dropped`]).
+    pub fn diverted(&mut self, kept: bool) {
+        if kept {
+            self.counts.diverted += 1;
+        } else {
+            self.counts.dropped += 1;
         }
     }
 
@@ -439,6 +485,7 @@ impl PollutionDetector {
             len: line.len(),
             head: Bytes::copy_from_slice(&line[..line.len().min(NOTICE_HEAD_LEN)]),
             dropped,
+            diverted: false,
         })
     }
 }

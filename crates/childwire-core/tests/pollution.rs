@@ -82,6 +82,39 @@ fn c39_drop_policy_delivers_only_json_and_counts_the_rest() {
 }
 
 #[test]
+fn c39_divert_policy_delivers_only_json_and_leaves_the_rest_to_its_caller() {
+    let wire = b"banner\n{\"id\":1}\nmore text\n[INFO] ready\n";
+    let mut detector = PollutionDetector::new(PollutionPolicy::Divert);
+    let (delivered, notices) = through_lines(&mut detector, wire);
+    assert_eq!(delivered, [r#"{"id":1}"#]);
+    let kinds: Vec<_> = notices
+        .iter()
+        .map(|n| (n.kind, n.line, n.diverted, n.dropped))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (PollutionKind::Text, 1, true, false),
+            (PollutionKind::LogLine, 4, true, false)
+        ]
+    );
+    // The caller says what became of each line it was not to deliver.
+    detector.diverted(true);
+    detector.diverted(true);
+    detector.diverted(false);
+    let counts = detector.counts();
+    assert_eq!(
+        (
+            counts.lines,
+            counts.polluted,
+            counts.diverted,
+            counts.dropped
+        ),
+        (4, 3, 2, 1)
+    );
+}
+
+#[test]
 fn c39_an_lsp_server_spoken_to_as_ndjson_is_named_once() {
     // What a line decoder makes of two LSP frames: header lines, blank
     // lines (skipped) and bodies glued to the next header.
