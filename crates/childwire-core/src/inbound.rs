@@ -261,47 +261,20 @@ impl<F: Framing> Inbound<F> {
             self.decoder.drain_frames(push);
             return;
         };
-        // Under `Divert`, notices go to the owner, not into the queue.
-        let divert = detector.policy() == PollutionPolicy::Divert;
-        let diverted = &mut self.diverted;
-        let named_early = &mut self.named_early;
-        self.decoder.drain_frames(|frame| match &frame {
-            Frame::Message(message) => {
-                let observed = detector.observe(message);
-                if observed.deliver && observed.notice.is_none() {
-                    // A message: the path every line but pollution takes.
+        let mut aside = Aside {
+            detector,
+            diverted: &mut self.diverted,
+            named_early: &mut self.named_early,
+        };
+        self.decoder.drain_frames(|frame| {
+            // The message path: two bytes of the line looked at, inline.
+            if let Frame::Message(message) = &frame {
+                if aside.detector.passes(message) {
                     push(frame);
                     return;
                 }
-                if divert {
-                    let kept = diverted.keep(message);
-                    detector.diverted(kept);
-                    if let Some(mut notice) = observed.notice {
-                        notice.dropped = !kept;
-                        diverted.notices.push_back(notice);
-                    }
-                    return;
-                }
-                if let Some(notice) = observed.notice {
-                    push(Frame::Pollution(notice));
-                }
-                if observed.deliver {
-                    push(frame);
-                }
             }
-            Frame::Malformed(malformed) => {
-                if !std::mem::take(named_early) {
-                    if let Some(notice) = detector.observe_malformed(malformed) {
-                        if divert {
-                            diverted.notices.push_back(notice);
-                        } else {
-                            push(Frame::Pollution(notice));
-                        }
-                    }
-                }
-                push(frame);
-            }
-            _ => push(frame),
+            aside.take(frame, &mut push);
         });
         // A `Content-Length` decoder drops a broken header block up to the
         // next header, which an NDJSON peer never writes: name it from its
@@ -317,12 +290,66 @@ impl<F: Framing> Inbound<F> {
         }
         self.named_early = true;
         let block = Malformed::new(MalformedReason::InvalidHeader, Bytes::copy_from_slice(head));
+        let Some(detector) = self.pollution.as_mut() else {
+            return;
+        };
         if let Some(notice) = detector.observe_malformed(&block) {
-            if divert {
+            if detector.policy() == PollutionPolicy::Divert {
                 self.diverted.notices.push_back(notice);
             } else {
                 push(Frame::Pollution(notice));
             }
+        }
+    }
+}
+
+/// What [`Inbound::collect`] needs for the frames that are not messages,
+/// out of the message path's way.
+struct Aside<'a> {
+    detector: &'a mut PollutionDetector,
+    diverted: &'a mut Diverted,
+    named_early: &'a mut bool,
+}
+
+impl Aside<'_> {
+    /// A frame that is not a message `passes` let through: a polluted line
+    /// (counted already), or a notice of the decoder's.
+    #[inline(never)]
+    fn take(&mut self, frame: Frame, push: &mut impl FnMut(Frame)) {
+        // Under `Divert`, notices go to the owner, not into the queue.
+        let divert = self.detector.policy() == PollutionPolicy::Divert;
+        match &frame {
+            Frame::Message(message) => {
+                let observed = self.detector.observe_polluted(message);
+                if divert {
+                    let kept = self.diverted.keep(message);
+                    self.detector.diverted(kept);
+                    if let Some(mut notice) = observed.notice {
+                        notice.dropped = !kept;
+                        self.diverted.notices.push_back(notice);
+                    }
+                    return;
+                }
+                if let Some(notice) = observed.notice {
+                    push(Frame::Pollution(notice));
+                }
+                if observed.deliver {
+                    push(frame);
+                }
+            }
+            Frame::Malformed(malformed) => {
+                if !std::mem::take(self.named_early) {
+                    if let Some(notice) = self.detector.observe_malformed(malformed) {
+                        if divert {
+                            self.diverted.notices.push_back(notice);
+                        } else {
+                            push(Frame::Pollution(notice));
+                        }
+                    }
+                }
+                push(frame);
+            }
+            _ => push(frame),
         }
     }
 }

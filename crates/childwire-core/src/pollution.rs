@@ -144,12 +144,9 @@ fn is_json_space(b: u8) -> bool {
 /// out of line.
 #[inline]
 fn shape(line: &[u8]) -> Shape {
-    let (Some(&first), Some(&last)) = (line.first(), line.last()) else {
-        return Shape::Other;
-    };
-    match (first, last) {
-        (b'{', b'}') if line.len() >= 2 => Shape::Message,
-        (b'[', b']') if line.len() >= 2 && !line[1].is_ascii_alphabetic() => Shape::Message,
+    match line {
+        [b'{', .., b'}'] => Shape::Message,
+        [b'[', second, .., b']'] if !second.is_ascii_alphabetic() => Shape::Message,
         _ => shape_unusual(line),
     }
 }
@@ -402,19 +399,29 @@ impl PollutionDetector {
     /// notice if it is the first of its kind.
     #[inline]
     pub fn observe(&mut self, line: &[u8]) -> Observed {
-        self.counts.lines += 1;
-        match shape(line) {
-            Shape::Message => Observed {
+        if self.passes(line) {
+            return Observed {
                 deliver: true,
                 notice: None,
-            },
-            Shape::Other => self.observe_polluted(line),
+            };
         }
+        self.observe_polluted(line)
     }
 
-    /// [`observe`](Self::observe) for a line that is not a message.
+    /// Counts `line` and says whether it is a message, from its first and
+    /// last bytes: the whole of [`observe`](Self::observe) on the message
+    /// path. When `false`, [`observe_polluted`](Self::observe_polluted)
+    /// says what to do with it.
+    #[inline]
+    pub(crate) fn passes(&mut self, line: &[u8]) -> bool {
+        self.counts.lines += 1;
+        shape(line) == Shape::Message
+    }
+
+    /// [`observe`](Self::observe) for a line [`passes`](Self::passes)
+    /// counted and found not to be a message.
     #[cold]
-    fn observe_polluted(&mut self, line: &[u8]) -> Observed {
+    pub(crate) fn observe_polluted(&mut self, line: &[u8]) -> Observed {
         let kind = name_line(line);
         let dropped = self.policy == PollutionPolicy::Drop;
         if dropped {
