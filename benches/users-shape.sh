@@ -10,7 +10,8 @@
 # Environment: OLD_DIR, the worktree of OLD_REV (default
 # target/users-shape/OLD_REV, made with `git worktree add` when missing; it
 # gets its own target directory inside it); MESSAGES (default 100000); SIZES
-# (default "64 200"); KEEP_OLD_TARGET=1 keeps the old build's target directory,
+# (default "64 200"); REPS, repetitions per run of a build (default 1: each
+# round is one repetition of each build); KEEP_OLD_TARGET=1 keeps the old build's target directory,
 # which is otherwise removed at the end (it takes a few GB).
 # Needs nothing but git and cargo. The raw lines go to
 # target/users-shape/results.txt.
@@ -19,6 +20,7 @@ set -euo pipefail
 old_rev=${1:-6a80c2d}
 rounds=${2:-7}
 messages=${MESSAGES:-100000}
+reps=${REPS:-1}
 sizes=${SIZES:-64 200}
 root=$(git rev-parse --show-toplevel)
 old_dir=${OLD_DIR:-$root/target/users-shape/$old_rev}
@@ -50,7 +52,7 @@ if ! git -C "$root" diff --quiet HEAD; then new_rev="$new_rev+changes"; fi
 
 : >"$results"
 run() { # label exe size
-    nice -n 10 "$2" --size "$3" --messages "$messages" --reps 1 |
+    nice -n 10 "$2" --size "$3" --messages "$messages" --reps "$reps" |
         sed -n "s/^users-shape /build=$1 /p" >>"$results"
 }
 for round in $(seq 1 "$rounds"); do
@@ -69,8 +71,9 @@ done
 
 # `field NAME` of a result line.
 field() { sed -n "s/.* $1=\([^ ]*\).*/\1/p"; }
-printf '\n%s lines per run, %s rounds, builds interleaved; childwire over LinesCodec, median (min-max)\n' \
-    "$messages" "$rounds"
+printf '\n%s lines per transfer, %s rounds of %s repetition(s) of each build, builds interleaved;\n' \
+    "$messages" "$rounds" "$reps"
+printf 'childwire over LinesCodec (each repetition: the two one after the other), median (min-max)\n'
 printf '%-22s %-6s %-9s %-24s %-18s %s\n' build size placement ratio "childwire MiB/s" "LinesCodec MiB/s"
 for build in "$new_rev" "$old_rev"; do
     for size in $sizes; do
