@@ -13,9 +13,10 @@
 //!   per line and a flush every 1024 lines in a writer task, `FramedRead` in
 //!   the caller; placed (`block_on` or a spawned task) as the adapter it is
 //!   compared with;
-//! - childwire, the writer calling `send().await` per message, or through
-//!   the `Sink` like LinesCodec (`feed`, a flush every 1024), the caller
-//!   calling `recv()`;
+//! - childwire with `Config::default()` as users get it (stdout pollution
+//!   named: the echoed payloads are JSON-RPC messages), the writer calling
+//!   `send().await` per message, or through the `Sink` like LinesCodec
+//!   (`feed`, a flush every 1024), the caller calling `recv()`;
 //! - shown, never judged: for smol and async-std, async-process's pipes
 //!   with no childwire (a 64 KiB `BufWriter` in a writer task flushed every
 //!   1024 lines, `BufReader::read_until` in the caller), placed alike: what
@@ -492,7 +493,7 @@ async fn async_process_lines<R: Spawn>(job: Job) -> Result<Duration, String> {
 
 /// childwire through one child: the writer task and the caller reading.
 async fn childwire<R: Spawn>(job: Job, api: Api) -> Result<Duration, String> {
-    let transport = e2e::spawn::<R>("cat", &[], Config::default())?;
+    let transport = e2e::spawn_as_given::<R>("cat", &[], Config::default())?;
     let start = Instant::now();
     let (sender, _receiver) = childwire_echo(transport, job, api).await?;
     let elapsed = start.elapsed();
@@ -742,7 +743,7 @@ fn fleet(contender: FleetContender, children: usize, job: Job) -> Result<Duratio
 /// with its writer task.
 async fn childwire_fleet<R: Spawn>(children: usize, job: Job) -> Result<Duration, String> {
     let transports = (0..children)
-        .map(|_| e2e::spawn::<R>("cat", &[], Config::default()))
+        .map(|_| e2e::spawn_as_given::<R>("cat", &[], Config::default()))
         .collect::<Result<Vec<_>, _>>()?;
     let start = Instant::now();
     let tasks: Vec<_> = transports

@@ -71,6 +71,9 @@ fn c15_log_records_both_directions_and_the_exit_code_is_mirrored() {
         &[
             "--log",
             log.to_str().unwrap(),
+            // Every line relayed as it came, a non-JSON one included.
+            "--stdout-noise",
+            "pass",
             "sh",
             "-c",
             "cat; echo 'bye' >&2; exit 3",
@@ -751,4 +754,46 @@ fn c12_relay_restart_ends_on_sigterm_while_the_child_is_down() {
     let status = status.unwrap_or_else(|| panic!("relay still running: {stderr}"));
     assert_eq!(status.code(), Some(3), "{stderr}");
     assert!(!stderr.contains("lost track"), "{stderr}");
+}
+
+/// By default a line the child writes to stdout that is not a message (a banner) is kept from the
+/// host, whose parser it would break, and goes with the child's stderr lines, marked; `drop`
+/// drops it.
+#[test]
+fn c42_a_childs_banner_is_kept_from_the_host_and_logged_with_its_stderr() {
+    let log = std::env::temp_dir().join(format!(
+        "childwire-relay-noise-{}.ndjson",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&log);
+    let child = ["sh", "-c", "echo 'Starting server on stdio'; cat"];
+    let input = b"{\"id\":1}\n".to_vec();
+    let mut args = vec!["--log", log.to_str().unwrap()];
+    args.extend(child);
+    let out = run(&example("relay"), &args, input.clone(), DEADLINE);
+    let text = std::fs::read_to_string(&log).unwrap();
+    std::fs::remove_file(&log).unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+    assert_eq!(
+        out.stdout_text(),
+        "{\"id\":1}\n",
+        "only the message reaches the host"
+    );
+    assert!(
+        out.stderr.contains("(stdout) Starting server on stdio\n"),
+        "{}",
+        out.stderr
+    );
+    assert!(
+        text.lines()
+            .any(|line| line.contains(r#""line":"(stdout) Starting server on stdio""#)),
+        "{text}"
+    );
+
+    let mut args = vec!["--stdout-noise", "drop"];
+    args.extend(child);
+    let out = run(&example("relay"), &args, input, DEADLINE);
+    assert_eq!(out.status.code(), Some(0), "{}", out.stderr);
+    assert_eq!(out.stdout_text(), "{\"id\":1}\n");
+    assert!(!out.stderr.contains("(stdout) Starting"), "{}", out.stderr);
 }

@@ -7,7 +7,9 @@
 //! escapes), then perhaps damaged by one edit: the check must call every
 //! undamaged one JSON, and agree with serde_json on every damaged one where
 //! it claims to be exact. Raw inputs are arbitrary bytes, held to the same
-//! agreement.
+//! agreement. Whatever the input, the classifier agrees with a model of its
+//! rule (`model` below): which lines are messages, and that a line it names
+//! is a JSON scalar exactly when it is JSON.
 
 #![no_main]
 
@@ -19,7 +21,7 @@ use childwire_core::pollution::{
 use childwire_core::stderr_level::{LogRecord, level_of};
 use childwire_core::stderr_tail::summary_line;
 use childwire_core::testing::jsonrpc::{Json, document};
-use childwire_core::{Malformed, MalformedReason};
+use childwire_core::{Malformed, MalformedReason, PollutionKind};
 use libfuzzer_sys::fuzz_target;
 use serde_json::Value as Serde;
 
@@ -96,6 +98,31 @@ impl Edit {
     }
 }
 
+/// What the model says a line is.
+enum Model {
+    Message,
+    /// A message if it is JSON (`[true]`), else named (`[INFO] ok [x]`).
+    IfJson,
+    Named,
+}
+
+/// Written apart from the classifier, from its documented rule.
+fn model(bytes: &[u8]) -> Model {
+    let space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let start = bytes.iter().take_while(|b| space(b)).count();
+    let end = bytes.len() - bytes.iter().rev().take_while(|b| space(b)).count();
+    if end <= start + 1 {
+        return Model::Named;
+    }
+    let trimmed = &bytes[start..end];
+    match (trimmed[0], trimmed[trimmed.len() - 1]) {
+        (b'{', b'}') => Model::Message,
+        (b'[', b']') if trimmed[1].is_ascii_alphabetic() => Model::IfJson,
+        (b'[', b']') => Model::Message,
+        _ => Model::Named,
+    }
+}
+
 /// The check against serde_json, and nothing that reads `bytes` panics.
 fn check(bytes: &[u8]) {
     let ours = check_json(bytes);
@@ -114,6 +141,28 @@ fn check(bytes: &[u8]) {
     }
 
     let kind = classify(bytes);
+    // The model of what a message is: `{...}` or `[...]` once the spaces
+    // around the line are left out, whatever is inside; a `[` followed by
+    // a letter only if the line is JSON. Anything else is named, a JSON
+    // value as a scalar.
+    match model(bytes) {
+        Model::Message => assert_eq!(kind, None, "{:?}", String::from_utf8_lossy(bytes)),
+        Model::IfJson => assert_eq!(
+            kind.is_none(),
+            ours.is_json,
+            "{:?}",
+            String::from_utf8_lossy(bytes)
+        ),
+        Model::Named => {
+            let named = kind.expect("a line that does not look like a message is named");
+            assert_eq!(
+                named == PollutionKind::JsonScalar,
+                ours.is_json,
+                "{named:?} for {:?}",
+                String::from_utf8_lossy(bytes)
+            );
+        }
+    }
     let mut detector = PollutionDetector::new(PollutionPolicy::Drop);
     let seen = detector.observe(bytes);
     assert_eq!(seen.deliver, kind.is_none());

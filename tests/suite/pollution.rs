@@ -1,10 +1,15 @@
-//! Stdout pollution and framing mismatch are named, once, and the session goes on (C39).
+//! Stdout pollution and framing mismatch are named, once, and the session goes on (C39); by
+//! default a child's banner goes with its stderr lines, and the first item is its first message
+//! (C42).
 //!
-//! A server that prints a banner before its JSON, an LSP server spoken to as NDJSON, and an
-//! NDJSON server on a `Content-Length` channel each give one `Received::Pollution` notice naming
-//! the cause, then the transport carries on as before.
+//! With notices asked for (`PollutionPolicy::Deliver`), a server that prints a banner before its
+//! JSON, an LSP server spoken to as NDJSON, and an NDJSON server on a `Content-Length` channel
+//! each give one `Received::Pollution` notice naming the cause, then the transport carries on as
+//! before.
 
 use childwire_core::ContentLength;
+
+use std::sync::{Arc, Mutex};
 
 use super::rt::{self, PollutionKind, Received};
 use super::support::*;
@@ -30,43 +35,85 @@ fn c39_a_banner_then_json_server_gives_one_notice_naming_a_banner_then_its_messa
     });
 }
 
+/// `Config::default()` as a host writes it, only the graces shortened, with the child's stderr
+/// lines (and what goes with them) collected.
+fn default_config_collecting() -> (rt::Config, Arc<Mutex<Vec<String>>>) {
+    let mut config = rt::Config::default();
+    config.stdin_grace(std::time::Duration::from_secs(1));
+    config.term_grace(std::time::Duration::from_secs(1));
+    let lines = Arc::new(Mutex::new(Vec::new()));
+    let seen = Arc::clone(&lines);
+    config.on_stderr_line(move |line| {
+        seen.lock()
+            .unwrap()
+            .push(String::from_utf8_lossy(line).into_owned());
+    });
+    (config, lines)
+}
+
 #[test]
-fn c39_a_default_config_child_printing_a_banner_gives_exactly_one_notice_and_every_message() {
+fn c42_a_default_config_childs_banner_goes_with_its_stderr_and_the_first_item_is_its_answer() {
     run(async {
-        // `Config::default()` as a host writes it; only the graces shortened.
-        let mut config = rt::Config::default();
-        config.stdin_grace(std::time::Duration::from_secs(1));
-        config.term_grace(std::time::Duration::from_secs(1));
+        let (config, lines) = default_config_collecting();
         let mut t = start(&misbehave(&["banner"]), config);
         let requests = [
             r#"{"jsonrpc":"2.0","id":1,"method":"initialize"}"#,
             r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
             r#"{"jsonrpc":"2.0","id":2,"method":"tools/list"}"#,
         ];
-        for request in requests {
+        send(&mut t, requests[0]).await;
+        // The README's first loop: the first item is the answer, not the banner.
+        let Some(Received::Message(answer)) = within(STEP, "recv", t.recv()).await else {
+            panic!("the first item is not the answer");
+        };
+        assert_eq!(&answer[..], requests[0].as_bytes());
+        for request in &requests[1..] {
             send(&mut t, request).await;
         }
-        let mut notices = 0;
-        let mut messages = Vec::new();
-        while messages.len() < 2 + requests.len() {
-            match recv(&mut t).await {
-                Received::Pollution(_) => notices += 1,
-                Received::Message(m) => messages.push(String::from_utf8_lossy(&m).into_owned()),
-                other => panic!("unexpected {other:?}"),
-            }
+        for request in &requests[1..] {
+            assert_eq!(text(&mut t).await, *request);
         }
-        assert_eq!(notices, 1, "{messages:?}");
-        assert_eq!(
-            messages[..2],
-            [
-                "Starting server on stdio...",
-                "Listening for JSON-RPC on stdin"
-            ]
-        );
-        assert_eq!(messages[2..], requests);
         let report = finish(t).await;
         assert!(report.success(), "{report}");
-        assert_eq!(report.counters.polluted, 2, "{report:?}");
+        let counters = &report.counters;
+        assert_eq!(
+            (counters.polluted, counters.polluted_diverted),
+            (2, 2),
+            "{report:?}"
+        );
+        // The banner went where the stderr lines go, marked as stdout.
+        let lines = lines.lock().unwrap().clone();
+        assert_eq!(
+            lines,
+            [
+                "(stdout) Starting server on stdio...",
+                "(stdout) Listening for JSON-RPC on stdin"
+            ]
+        );
+    });
+}
+
+#[test]
+fn c42_a_banner_is_a_sign_of_life_not_readiness() {
+    run(async {
+        let (config, lines) = default_config_collecting();
+        let mut t = start(&misbehave(&["banner"]), config);
+        // Once the banner was read: no message yet, so no verdict of readiness.
+        let mut startup = rt::StartupConfig::default();
+        startup.silence = Some(std::time::Duration::from_millis(300));
+        let verdict = within(STEP, "the start-up verdict", t.started(startup)).await;
+        assert!(!verdict.is_ready(), "ready on a banner: {verdict}");
+        assert_eq!(lines.lock().unwrap().len(), 2, "the banner was read");
+        // Its first message is.
+        send(&mut t, r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#).await;
+        let verdict = within(
+            STEP,
+            "the start-up verdict",
+            t.started(rt::StartupConfig::default()),
+        )
+        .await;
+        assert!(verdict.is_ready(), "{verdict}");
+        finish(t).await;
     });
 }
 

@@ -18,7 +18,7 @@ use childwire_core::{ContentLength, ContentLengthDecoder, LineDecoder, Lines};
 use childwire_core::{DEFAULT_MAX_MESSAGE_SIZE, Frame};
 use tokio_util::codec::{Decoder as _, Encoder as _, LinesCodec};
 
-use super::transport_rows::{self, RecvWay, RoundTrip, SendWay};
+use super::transport_rows::{self, RecvWay, RoundTrip, SendWay, Setting};
 
 /// One pipe read's or write's worth: decoders get their input in chunks of
 /// this, encoders' output is drained at every this much.
@@ -56,19 +56,36 @@ pub(crate) enum Contender {
 /// One row of the table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Row {
+    /// Through a transport with `ChannelConfig::default()` (pollution off).
     Send(SendWay),
+    /// Through a transport with `ChannelConfig::default()` (pollution off).
     Recv(RecvWay),
     Decode(Format, Contender, usize),
     Encode(Format, Contender, usize),
     IdScan,
+    /// Through a transport with `ChannelConfig::default()` (pollution off).
     RoundTrip(RoundTrip),
+    /// `send().await` through a transport set otherwise.
+    SendWith(Setting),
+    /// `recv()` or `recv_many` through a transport set otherwise.
+    RecvWith(RecvWay, Setting),
+    /// A round trip through a transport set otherwise.
+    RoundTripWith(RoundTrip, Setting),
 }
 
 impl Row {
     /// Every row, in table order.
     pub(crate) fn all() -> Vec<Row> {
         let mut rows: Vec<Row> = SendWay::ALL.into_iter().map(Row::Send).collect();
+        // What users run: the channel a spawned child gets by default.
+        rows.push(Row::SendWith(Setting::ChildDefault));
         rows.extend(RecvWay::ALL.map(Row::Recv));
+        rows.extend([
+            Row::RecvWith(RecvWay::Recv, Setting::ChildDefault),
+            Row::RecvWith(RecvWay::RecvMany, Setting::ChildDefault),
+            // The floor the default's `recv()` is held to.
+            Row::RecvWith(RecvWay::Recv, Setting::ChecksOff),
+        ]);
         for (format, contenders) in [
             (
                 Format::Ndjson,
@@ -96,6 +113,7 @@ impl Row {
         }
         rows.push(Row::IdScan);
         rows.extend(RoundTrip::ALL.map(Row::RoundTrip));
+        rows.extend(RoundTrip::ALL.map(|trip| Row::RoundTripWith(trip, Setting::ChildDefault)));
         rows
     }
 
@@ -143,6 +161,24 @@ impl Row {
                 size_name(TYPICAL),
                 trip.name()
             ),
+            Row::SendWith(setting) => format!(
+                "send {}: {}{}",
+                size_name(TYPICAL),
+                SendWay::Send.name(),
+                setting.suffix()
+            ),
+            Row::RecvWith(way, setting) => format!(
+                "receive {}: {}{}",
+                size_name(TYPICAL),
+                way.name(),
+                setting.suffix()
+            ),
+            Row::RoundTripWith(trip, setting) => format!(
+                "round trip {}, in-memory pipe: {}{}",
+                size_name(TYPICAL),
+                trip.name(),
+                setting.suffix()
+            ),
         }
     }
 
@@ -154,7 +190,11 @@ impl Row {
             Row::Send(way) => way.is_childwire(),
             Row::Recv(way) => way.is_childwire(),
             Row::Decode(_, codec, _) | Row::Encode(_, codec, _) => codec == Contender::Childwire,
-            Row::IdScan | Row::RoundTrip(_) => true,
+            Row::IdScan
+            | Row::RoundTrip(_)
+            | Row::SendWith(_)
+            | Row::RecvWith(..)
+            | Row::RoundTripWith(..) => true,
         }
     }
 
@@ -175,7 +215,10 @@ impl Row {
     /// (single runs of `send().await` 1.6% apart). Counted as the least of
     /// a few runs.
     pub(crate) fn follows_the_clock(self) -> bool {
-        matches!(self, Row::Send(SendWay::Send | SendWay::SinkFeed))
+        matches!(
+            self,
+            Row::Send(SendWay::Send | SendWay::SinkFeed) | Row::SendWith(_)
+        )
     }
 
     /// Whether a rise above the baseline fails the gate.
@@ -195,12 +238,12 @@ impl Row {
             // the batch, writing it). Over 25 cycles and more, where the
             // difference of N and 2N falls in a cycle moves the count by
             // about 1%; at 4,096 it moved it by 30%.
-            Row::Send(_) => 131_072,
+            Row::Send(_) | Row::SendWith(_) => 131_072,
             // Steady from 8,192 on; a few thousand instructions vary from
             // run to run (the runtimes' bookkeeping), a tenth of a percent
             // over this many.
-            Row::Recv(_) => 32_768,
-            Row::RoundTrip(_) => 4096,
+            Row::Recv(_) | Row::RecvWith(..) => 32_768,
+            Row::RoundTrip(_) | Row::RoundTripWith(..) => 4096,
             // A unit is a 64 KiB block of messages: 1 to 1024 of them.
             Row::Decode(..) => 8,
             Row::Encode(_, _, size) => (CHUNK * 8 / size).max(8),
@@ -212,9 +255,16 @@ impl Row {
     pub(crate) fn run(self, units: usize) -> Result<u64, String> {
         let payload = payload(TYPICAL);
         match self {
-            Row::Send(way) => transport_rows::send(way, &payload, units),
-            Row::Recv(way) => transport_rows::recv(way, &payload, units),
-            Row::RoundTrip(trip) => transport_rows::round_trips(trip, &payload, units),
+            Row::Send(way) => transport_rows::send(way, Setting::Bare, &payload, units),
+            Row::Recv(way) => transport_rows::recv(way, Setting::Bare, &payload, units),
+            Row::RoundTrip(trip) => {
+                transport_rows::round_trips(trip, Setting::Bare, &payload, units)
+            }
+            Row::SendWith(setting) => transport_rows::send(SendWay::Send, setting, &payload, units),
+            Row::RecvWith(way, setting) => transport_rows::recv(way, setting, &payload, units),
+            Row::RoundTripWith(trip, setting) => {
+                transport_rows::round_trips(trip, setting, &payload, units)
+            }
             Row::Decode(format, codec, size) => Ok(decode(format, codec, size, units)),
             Row::Encode(format, codec, size) => Ok(encode(format, codec, size, units)),
             Row::IdScan => Ok(id_scan(units)),

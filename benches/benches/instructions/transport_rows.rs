@@ -3,6 +3,10 @@
 //! `FramedRead` with `LinesCodec` and a plain `BufWriter::write_all` /
 //! `BufReader::read_until` loop; and one round trip per runtime.
 //!
+//! Each childwire row runs with a [`Setting`]: `ChannelConfig::default()`
+//! (what `from_pipes` callers pass, pollution off), the channel a spawned
+//! child gets by default (what users run), or every optional check off.
+//!
 //! The shapes of `per_message.rs`: no real I/O, a reader that serves the
 //! same lines forever and a writer that takes everything, on a
 //! current-thread Tokio runtime (one thread: nothing for callgrind to count
@@ -17,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
 use bytes::Bytes;
-use childwire_async::{ChannelConfig, PipeRead, PipeWrite, Received, Runtime, Transport};
+use childwire_async::{ChannelConfig, Config, PipeRead, PipeWrite, Received, Runtime, Transport};
 use childwire_tokio::TokioIo;
 use futures_util::{SinkExt, StreamExt};
 use tokio::io::{AsyncRead, ReadBuf};
@@ -114,6 +118,45 @@ impl RoundTrip {
     }
 }
 
+/// The channel configuration of a childwire row's transport.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Setting {
+    /// `ChannelConfig::default()`: what a channel over pipes or a stream
+    /// gets, stdout pollution not looked for.
+    Bare,
+    /// The channel part of `childwire_async::Config::default()`: every
+    /// default as a spawned child gets it, pollution named.
+    ChildDefault,
+    /// Every optional check off, spelled out so that a change of a
+    /// default does not move it: the floor the child's default is held to.
+    ChecksOff,
+}
+
+impl Setting {
+    pub(crate) fn config(self) -> ChannelConfig {
+        match self {
+            Setting::Bare => ChannelConfig::default(),
+            Setting::ChildDefault => Config::default().channel.clone(),
+            Setting::ChecksOff => {
+                let mut config = ChannelConfig::default();
+                config.pollution = None;
+                config.write_timeout = None;
+                config
+            }
+        }
+    }
+
+    /// What the row's name says of it (nothing for `Bare`, the rows that
+    /// were there first).
+    pub(crate) fn suffix(self) -> &'static str {
+        match self {
+            Setting::Bare => "",
+            Setting::ChildDefault => ", a child's default config",
+            Setting::ChecksOff => ", every optional check off",
+        }
+    }
+}
+
 fn current_thread_tokio() -> Result<tokio::runtime::Runtime, String> {
     tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -121,8 +164,14 @@ fn current_thread_tokio() -> Result<tokio::runtime::Runtime, String> {
         .map_err(|e| format!("runtime: {e}"))
 }
 
-/// Sends `count` copies of `payload` the way `way` says.
-pub(crate) fn send(way: SendWay, payload: &str, count: usize) -> Result<u64, String> {
+/// Sends `count` copies of `payload` the way `way` says, a transport set
+/// as `setting` says.
+pub(crate) fn send(
+    way: SendWay,
+    setting: Setting,
+    payload: &str,
+    count: usize,
+) -> Result<u64, String> {
     let fail = |e: &dyn std::fmt::Display| format!("{}: {e}", way.name());
     if way == SendWay::WriteAll {
         let mut out = BufWriter::with_capacity(64 * 1024, std::io::sink());
@@ -138,7 +187,7 @@ pub(crate) fn send(way: SendWay, payload: &str, count: usize) -> Result<u64, Str
             Transport::from_pipes(
                 TokioIo(EndlessLines::new(payload)),
                 TokioIo(tokio::io::sink()),
-                &ChannelConfig::default(),
+                &setting.config(),
             )
             .map_err(|e| fail(&e))
         };
@@ -187,8 +236,14 @@ pub(crate) fn send(way: SendWay, payload: &str, count: usize) -> Result<u64, Str
     })
 }
 
-/// Receives `count` lines of `payload` the way `way` says.
-pub(crate) fn recv(way: RecvWay, payload: &str, count: usize) -> Result<u64, String> {
+/// Receives `count` lines of `payload` the way `way` says, a transport set
+/// as `setting` says.
+pub(crate) fn recv(
+    way: RecvWay,
+    setting: Setting,
+    payload: &str,
+    count: usize,
+) -> Result<u64, String> {
     let fail = |what: &dyn std::fmt::Debug| format!("{}: {what:?}", way.name());
     if way == RecvWay::ReadUntil {
         let mut reader = BufReader::with_capacity(64 * 1024, EndlessLines::new(payload));
@@ -205,7 +260,7 @@ pub(crate) fn recv(way: RecvWay, payload: &str, count: usize) -> Result<u64, Str
             Transport::from_pipes(
                 TokioIo(EndlessLines::new(payload)),
                 TokioIo(tokio::io::sink()),
-                &ChannelConfig::default(),
+                &setting.config(),
             )
             .map_err(|e| fail(&e))
         };
@@ -256,22 +311,36 @@ pub(crate) fn recv(way: RecvWay, payload: &str, count: usize) -> Result<u64, Str
 }
 
 /// `count` round trips of `payload` through an in-memory `cat` on `trip`'s
-/// runtime: `send().await`, then `recv()` of the same line.
-pub(crate) fn round_trips(trip: RoundTrip, payload: &str, count: usize) -> Result<u64, String> {
+/// runtime, a transport set as `setting` says: `send().await`, then
+/// `recv()` of the same line.
+pub(crate) fn round_trips(
+    trip: RoundTrip,
+    setting: Setting,
+    payload: &str,
+    count: usize,
+) -> Result<u64, String> {
     let payload = payload.to_string();
+    let config = setting.config();
     match trip {
-        RoundTrip::Tokio => current_thread_tokio()?
-            .block_on(round_trips_on::<childwire_tokio::Tokio>(payload, count)),
-        RoundTrip::Smol => smol::block_on(round_trips_on::<childwire_smol::Smol>(payload, count)),
+        RoundTrip::Tokio => current_thread_tokio()?.block_on(round_trips_on::<
+            childwire_tokio::Tokio,
+        >(payload, config, count)),
+        RoundTrip::Smol => smol::block_on(round_trips_on::<childwire_smol::Smol>(
+            payload, config, count,
+        )),
         RoundTrip::AsyncStd => async_std::task::block_on(round_trips_on::<
             childwire_async_std::AsyncStd,
-        >(payload, count)),
+        >(payload, config, count)),
     }
 }
 
-async fn round_trips_on<R: Runtime>(payload: String, count: usize) -> Result<u64, String> {
+async fn round_trips_on<R: Runtime>(
+    payload: String,
+    config: ChannelConfig,
+    count: usize,
+) -> Result<u64, String> {
     let (reader, writer) = loopback();
-    let mut transport = Transport::<R>::from_pipes(reader, writer, &ChannelConfig::default())
+    let mut transport = Transport::<R>::from_pipes(reader, writer, &config)
         .map_err(|e| format!("from_pipes: {e}"))?;
     for _ in 0..count {
         transport

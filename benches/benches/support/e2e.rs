@@ -462,15 +462,26 @@ pub(crate) fn command(mode: &str, args: &[&str]) -> childwire_async::Command {
     command
 }
 
-/// The child in `mode` under childwire on runtime `R`.
+/// The child in `mode` under childwire on runtime `R`, stdout pollution
+/// not looked for: the bench children speak plain-text lines ("ready",
+/// exit stamps, payloads of any shape), which it would name.
 pub(crate) fn spawn<R: Runtime>(
     mode: &str,
     args: &[&str],
     mut config: Config,
 ) -> Result<Transport<R>, String> {
-    // The bench children speak plain-text lines ("ready", exit stamps,
-    // payloads of any shape): pollution notices would be extra items.
     config.pollution(None);
+    spawn_as_given(mode, args, config)
+}
+
+/// The child in `mode` under childwire on runtime `R`, with `config` as it
+/// is: for a child that writes only JSON messages (`cat` echoing
+/// [`payload`]s), so that `Config::default()` is what users get.
+pub(crate) fn spawn_as_given<R: Runtime>(
+    mode: &str,
+    args: &[&str],
+    config: Config,
+) -> Result<Transport<R>, String> {
     Transport::<R>::spawn(&command(mode, args), config).map_err(|e| e.to_string())
 }
 

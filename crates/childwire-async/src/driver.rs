@@ -29,6 +29,10 @@ use crate::wake::Readiness;
 /// small, and a flood only takes more rounds.
 const STDERR_CHUNK: usize = 8 * 1024;
 
+/// What a line the child wrote to stdout, not a message, starts with where
+/// its stderr lines go.
+const STDOUT_MARK: &[u8] = b"(stdout) ";
+
 /// Rounds per poll before yielding, so a child that floods its pipes cannot
 /// starve the runtime's other tasks.
 const ROUNDS_PER_POLL: usize = 32;
@@ -124,6 +128,7 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                 io.hand_in(&mut state, events, now);
             }
             let mut lines = Vec::new();
+            let mut stdout = Vec::new();
             let deadline = loop {
                 match state.session.poll_output() {
                     Output::Signal(signal) => {
@@ -143,6 +148,11 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                         progress = true;
                     }
                     Output::StderrLine(line) => lines.push(line),
+                    Output::StdoutLine(line) => stdout.push(line),
+                    Output::StdoutNotice(notice) => {
+                        // The first of its kind: said once, as a warning.
+                        tracing::warn!(target: "childwire::stdout", "{notice}");
+                    }
                     Output::Report(report) => {
                         // Under the lock: a sender that finds the report
                         // handed out finds it published.
@@ -169,10 +179,19 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                 }
             };
             self.shared.unlock(state);
-            if let Some(io) = io.as_deref_mut() {
-                if !lines.is_empty() {
-                    progress = true;
-                    io.deliver(&self.shared, lines);
+            progress |= !stdout.is_empty();
+            match io.as_deref_mut() {
+                Some(io) => {
+                    io.deliver_stdout(stdout);
+                    if !lines.is_empty() {
+                        progress = true;
+                        io.deliver(&self.shared, lines);
+                    }
+                }
+                None => {
+                    for line in stdout {
+                        tracing::debug!(target: "childwire::stdout", "{}", String::from_utf8_lossy(&line));
+                    }
                 }
             }
             if self.done {
@@ -256,6 +275,29 @@ impl ChildIo {
             tracing::warn!(program = %self.child.program, "ended {} process(es) the child left behind", swept.ended);
         }
         swept
+    }
+
+    /// Hands the child's stdout lines that are not messages on where its
+    /// stderr lines go, marked as stdout: `tracing` and the callback (which
+    /// shows them, by default), outside every lock.
+    fn deliver_stdout(&mut self, lines: Vec<Bytes>) {
+        for line in lines {
+            tracing::debug!(
+                target: "childwire::stdout",
+                program = %self.child.program,
+                "{}",
+                String::from_utf8_lossy(&line)
+            );
+            if let (Some(callback), false) = (&self.child.on_stderr_line, self.callback_panicked) {
+                let mut marked = Vec::with_capacity(STDOUT_MARK.len() + line.len());
+                marked.extend_from_slice(STDOUT_MARK);
+                marked.extend_from_slice(&line);
+                if catch_unwind(AssertUnwindSafe(|| callback(&marked))).is_err() {
+                    tracing::error!(program = %self.child.program, "the stderr callback panicked; it is not called again");
+                    self.callback_panicked = true;
+                }
+            }
+        }
     }
 
     /// Hands stderr lines to `tracing` and the callback, outside every
@@ -354,6 +396,7 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                     state.session.handle_swept(swept, now);
                 }
                 Output::StderrLine(line) => lines.push(line),
+                Output::StdoutLine(_) | Output::StdoutNotice(_) => {}
                 Output::Report(report) => self.shared.exit.set(*report),
                 Output::Write(round) => {
                     state = self.shared.write_round(state, &round, None, now).0;

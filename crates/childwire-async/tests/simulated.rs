@@ -1198,7 +1198,7 @@ fn c12_shutdown_is_not_held_back_by_lines_waiting_for_the_receiver() {
         assert!(report.stdout_held_back, "{report}");
         let shown = report.to_string();
         assert!(
-            shown.contains(" not yet received, more held back in stdout")
+            shown.contains(" had not been received, and more waited in stdout")
                 && !shown.contains("held its pipes"),
             "{shown}"
         );

@@ -97,7 +97,11 @@ impl Program for Host {
 fn spawn_replay<R: ExampleRuntime>(recording: &Path) -> Result<Transport<R>, String> {
     let mut command = Command::new(env!("CARGO_BIN_EXE_childwire"));
     command.arg("replay").arg(recording);
-    Transport::spawn(&command, Config::default()).map_err(|err| err.to_string())
+    // Every stdout line as an item, as recorded (a child's default keeps a
+    // banner out of the messages, with its stderr).
+    let mut config = Config::default();
+    config.pollution(Some(childwire::PollutionPolicy::Deliver));
+    Transport::spawn(&command, config).map_err(|err| err.to_string())
 }
 
 async fn next_message<R: ExampleRuntime>(server: &mut Transport<R>) -> Result<Value, String> {

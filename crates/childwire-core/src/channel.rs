@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::config::ChannelConfig;
-use crate::frame::Frame;
+use crate::frame::{Frame, PollutionNotice};
 use crate::framing::Framing;
 use crate::inbound::{Backlog, Inbound};
 use crate::lines::Lines;
@@ -425,6 +425,7 @@ impl<F: Framing> Channel<F> {
         if !data.is_empty() {
             self.turns += 1;
             self.inbound.handle_data(data);
+            self.note_diverted();
         }
     }
 
@@ -434,6 +435,7 @@ impl<F: Framing> Channel<F> {
         if !data.is_empty() {
             self.turns += 1;
             self.inbound.handle_bytes(data);
+            self.note_diverted();
         }
     }
 
@@ -443,6 +445,57 @@ impl<F: Framing> Channel<F> {
         self.read = ReadPipe::Done;
         self.inbound.handle_eof();
         self.wakes |= Wakes::RECEIVER;
+        self.note_diverted();
+    }
+
+    /// Lines were set aside for the owner: the background task hands them on.
+    #[inline]
+    fn note_diverted(&mut self) {
+        if self.inbound.has_diverted() {
+            self.wakes |= Wakes::DRIVER;
+        }
+    }
+
+    /// The next line [`PollutionPolicy::Divert`](crate::PollutionPolicy::Divert)
+    /// took out of the messages (a banner, a log line on stdout), oldest
+    /// first: its bytes, without the `\n`, for the owner to hand on with the
+    /// peer's diagnostics. `None` when none waits (always, under another
+    /// policy). The lines wait within
+    /// [`DIVERTED_HIGH_WATER`](crate::pollution::DIVERTED_HIGH_WATER); one
+    /// that finds no room is dropped and counted. Reading never waits for
+    /// them.
+    ///
+    /// ```
+    /// use std::time::Instant;
+    /// use childwire_core::{Channel, ChannelConfig, Frame, Lines, PollutionKind, PollutionPolicy};
+    ///
+    /// let mut config = ChannelConfig::default();
+    /// config.pollution = Some(PollutionPolicy::Divert);
+    /// let mut peer = Channel::new(Lines, &config);
+    /// peer.handle_read(b"Starting server on stdio\n{\"id\":1}\nReady.\n", Instant::now());
+    /// // The caller gets the message, and only the message.
+    /// assert!(matches!(peer.poll_received(), Some(Frame::Message(m)) if &m[..] == b"{\"id\":1}"));
+    /// assert!(peer.poll_received().is_none());
+    /// // The owner gets the banner's lines, and one notice for the kind.
+    /// assert_eq!(peer.poll_diverted().as_deref(), Some(&b"Starting server on stdio"[..]));
+    /// assert_eq!(peer.poll_diverted().as_deref(), Some(&b"Ready."[..]));
+    /// assert_eq!(peer.poll_diverted(), None);
+    /// let notice = peer.poll_diverted_notice().expect("the first banner line is named");
+    /// assert_eq!((notice.kind, notice.line, notice.diverted), (PollutionKind::Text, 1, true));
+    /// assert!(peer.poll_diverted_notice().is_none());
+    /// assert_eq!(peer.counters().polluted_diverted, 2);
+    /// ```
+    #[must_use = "a diverted line is lost unless handed on"]
+    pub fn poll_diverted(&mut self) -> Option<Bytes> {
+        self.inbound.poll_diverted()
+    }
+
+    /// The next notice [`PollutionPolicy::Divert`](crate::PollutionPolicy::Divert)
+    /// kept instead of queueing it as an item: the first line of each kind,
+    /// named, oldest first (one per kind at most).
+    #[must_use = "a notice is lost unless handed on"]
+    pub fn poll_diverted_notice(&mut self) -> Option<PollutionNotice> {
+        self.inbound.poll_diverted_notice()
     }
 
     /// A read brought nothing yet (the pipe wakes the receiver's waiters
@@ -545,6 +598,12 @@ impl<F: Framing> Channel<F> {
         self.inbound.stats().messages
     }
 
+    /// Of them, those that are JSON messages: lines the stdout pollution
+    /// check named (a banner) left out; all of them with the check off.
+    pub fn json_messages_in(&self) -> u64 {
+        self.inbound.json_messages()
+    }
+
     /// Why sending stopped, once it has.
     pub fn send_closed(&self) -> Option<Closed> {
         self.outbound.closed()
@@ -591,6 +650,7 @@ impl<F: Framing> Channel<F> {
             stderr_bytes: 0,
             polluted: pollution.map_or(0, |counts| counts.polluted),
             polluted_dropped: pollution.map_or(0, |counts| counts.dropped),
+            polluted_diverted: pollution.map_or(0, |counts| counts.diverted),
         }
     }
 }

@@ -35,18 +35,21 @@ pub struct ChannelConfig {
     /// before sending fails as stalled and the write side is closed.
     /// Default: no limit.
     pub write_timeout: Option<Duration>,
-    /// Whether to name stdout pollution and framing mismatch: a line that
-    /// is not a JSON message (a banner, a log line, `Content-Length`
-    /// framing on an NDJSON channel, or NDJSON on a `Content-Length` one)
-    /// is reported once per kind as a `Pollution` notice, before it, with
-    /// the [`PollutionPolicy`] deciding whether the line itself is still
-    /// delivered. For a spawned child ([`Config::default`]) the default is
-    /// `Some(PollutionPolicy::Deliver)`: every line is still delivered, and
-    /// each cause is named once. For a channel over generic pipes or a
-    /// stream (`ChannelConfig::default()`, used by `from_pipes` and
-    /// `from_stream`) the default is `None`: no detection, every line
-    /// delivered as it came, with no notice. `Some(PollutionPolicy::Drop)`
-    /// is the strict choice: the notice, and the line dropped.
+    /// What to do with a stdout line that is not a JSON message (a banner, a
+    /// log line, `Content-Length` framing on an NDJSON channel, or NDJSON on
+    /// a `Content-Length` one). For a spawned child ([`Config::default`])
+    /// the default is `Some(PollutionPolicy::Divert)`: such a line never
+    /// becomes a received item; it goes where the child's stderr lines go
+    /// (the stderr callback, `tracing`, this process's stderr when shown),
+    /// marked `(stdout) `, and is counted in the report. So a loop that
+    /// waits for the first message gets the first message.
+    /// `Some(PollutionPolicy::Deliver)` delivers every line, with a
+    /// `Pollution` notice before the first of each kind;
+    /// `Some(PollutionPolicy::Drop)` names and drops them. For a channel
+    /// over generic pipes or a stream (`ChannelConfig::default()`, used by
+    /// `from_pipes` and `from_stream`) the default is `None`: no check,
+    /// every line delivered as it came (such pipes may carry plain text by
+    /// design).
     pub pollution: Option<PollutionPolicy>,
 }
 
@@ -65,9 +68,10 @@ impl Default for ChannelConfig {
 
 /// Limits and timings of a child transport: its channel, its lifecycle and
 /// the stderr tail. Every field has a default that suits an MCP host; unlike
-/// a bare [`ChannelConfig`], a child's channel names stdout pollution by
-/// default ([`ChannelConfig::pollution`] is `Some(PollutionPolicy::Deliver)`),
-/// because a banner printed by a child is the classic stdio failure.
+/// a bare [`ChannelConfig`], a child's channel keeps stdout lines that are
+/// not messages out of the messages by default ([`ChannelConfig::pollution`]
+/// is `Some(PollutionPolicy::Divert)`), because a banner printed by a child
+/// is the classic stdio failure.
 ///
 /// ```
 /// use std::time::Duration;
@@ -93,13 +97,12 @@ pub struct Config {
 }
 
 impl Default for Config {
-    /// The defaults above, with pollution notices on
-    /// (`Some(PollutionPolicy::Deliver)`): a child's non-JSON stdout line is
-    /// named once per kind and still delivered.
+    /// The defaults above, with a child's stdout lines that are not
+    /// messages set aside with its stderr (`Some(PollutionPolicy::Divert)`).
     fn default() -> Self {
         Self {
             channel: ChannelConfig {
-                pollution: Some(PollutionPolicy::Deliver),
+                pollution: Some(PollutionPolicy::Divert),
                 ..ChannelConfig::default()
             },
             lifecycle: LifecycleConfig::default(),

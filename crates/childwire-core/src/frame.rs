@@ -363,8 +363,12 @@ pub struct PollutionNotice {
     /// Its first [`NOTICE_HEAD_LEN`](crate::pollution::NOTICE_HEAD_LEN) bytes.
     pub head: Bytes,
     /// It was dropped ([`PollutionPolicy::Drop`](crate::PollutionPolicy::Drop), or a header block a
-    /// `Content-Length` decoder already dropped); else delivered.
+    /// `Content-Length` decoder already dropped, or a line set aside that
+    /// found no room); else delivered or set aside.
     pub dropped: bool,
+    /// It was taken out of the messages and set aside for the owner
+    /// ([`PollutionPolicy::Divert`](crate::PollutionPolicy::Divert)).
+    pub diverted: bool,
 }
 
 impl fmt::Display for PollutionNotice {
@@ -379,6 +383,8 @@ impl fmt::Display for PollutionNotice {
         write!(f, "{:?}", String::from_utf8_lossy(shown))?;
         if self.dropped {
             f.write_str(" (dropped)")?;
+        } else if self.diverted {
+            f.write_str(" (kept apart from the messages)")?;
         }
         Ok(())
     }

@@ -6,10 +6,12 @@ use std::mem::size_of;
 
 use bytes::Bytes;
 
-use crate::frame::{DecoderStats, Frame, Malformed, MalformedReason};
+use crate::frame::{DecoderStats, Frame, Malformed, MalformedReason, PollutionNotice};
 use crate::framing::{FrameDecoder, Framing};
 use crate::lines::Lines;
-use crate::pollution::{NOTICE_HEAD_LEN, PollutionCounts, PollutionDetector, PollutionPolicy};
+use crate::pollution::{
+    DIVERTED_HIGH_WATER, NOTICE_HEAD_LEN, PollutionCounts, PollutionDetector, PollutionPolicy,
+};
 
 /// What a queued frame costs beyond its bytes: the frame itself in the
 /// queue, and its share of the buffer header its bytes hang from. Counting
@@ -45,6 +47,38 @@ pub(crate) struct Inbound<F: Framing = Lines> {
     /// The broken header block being dropped now was already looked at,
     /// from its first line: its `Malformed` notice is not looked at again.
     named_early: bool,
+    /// What [`PollutionPolicy::Divert`] set aside for the owner.
+    diverted: Diverted,
+    /// Message lines the pollution check named (not JSON messages), however
+    /// they were handled.
+    polluted_messages: u64,
+}
+
+/// The lines and notices [`PollutionPolicy::Divert`] takes out of the
+/// queue, waiting for the owner.
+#[derive(Debug, Default)]
+struct Diverted {
+    /// Lines, oldest first, each a copy: a slice would keep the whole
+    /// chunk it was read in alive for as long as it waits.
+    lines: VecDeque<Bytes>,
+    /// What `lines` cost: their bytes plus [`ITEM_OVERHEAD`] each, at most
+    /// [`DIVERTED_HIGH_WATER`].
+    cost: usize,
+    /// The first notice of each kind (so a handful at most).
+    notices: VecDeque<PollutionNotice>,
+}
+
+impl Diverted {
+    /// Keeps a copy of `line` if it fits in the bound: whether it did.
+    fn keep(&mut self, line: &[u8]) -> bool {
+        let cost = line.len() + ITEM_OVERHEAD;
+        if self.cost + cost > DIVERTED_HIGH_WATER {
+            return false;
+        }
+        self.cost += cost;
+        self.lines.push_back(Bytes::copy_from_slice(line));
+        true
+    }
 }
 
 impl<F: Framing> Inbound<F> {
@@ -60,6 +94,8 @@ impl<F: Framing> Inbound<F> {
             eof: false,
             pollution: None,
             named_early: false,
+            diverted: Diverted::default(),
+            polluted_messages: 0,
         }
     }
 
@@ -90,6 +126,22 @@ impl<F: Framing> Inbound<F> {
     /// The pollution counters, with detection on.
     pub(crate) fn pollution_counts(&self) -> Option<&PollutionCounts> {
         self.pollution.as_ref().map(PollutionDetector::counts)
+    }
+
+    /// The next line [`PollutionPolicy::Divert`] set aside: see
+    /// [`Channel::poll_diverted`](crate::Channel::poll_diverted).
+    #[must_use = "a diverted line is lost unless handed on"]
+    pub(crate) fn poll_diverted(&mut self) -> Option<Bytes> {
+        let line = self.diverted.lines.pop_front()?;
+        self.diverted.cost -= line.len() + ITEM_OVERHEAD;
+        Some(line)
+    }
+
+    /// The next notice [`PollutionPolicy::Divert`] kept: see
+    /// [`Channel::poll_diverted_notice`](crate::Channel::poll_diverted_notice).
+    #[must_use = "a notice is lost unless handed on"]
+    pub(crate) fn poll_diverted_notice(&mut self) -> Option<PollutionNotice> {
+        self.diverted.notices.pop_front()
     }
 
     /// Bytes read from the peer.
@@ -167,6 +219,17 @@ impl<F: Framing> Inbound<F> {
         }
     }
 
+    /// Whether lines or notices were set aside for the owner.
+    pub(crate) fn has_diverted(&self) -> bool {
+        !self.diverted.lines.is_empty() || !self.diverted.notices.is_empty()
+    }
+
+    /// Decoded messages that are JSON messages (or all of them, with the
+    /// pollution check off): what a start-up counts as the first message.
+    pub(crate) fn json_messages(&self) -> u64 {
+        self.decoder.stats().messages - self.polluted_messages
+    }
+
     /// Counters of what was decoded.
     pub(crate) fn stats(&self) -> &DecoderStats {
         self.decoder.stats()
@@ -182,26 +245,21 @@ impl<F: Framing> Inbound<F> {
             self.decoder.drain_frames(push);
             return;
         };
-        let named_early = &mut self.named_early;
-        self.decoder.drain_frames(|frame| match &frame {
-            Frame::Message(message) => {
-                let observed = detector.observe(message);
-                if let Some(notice) = observed.notice {
-                    push(Frame::Pollution(notice));
-                }
-                if observed.deliver {
+        let mut aside = Aside {
+            detector,
+            diverted: &mut self.diverted,
+            named_early: &mut self.named_early,
+            polluted_messages: &mut self.polluted_messages,
+        };
+        self.decoder.drain_frames(|frame| {
+            // The message path: two bytes of the line looked at, inline.
+            if let Frame::Message(message) = &frame {
+                if aside.detector.passes(message) {
                     push(frame);
+                    return;
                 }
             }
-            Frame::Malformed(malformed) => {
-                if !std::mem::take(named_early) {
-                    if let Some(notice) = detector.observe_malformed(malformed) {
-                        push(Frame::Pollution(notice));
-                    }
-                }
-                push(frame);
-            }
-            _ => push(frame),
+            aside.take(frame, &mut push);
         });
         // A `Content-Length` decoder drops a broken header block up to the
         // next header, which an NDJSON peer never writes: name it from its
@@ -217,8 +275,68 @@ impl<F: Framing> Inbound<F> {
         }
         self.named_early = true;
         let block = Malformed::new(MalformedReason::InvalidHeader, Bytes::copy_from_slice(head));
+        let Some(detector) = self.pollution.as_mut() else {
+            return;
+        };
         if let Some(notice) = detector.observe_malformed(&block) {
-            push(Frame::Pollution(notice));
+            if detector.policy() == PollutionPolicy::Divert {
+                self.diverted.notices.push_back(notice);
+            } else {
+                push(Frame::Pollution(notice));
+            }
+        }
+    }
+}
+
+/// What [`Inbound::collect`] needs for the frames that are not messages,
+/// out of the message path's way.
+struct Aside<'a> {
+    detector: &'a mut PollutionDetector,
+    diverted: &'a mut Diverted,
+    named_early: &'a mut bool,
+    polluted_messages: &'a mut u64,
+}
+
+impl Aside<'_> {
+    /// A frame that is not a message `passes` let through: a polluted line
+    /// (counted already), or a notice of the decoder's.
+    #[inline(never)]
+    fn take(&mut self, frame: Frame, push: &mut impl FnMut(Frame)) {
+        // Under `Divert`, notices go to the owner, not into the queue.
+        let divert = self.detector.policy() == PollutionPolicy::Divert;
+        match &frame {
+            Frame::Message(message) => {
+                *self.polluted_messages += 1;
+                let observed = self.detector.observe_polluted(message);
+                if divert {
+                    let kept = self.diverted.keep(message);
+                    self.detector.diverted(kept);
+                    if let Some(mut notice) = observed.notice {
+                        notice.dropped = !kept;
+                        self.diverted.notices.push_back(notice);
+                    }
+                    return;
+                }
+                if let Some(notice) = observed.notice {
+                    push(Frame::Pollution(notice));
+                }
+                if observed.deliver {
+                    push(frame);
+                }
+            }
+            Frame::Malformed(malformed) => {
+                if !std::mem::take(self.named_early) {
+                    if let Some(notice) = self.detector.observe_malformed(malformed) {
+                        if divert {
+                            self.diverted.notices.push_back(notice);
+                        } else {
+                            push(Frame::Pollution(notice));
+                        }
+                    }
+                }
+                push(frame);
+            }
+            _ => push(frame),
         }
     }
 }

@@ -9,13 +9,27 @@
 //! notices, and leaves the diagnosis to the caller. [`classify`] names the
 //! cause from the bytes; a [`PollutionDetector`] (one per channel) reports
 //! each kind once, with the bytes, counts the rest, and can drop the lines
-//! ([`PollutionPolicy::Drop`]).
+//! ([`PollutionPolicy::Drop`]) or have them set aside, out of the messages,
+//! for the owner to hand on with the child's stderr
+//! ([`PollutionPolicy::Divert`]).
 //!
-//! # Cost
+//! # What counts as a message, and what it costs
 //!
-//! A JSON line is read once, by a checker that follows the grammar without
-//! building a value or allocating. Only a line that is not JSON is looked
-//! at further, and only its first [`NOTICE_HEAD_LEN`] bytes.
+//! A line whose first and last bytes, spaces around it left out, are `{`
+//! and `}`, or `[` and `]`, looks like a message and is one: it is handed
+//! on as it is, and whether the JSON inside is valid is left to the JSON
+//! layer that reads it, as for any message. Deciding that reads two bytes
+//! (and the spaces around the line, if any), so it costs next to nothing,
+//! whatever the line's length: the decoder has already scanned its bytes
+//! once, for its `\n`, and none is scanned again.
+//!
+//! Only a line that does not look like a message is looked at closer: one
+//! checker pass that follows the JSON grammar without building a value or
+//! allocating (a JSON scalar such as `42` is named as such), then its first
+//! [`NOTICE_HEAD_LEN`] bytes to name what it is. The one exception to the
+//! two-byte rule is a `[` followed by a letter, as in `[INFO] started
+//! [ok]`: such a line is checked whole, and is a message only if it is
+//! JSON (`[true]`); log lines start that way, JSON-RPC messages never do.
 //!
 //! # Example
 //!
@@ -83,8 +97,9 @@ pub fn check_json(line: &[u8]) -> JsonCheck {
     }
 }
 
-/// What a line on an NDJSON channel is: `None` for a JSON object or array
-/// (a message), else what it looks like.
+/// What a line on an NDJSON channel is: `None` for a line that looks like
+/// a message (`{...}` or `[...]`, spaces around it left out; see the
+/// module's rule), else what it looks like.
 ///
 /// ```
 /// use childwire_core::PollutionKind;
@@ -95,20 +110,80 @@ pub fn check_json(line: &[u8]) -> JsonCheck {
 /// assert_eq!(classify(b"Content-Length: 52"), Some(PollutionKind::ContentLengthHeader));
 /// assert_eq!(classify(b"[INFO] listening"), Some(PollutionKind::LogLine));
 /// assert_eq!(classify(b"{"), Some(PollutionKind::BrokenJson));
+/// // Bad JSON between the braces is the JSON layer's to report.
+/// assert_eq!(classify(br#"{"id":1,}"#), None);
 /// ```
 #[must_use]
+#[inline]
 pub fn classify(line: &[u8]) -> Option<PollutionKind> {
+    match shape(line) {
+        Shape::Message => None,
+        Shape::Other => Some(name_line(line)),
+    }
+}
+
+/// What [`shape`] makes of a line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// A message: `{...}` or `[...]`, or a `[` and a letter that is JSON.
+    Message,
+    /// Anything else: to be named by [`name_line`].
+    Other,
+}
+
+/// Space, tab, `\r`, `\n`: what JSON allows around a value.
+#[inline]
+fn is_json_space(b: u8) -> bool {
+    matches!(b, b' ' | b'\t' | b'\r' | b'\n')
+}
+
+/// Whether `line` looks like a message, from its first and last bytes.
+///
+/// The message path: a line with no space around it costs two loads and
+/// two comparisons. Spaces around it, and a `[` followed by a letter, go
+/// out of line.
+#[inline]
+fn shape(line: &[u8]) -> Shape {
+    match line {
+        [b'{', .., b'}'] => Shape::Message,
+        [b'[', second, .., b']'] if !second.is_ascii_alphabetic() => Shape::Message,
+        _ => shape_unusual(line),
+    }
+}
+
+/// [`shape`] for the rest: spaces around the line, a `[` followed by a
+/// letter (checked whole), and lines that are no message.
+#[cold]
+#[inline(never)]
+fn shape_unusual(line: &[u8]) -> Shape {
+    let start = line.iter().position(|&b| !is_json_space(b));
+    let end = line.iter().rposition(|&b| !is_json_space(b));
+    let (Some(start), Some(end)) = (start, end) else {
+        return Shape::Other;
+    };
+    let trimmed = &line[start..=end];
+    match (trimmed[0], trimmed[trimmed.len() - 1]) {
+        (b'{', b'}') if trimmed.len() >= 2 => Shape::Message,
+        (b'[', b']') if trimmed.len() >= 2 => {
+            if trimmed[1].is_ascii_alphabetic() && !json_shape::check(trimmed).is_json {
+                Shape::Other
+            } else {
+                Shape::Message
+            }
+        }
+        _ => Shape::Other,
+    }
+}
+
+/// What a line that does not look like a message is.
+#[cold]
+fn name_line(line: &[u8]) -> PollutionKind {
     if json_shape::check(line).is_json {
-        let first = line
-            .iter()
-            .find(|b| !matches!(b, b' ' | b'\t' | b'\r' | b'\n'));
-        return match first {
-            Some(b'{' | b'[') => None,
-            _ => Some(PollutionKind::JsonScalar),
-        };
+        // JSON that is not `{...}` or `[...]`: a number, a string, a literal.
+        return PollutionKind::JsonScalar;
     }
     let head = &line[..line.len().min(NOTICE_HEAD_LEN)];
-    Some(name_text(head.trim_ascii_start(), head.len() < line.len()))
+    name_text(head.trim_ascii_start(), head.len() < line.len())
 }
 
 /// What `start` (a line's head, leading whitespace removed, known not to be
@@ -220,7 +295,24 @@ pub enum PollutionPolicy {
     Deliver,
     /// Drop them (still reported once per kind and counted).
     Drop,
+    /// Take them out of the messages and keep them apart, for the owner to
+    /// hand on with the child's stderr lines: an
+    /// [`Inbound`](crate::Inbound) queues neither the line nor a notice
+    /// as an item; it keeps the line's bytes, oldest first and within
+    /// [`DIVERTED_HIGH_WATER`], for
+    /// [`Inbound::poll_diverted`](crate::Inbound::poll_diverted), and the
+    /// first notice of each kind for
+    /// [`Inbound::poll_diverted_notice`](crate::Inbound::poll_diverted_notice).
+    /// Lines past that bound are counted and dropped. So a banner never
+    /// becomes the first thing the caller receives.
+    Divert,
 }
+
+/// What the lines set aside by [`PollutionPolicy::Divert`] may cost while
+/// they wait for the owner: 64 KiB, each line counting its length plus
+/// [`ITEM_OVERHEAD`](crate::inbound::ITEM_OVERHEAD). A line that does not
+/// fit is dropped and counted in [`PollutionCounts::dropped`].
+pub const DIVERTED_HIGH_WATER: usize = 64 * 1024;
 
 /// Counters of a [`PollutionDetector`].
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -231,8 +323,15 @@ pub struct PollutionCounts {
     /// Of them, lines that were not JSON messages, plus header blocks named
     /// by [`PollutionDetector::observe_malformed`].
     pub polluted: u64,
-    /// Of them, lines dropped by [`PollutionPolicy::Drop`].
+    /// Of the polluted lines, those whose bytes nobody gets: every one under
+    /// [`PollutionPolicy::Drop`]; under [`PollutionPolicy::Divert`], those
+    /// that found the set-aside lines at [`DIVERTED_HIGH_WATER`].
     pub dropped: u64,
+    /// Of the polluted lines, those set aside under
+    /// [`PollutionPolicy::Divert`] for the owner
+    /// ([`Inbound::poll_diverted`](crate::Inbound::poll_diverted)). Under
+    /// `Divert`, `diverted + dropped` is every polluted line.
+    pub diverted: u64,
     by_kind: [u64; PollutionKind::ALL.len()],
 }
 
@@ -248,7 +347,10 @@ impl PollutionCounts {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[must_use = "a line must be dropped when `deliver` is false"]
 pub struct Observed {
-    /// Deliver the line as a message (always, for a JSON message).
+    /// Deliver the line as a message (always, for a JSON message). When
+    /// `false`, the policy says what becomes of it: dropped, or set aside
+    /// ([`PollutionPolicy::Divert`]; the caller keeps it and reports
+    /// whether it could with [`PollutionDetector::diverted`]).
     pub deliver: bool,
     /// The first line of its kind on this channel: tell the user.
     pub notice: Option<PollutionNotice>,
@@ -295,21 +397,56 @@ impl PollutionDetector {
     /// Takes a message as delivered by the decoder (a line without its
     /// `\n`, or a `Content-Length` body): whether to deliver it, and a
     /// notice if it is the first of its kind.
+    #[inline]
     pub fn observe(&mut self, line: &[u8]) -> Observed {
-        self.counts.lines += 1;
-        let Some(kind) = classify(line) else {
+        if self.passes(line) {
             return Observed {
                 deliver: true,
                 notice: None,
             };
-        };
+        }
+        self.observe_polluted(line)
+    }
+
+    /// Counts `line` and says whether it is a message, from its first and
+    /// last bytes: the whole of [`observe`](Self::observe) on the message
+    /// path. When `false`, [`observe_polluted`](Self::observe_polluted)
+    /// says what to do with it.
+    #[inline]
+    pub(crate) fn passes(&mut self, line: &[u8]) -> bool {
+        self.counts.lines += 1;
+        shape(line) == Shape::Message
+    }
+
+    /// [`observe`](Self::observe) for a line [`passes`](Self::passes)
+    /// counted and found not to be a message.
+    #[cold]
+    pub(crate) fn observe_polluted(&mut self, line: &[u8]) -> Observed {
+        let kind = name_line(line);
         let dropped = self.policy == PollutionPolicy::Drop;
         if dropped {
             self.counts.dropped += 1;
         }
+        let mut notice = self.count(kind, line, dropped);
+        let diverted = self.policy == PollutionPolicy::Divert;
+        if let Some(notice) = notice.as_mut() {
+            notice.diverted = diverted;
+        }
         Observed {
-            deliver: !dropped,
-            notice: self.count(kind, line, dropped),
+            deliver: self.policy == PollutionPolicy::Deliver,
+            notice,
+        }
+    }
+
+    /// Under [`PollutionPolicy::Divert`], what became of a line
+    /// [`observe`](Self::observe) did not deliver: `kept` when it was set
+    /// aside for the owner (counted in [`PollutionCounts::diverted`]), else
+    /// dropped for want of room (in [`PollutionCounts::dropped`]).
+    pub fn diverted(&mut self, kept: bool) {
+        if kept {
+            self.counts.diverted += 1;
+        } else {
+            self.counts.dropped += 1;
         }
     }
 
@@ -355,6 +492,7 @@ impl PollutionDetector {
             len: line.len(),
             head: Bytes::copy_from_slice(&line[..line.len().min(NOTICE_HEAD_LEN)]),
             dropped,
+            diverted: false,
         })
     }
 }

@@ -61,6 +61,10 @@ pub struct Counters {
     /// Of them, lines dropped by
     /// [`PollutionPolicy::Drop`](crate::pollution::PollutionPolicy::Drop).
     pub polluted_dropped: u64,
+    /// Of the polluted lines, those taken out of the messages and handed
+    /// on with the child's stderr lines (marked as stdout), as a child's
+    /// default config does (`PollutionPolicy::Divert`).
+    pub polluted_diverted: u64,
 }
 
 /// How the child ended, with its stderr tail and counters.
@@ -111,7 +115,9 @@ pub struct ExitReport {
     pub stderr_tail: String,
     /// The stderr callback panicked; it was not called again.
     pub stderr_callback_panicked: bool,
-    /// Traffic counters.
+    /// Traffic counters, counted when the end was decided (the report is
+    /// made once, then; lines the caller had not taken yet are read later
+    /// and not counted here).
     pub counters: Counters,
     /// Messages and notices read from stdout that the caller had not yet
     /// received when the child's end was decided (the report made). The
@@ -214,16 +220,28 @@ impl fmt::Display for ExitReport {
         if self.unreceived_messages > 0 || self.stdout_held_back {
             write!(
                 f,
-                "; {} ({} B) not yet received",
+                "; at its end {} ({} B) had not been received",
                 Count(self.unreceived_messages, "message", "messages"),
                 self.unreceived_bytes
             )?;
             if self.stdout_held_back {
-                f.write_str(", more held back in stdout")?;
+                f.write_str(", and more waited in stdout")?;
             }
         }
         if !self.unanswered_ids.is_empty() {
             write_unanswered(f, &self.unanswered_ids)?;
+        }
+        if self.counters.polluted > 0 {
+            write!(
+                f,
+                "; {} on stdout {} not a message",
+                Count(self.counters.polluted, "line", "lines"),
+                if self.counters.polluted == 1 {
+                    "was"
+                } else {
+                    "were"
+                }
+            )?;
         }
         if self.untracked_requests > 0 {
             write!(

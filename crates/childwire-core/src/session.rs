@@ -90,6 +90,14 @@ pub enum Output {
     /// [`handle_stderr_delivered`](Session::handle_stderr_delivered): the
     /// report waits for it.
     StderrLine(Bytes),
+    /// A line the child wrote to stdout that is not a message (a banner, a
+    /// log line), taken out of the messages
+    /// ([`PollutionPolicy::Divert`](crate::PollutionPolicy::Divert), a
+    /// child's default): hand it on where its stderr lines go, marked as
+    /// stdout.
+    StdoutLine(Bytes),
+    /// The first such line of its kind, named: say so once.
+    StdoutNotice(PollutionNotice),
     /// The child's end, once: publish it to whoever waits for it (the
     /// receiver gets its own copy after the last message).
     Report(Box<ExitReport>),
@@ -160,8 +168,9 @@ enum End {
 /// - For a writer: [`poll_write`](Self::poll_write).
 /// - For the background task, drained in this order until it says
 ///   [`Output::Timeout`] or [`Output::Done`]: the child's signals and the
-///   sweep, stderr lines, a write round, a read of stdout (after the exit),
-///   the report ([`poll_output`](Self::poll_output)).
+///   sweep, stderr lines, stdout lines that are not messages, a write
+///   round, a read of stdout (after the exit), the report
+///   ([`poll_output`](Self::poll_output)).
 /// - After any call: [`take_wakes`](Self::take_wakes).
 ///
 /// # Example: a child that answers once and exits
@@ -658,6 +667,12 @@ impl<F: Framing> Session<F> {
             if let Some(line) = sup.poll_stderr_line() {
                 return Output::StderrLine(line);
             }
+        }
+        if let Some(notice) = self.channel.poll_diverted_notice() {
+            return Output::StdoutNotice(notice);
+        }
+        if let Some(line) = self.channel.poll_diverted() {
+            return Output::StdoutLine(line);
         }
         if !self.offered_write && self.channel.wants_background_write() {
             self.offered_write = true;

@@ -65,24 +65,37 @@ fn c39_the_drop_policy_drops_the_lines_and_the_counters_say_so() {
 }
 
 #[test]
-fn c39_a_child_names_pollution_by_default_a_bare_channel_does_not() {
+fn c42_a_childs_banner_goes_with_its_stderr_by_default_a_bare_channel_delivers_it() {
     assert_eq!(ChannelConfig::default().pollution, None);
     assert_eq!(
         Config::default().channel.pollution,
-        Some(PollutionPolicy::Deliver)
+        Some(PollutionPolicy::Divert)
     );
     let now = Instant::now();
     let mut session = Session::new(&Config::default(), true, now);
-    session.handle_read(b"banner\n", now);
+    session.handle_read(b"banner\n{\"id\":1}\n", now);
+    // The first item is the first message: the banner is not an item.
     assert!(matches!(
         session.poll_received(),
-        Some(Received::Pollution(_))
+        Some(Received::Message(m)) if &m[..] == b"{\"id\":1}"
+    ));
+    assert_eq!(session.poll_received(), None);
+    // The background task hands it on, named once, with the stderr lines.
+    session.handle_driver_wake(now);
+    assert!(matches!(
+        session.poll_output(),
+        childwire_core::Output::StdoutNotice(_)
     ));
     assert!(matches!(
-        session.poll_received(),
-        Some(Received::Message(_))
+        session.poll_output(),
+        childwire_core::Output::StdoutLine(line) if &line[..] == b"banner"
     ));
-    assert_eq!(session.counters().polluted, 1);
+    let counters = session.counters();
+    assert_eq!((counters.polluted, counters.polluted_diverted), (1, 1));
+    // Over a bare channel, every line is a message.
+    let mut channel = Channel::new(Lines, &ChannelConfig::default());
+    channel.handle_read(b"banner\n", now);
+    assert!(matches!(channel.poll_received(), Some(Frame::Message(_))));
 }
 
 #[test]
@@ -132,4 +145,168 @@ fn c39_a_session_hands_the_notice_out_as_received() {
     };
     assert_eq!(notice.kind, PollutionKind::ContentLengthHeader);
     assert!(notice.to_string().contains("LSP-style framing"), "{notice}");
+}
+
+/// Every line `Divert` set aside, oldest first.
+fn diverted_lines<F: childwire_core::Framing>(inbound: &mut Channel<F>) -> Vec<Vec<u8>> {
+    std::iter::from_fn(|| inbound.poll_diverted())
+        .map(|line| line.to_vec())
+        .collect()
+}
+
+fn divert() -> Channel<Lines> {
+    channel(Lines, Some(PollutionPolicy::Divert))
+}
+
+#[test]
+fn c39_divert_takes_pollution_out_of_the_queue_and_keeps_it_for_the_owner() {
+    let mut inbound = divert();
+    inbound.handle_read(
+        b"Starting server on stdio...\n{\"id\":1}\n[INFO] listening\n",
+        Instant::now(),
+    );
+    inbound.handle_read(b"Loaded 3 tools\n{\"id\":2}\n", Instant::now());
+    // The caller gets the messages and nothing else: no notice, no banner.
+    let frames = drain(&mut inbound);
+    let [Frame::Message(first), Frame::Message(second)] = &frames[..] else {
+        panic!("only the two messages: {frames:?}");
+    };
+    assert_eq!(
+        (&first[..], &second[..]),
+        (&b"{\"id\":1}"[..], &b"{\"id\":2}"[..])
+    );
+    // The owner gets every other line, in order, without its `\n`.
+    assert_eq!(
+        diverted_lines(&mut inbound),
+        [
+            &b"Starting server on stdio..."[..],
+            b"[INFO] listening",
+            b"Loaded 3 tools"
+        ]
+    );
+    // And each kind named once, from its first line.
+    let notices: Vec<_> = std::iter::from_fn(|| inbound.poll_diverted_notice()).collect();
+    let named: Vec<_> = notices
+        .iter()
+        .map(|n| (n.kind, n.line, n.diverted, n.dropped))
+        .collect();
+    assert_eq!(
+        named,
+        [
+            (PollutionKind::Text, 1, true, false),
+            (PollutionKind::LogLine, 3, true, false)
+        ]
+    );
+    assert!(
+        notices[0]
+            .to_string()
+            .ends_with("(kept apart from the messages)"),
+        "{}",
+        notices[0]
+    );
+    let counts = inbound.pollution_counts().expect("detection on");
+    assert_eq!(
+        (
+            counts.lines,
+            counts.polluted,
+            counts.diverted,
+            counts.dropped
+        ),
+        (5, 3, 3, 0)
+    );
+    assert_eq!(counts.of(PollutionKind::Text), 2);
+    assert_eq!(
+        (inbound.backlog().messages, inbound.backlog().bytes),
+        (0, 0),
+        "nothing set aside counts as queued"
+    );
+}
+
+#[test]
+fn c39_divert_keeps_at_most_its_bound_and_counts_what_it_drops() {
+    use childwire_core::ITEM_OVERHEAD;
+    use childwire_core::pollution::DIVERTED_HIGH_WATER;
+
+    let line = vec![b'x'; 1000];
+    let fits = DIVERTED_HIGH_WATER / (line.len() + ITEM_OVERHEAD);
+    let mut inbound = divert();
+    let lines = 3 * fits;
+    for i in 0..lines {
+        inbound.handle_read(&line, Instant::now());
+        inbound.handle_read(format!("\n{{\"id\":{i}}}\n").as_bytes(), Instant::now());
+        // Reading never waits for the lines set aside.
+        assert!(!inbound.is_held_back());
+    }
+    // Every message came through, whatever happened to the pollution.
+    let frames = drain(&mut inbound);
+    assert_eq!(frames.len(), lines, "{:?}", &frames[..3]);
+    assert!(frames.iter().all(|f| matches!(f, Frame::Message(_))));
+    let counts = inbound.pollution_counts().expect("detection on").clone();
+    assert_eq!(
+        (counts.polluted, counts.diverted, counts.dropped),
+        (lines as u64, fits as u64, (lines - fits) as u64)
+    );
+    // The oldest were kept; once taken, there is room again.
+    assert_eq!(diverted_lines(&mut inbound).len(), fits);
+    inbound.handle_read(b"again\n", Instant::now());
+    assert_eq!(diverted_lines(&mut inbound), [&b"again"[..]]);
+    assert_eq!(
+        inbound.pollution_counts().map(|c| c.diverted),
+        Some(fits as u64 + 1)
+    );
+}
+
+#[test]
+fn c39_divert_a_first_line_of_its_kind_that_finds_no_room_is_named_dropped() {
+    use childwire_core::pollution::DIVERTED_HIGH_WATER;
+
+    let mut inbound = divert();
+    // One banner line as long as the bound leaves no room for the next.
+    let mut banner = vec![b'x'; DIVERTED_HIGH_WATER - 200];
+    banner.push(b'\n');
+    inbound.handle_read(&banner, Instant::now());
+    inbound.handle_read(
+        b"[WARN] no config, using the defaults, which may be wrong for this host; see --help\n",
+        Instant::now(),
+    );
+    inbound.handle_read(
+        b"INFO: one more log line that finds no room either, and is only counted\n",
+        Instant::now(),
+    );
+    let notices: Vec<_> = std::iter::from_fn(|| inbound.poll_diverted_notice()).collect();
+    let named: Vec<_> = notices.iter().map(|n| (n.kind, n.dropped)).collect();
+    assert_eq!(
+        named,
+        [(PollutionKind::Text, false), (PollutionKind::LogLine, true)]
+    );
+    assert!(
+        notices[1].to_string().ends_with("(dropped)"),
+        "{}",
+        notices[1]
+    );
+    assert_eq!(diverted_lines(&mut inbound).len(), 1);
+    let counts = inbound.pollution_counts().expect("detection on");
+    assert_eq!((counts.diverted, counts.dropped), (1, 2));
+}
+
+#[test]
+fn c39_divert_on_a_content_length_channel_keeps_the_notice_apart() {
+    let mut inbound = channel(ContentLength, Some(PollutionPolicy::Divert));
+    inbound.handle_read(
+        b"{\"jsonrpc\":\"2.0\",\"id\":0,\"result\":{}}\n",
+        Instant::now(),
+    );
+    inbound.handle_read(b"Content-Length: 2\r\n\r\n{}", Instant::now());
+    let notice = inbound
+        .poll_diverted_notice()
+        .expect("named from its first line");
+    assert_eq!(notice.kind, PollutionKind::JsonOnContentLength);
+    // The decoder's notice of the bytes it dropped stays an item; the
+    // frame after it is delivered.
+    let frames = drain(&mut inbound);
+    assert!(
+        matches!(&frames[..], [Frame::Malformed(_), Frame::Message(m)] if &m[..] == b"{}"),
+        "{frames:?}"
+    );
+    assert!(inbound.poll_diverted_notice().is_none());
 }

@@ -82,6 +82,39 @@ fn c39_drop_policy_delivers_only_json_and_counts_the_rest() {
 }
 
 #[test]
+fn c39_divert_policy_delivers_only_json_and_leaves_the_rest_to_its_caller() {
+    let wire = b"banner\n{\"id\":1}\nmore text\n[INFO] ready\n";
+    let mut detector = PollutionDetector::new(PollutionPolicy::Divert);
+    let (delivered, notices) = through_lines(&mut detector, wire);
+    assert_eq!(delivered, [r#"{"id":1}"#]);
+    let kinds: Vec<_> = notices
+        .iter()
+        .map(|n| (n.kind, n.line, n.diverted, n.dropped))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (PollutionKind::Text, 1, true, false),
+            (PollutionKind::LogLine, 4, true, false)
+        ]
+    );
+    // The caller says what became of each line it was not to deliver.
+    detector.diverted(true);
+    detector.diverted(true);
+    detector.diverted(false);
+    let counts = detector.counts();
+    assert_eq!(
+        (
+            counts.lines,
+            counts.polluted,
+            counts.diverted,
+            counts.dropped
+        ),
+        (4, 3, 2, 1)
+    );
+}
+
+#[test]
 fn c39_an_lsp_server_spoken_to_as_ndjson_is_named_once() {
     // What a line decoder makes of two LSP frames: header lines, blank
     // lines (skipped) and bodies glued to the next header.
@@ -192,8 +225,14 @@ fn c39_each_kind_is_named() {
         (b"  \"jsonrpc\": \"2.0\",", Some(PollutionKind::BrokenJson)),
         (b"},", Some(PollutionKind::BrokenJson)),
         (br#"{"id":1,"#, Some(PollutionKind::BrokenJson)),
-        (br#"{"id":1}{"id":2}"#, Some(PollutionKind::BrokenJson)),
         (b"[1, 2", Some(PollutionKind::BrokenJson)),
+        (b"[INFO] started [ok]", Some(PollutionKind::LogLine)),
+        (b"[server] up [pid 7]", Some(PollutionKind::Text)),
+        (b"\t[warn] slow [x]  ", Some(PollutionKind::LogLine)),
+        (b"[true, null]", None),
+        (b" [ false ] ", None),
+        (b"\r\n[]\t", None),
+        (b"   ", Some(PollutionKind::Text)),
         (b"42", Some(PollutionKind::JsonScalar)),
         (b"\"ready\"", Some(PollutionKind::JsonScalar)),
         (b"\x00\x01\x02garbage", Some(PollutionKind::Binary)),
@@ -205,6 +244,47 @@ fn c39_each_kind_is_named() {
     // Leading whitespace past the head does not hide a message.
     let padded = [vec![b' '; 2 * NOTICE_HEAD_LEN], br#"{"id":1}"#.to_vec()].concat();
     assert_eq!(classify(&padded), None);
+}
+
+#[test]
+fn c39_a_line_shaped_like_a_message_is_one_and_its_json_is_not_judged_here() {
+    // `{...}` and `[...]` (spaces around them left out) are messages: bad
+    // JSON inside is the JSON layer's to report, as it is for any message.
+    for line in [
+        &br#"{"id":1}{"id":2}"#[..],
+        br#"{"id":1,}"#,
+        b"{not json at all}",
+        b"[1 2]",
+        b"{\xff\x00}",
+        br#"  {"id":1}	"#,
+        b"{}",
+        b"[]",
+    ] {
+        assert_eq!(classify(line), None, "{:?}", String::from_utf8_lossy(line));
+        let mut detector = PollutionDetector::new(PollutionPolicy::Drop);
+        let seen = detector.observe(line);
+        assert!(seen.deliver && seen.notice.is_none(), "{seen:?}");
+        assert_eq!(detector.counts().polluted, 0);
+    }
+    // A line that starts or ends otherwise is looked at closer, as before.
+    for (line, kind) in [
+        (&br#"{"id":1}x"#[..], PollutionKind::BrokenJson),
+        (br#"x{"id":1}"#, PollutionKind::Text),
+        (b"{", PollutionKind::BrokenJson),
+        (b"}", PollutionKind::BrokenJson),
+        (b"[", PollutionKind::BrokenJson),
+        (b"]", PollutionKind::BrokenJson),
+        (b"{]", PollutionKind::BrokenJson),
+        (b"[}", PollutionKind::BrokenJson),
+        (b"-1", PollutionKind::JsonScalar),
+    ] {
+        assert_eq!(
+            classify(line),
+            Some(kind),
+            "{:?}",
+            String::from_utf8_lossy(line)
+        );
+    }
 }
 
 #[test]
@@ -327,6 +407,30 @@ fn c39_deep_nesting_is_structural_past_127_levels() {
     assert!(!check_json(&[b'['; 100_000]).is_json);
 }
 
+/// What a line is by the documented rule (the fuzz target's model).
+enum Model {
+    Message,
+    /// A message if it is JSON (`[true]`), else named (`[INFO] ok [x]`).
+    IfJson,
+    Named,
+}
+
+fn model(bytes: &[u8]) -> Model {
+    let space = |b: &u8| matches!(b, b' ' | b'\t' | b'\r' | b'\n');
+    let start = bytes.iter().take_while(|b| space(b)).count();
+    let end = bytes.len() - bytes.iter().rev().take_while(|b| space(b)).count();
+    if end <= start + 1 {
+        return Model::Named;
+    }
+    let trimmed = &bytes[start..end];
+    match (trimmed[0], trimmed[trimmed.len() - 1]) {
+        (b'{', b'}') => Model::Message,
+        (b'[', b']') if trimmed[1].is_ascii_alphabetic() => Model::IfJson,
+        (b'[', b']') => Model::Message,
+        _ => Model::Named,
+    }
+}
+
 /// JSON-ish text: fragments that build valid documents often and nearly
 /// valid ones the rest of the time.
 fn jsonish() -> impl Strategy<Value = Vec<u8>> {
@@ -375,6 +479,13 @@ proptest! {
         let mut detector = PollutionDetector::new(PollutionPolicy::Drop);
         let seen = detector.observe(&bytes);
         prop_assert_eq!(seen.deliver, classify(&bytes).is_none());
+        // The rule, as the fuzz target's model states it.
+        let kind = classify(&bytes);
+        match model(&bytes) {
+            Model::Message => prop_assert_eq!(kind, None),
+            Model::IfJson => prop_assert_eq!(kind.is_none(), ours.is_json),
+            Model::Named => prop_assert_eq!(kind.map(|k| k == PollutionKind::JsonScalar), Some(ours.is_json)),
+        }
     }
 
     #[test]

@@ -53,6 +53,7 @@ impl Sim {
                     self.session.handle_swept(Swept::default(), self.now);
                 }
                 Output::StderrLine(line) => self.lines.push(line),
+                Output::StdoutLine(_) | Output::StdoutNotice(_) => {}
                 Output::Report(report) => self.report = Some(*report),
                 Output::Write(round) => {
                     self.write(&round, false);
@@ -277,7 +278,7 @@ world
     assert!(!report.pipes_drained);
     assert_eq!(
         report.to_string(),
-        "exited with code 0 on its own after 0 ms; 2 messages (10 B) not yet received, more held back in stdout"
+        "exited with code 0 on its own after 0 ms; at its end 2 messages (10 B) had not been received, and more waited in stdout"
     );
 }
 
@@ -303,7 +304,7 @@ fn c25_the_report_counts_what_waits_for_the_caller_when_stdout_reached_eof() {
     assert!(
         report
             .to_string()
-            .ends_with("; 1 message (5 B) not yet received"),
+            .ends_with("; at its end 1 message (5 B) had not been received"),
         "{report}"
     );
 

@@ -201,6 +201,8 @@ pub struct Harness<F: Model> {
     ended: bool,
 
     stderr_lines: usize,
+    /// Stdout lines set aside (not messages) handed to the driver.
+    diverted: u64,
     armed_failure: Option<SignalError>,
     shutdown: bool,
     shutdown_before_exit: bool,
@@ -251,6 +253,7 @@ impl<F: Model> Harness<F> {
             largest_read: 0,
             ended: false,
             stderr_lines: 0,
+            diverted: 0,
             armed_failure: None,
             shutdown: false,
             shutdown_before_exit: false,
@@ -725,6 +728,17 @@ impl<F: Model> Harness<F> {
                 Output::StderrLine(line) => {
                     assert!(!line.contains(&b'\n'));
                     self.stderr_lines += 1;
+                }
+                Output::StdoutLine(line) => {
+                    assert!(!line.contains(&b'\n'));
+                    self.diverted += 1;
+                }
+                Output::StdoutNotice(notice) => {
+                    assert!(
+                        !self.pollution.contains(&notice.kind),
+                        "a pollution kind named twice: {notice:?}"
+                    );
+                    self.pollution.push(notice.kind);
                 }
                 Output::Report(report) => self.report(*report),
                 Output::Write(round) => {

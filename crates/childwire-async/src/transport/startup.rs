@@ -197,7 +197,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
             }
             match ready.as_deref_mut() {
                 // Any message, received already or queued.
-                None if channel.messages_in() > 0 => watch.startup.handle_message(now),
+                None if channel.json_messages_in() > 0 => watch.startup.handle_message(now),
                 None => {}
                 Some(ready) => watch.look(channel, now, ready),
             }

@@ -46,6 +46,13 @@ Options:
                    a second answer), and answer the host's requests that
                    CMD never answered with JSON-RPC errors saying why;
                    lines go to CMD whole, so a restart never cuts one
+  --stdout-noise pass|drop|log
+                   what to do with a line CMD writes to stdout that is not
+                   a JSON message (a banner, a log line), which would break
+                   the host's parser: log it with CMD's stderr lines, marked
+                   `(stdout)`, and keep it from the host (log, the default);
+                   relay it like a message (pass); drop it (drop). Each kind
+                   is named once on stderr
   --quiet          do not copy CMD's stderr lines to stderr
   --runtime NAME   tokio (default), smol or async-std
   -h, --help       print this help
@@ -72,6 +79,19 @@ pub const DEFAULT_TERM_GRACE: Duration = Duration::from_millis(500);
 /// `childwire` command sets its own (`childwire relay`).
 pub const NAME: &str = "relay";
 
+/// What relay does with a line the child writes to stdout that is not a
+/// JSON message (`--stdout-noise`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum StdoutNoise {
+    /// Relayed to the host like a message.
+    Pass,
+    /// Dropped (counted in the report).
+    Drop,
+    /// Kept from the host, logged with the child's stderr lines.
+    #[default]
+    Log,
+}
+
 /// What the user asked for.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RelayOptions {
@@ -89,6 +109,8 @@ pub struct RelayOptions {
     pub term_grace: Duration,
     /// The async runtime to run on.
     pub runtime: RuntimeChoice,
+    /// What to do with a stdout line of the child's that is not a message.
+    pub stdout_noise: StdoutNoise,
     /// Restart the child when it ends on its own, keeping the host's
     /// session: its `initialize` is replayed, its unanswered requests get
     /// errors.
@@ -105,6 +127,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Parse
     let mut args = ArgWalker::new(args);
     let (mut log, mut quiet, mut runtime) = (None, false, RuntimeChoice::default());
     let mut restart = false;
+    let mut stdout_noise = StdoutNoise::default();
     let mut max_message_size = DEFAULT_MAX_MESSAGE_SIZE;
     let (mut stdin_grace, mut term_grace) = (DEFAULT_STDIN_GRACE, DEFAULT_TERM_GRACE);
     while let Some(option) = args.next_option()? {
@@ -116,6 +139,18 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Parse
             "--term-grace" => term_grace = parse_seconds(&option, &args.value(&option)?)?,
             "--quiet" | "-q" => quiet = true,
             "--restart" => restart = true,
+            "--stdout-noise" => {
+                stdout_noise = match args.value(&option)?.as_str() {
+                    "pass" => StdoutNoise::Pass,
+                    "drop" => StdoutNoise::Drop,
+                    "log" => StdoutNoise::Log,
+                    other => {
+                        return Err(UsageError(format!(
+                            "--stdout-noise expects pass, drop or log, got `{other}`"
+                        )));
+                    }
+                }
+            }
             "--runtime" => runtime = args.value(&option)?.parse().map_err(UsageError)?,
             other => return Err(UsageError(format!("unknown option `{other}`"))),
         }
@@ -132,6 +167,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Parse
         term_grace,
         runtime,
         restart,
+        stdout_noise,
         name: NAME,
     }))
 }

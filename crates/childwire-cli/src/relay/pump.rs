@@ -28,8 +28,8 @@ use std::task::{Context, Poll};
 use async_signal::{Signal, Signals};
 use bytes::Bytes;
 use childwire::{
-    ChannelConfig, Closed, Command, Config, ExitReport, Oversized, Received, Receiver,
-    SendErrorKind, Sender, StderrMode,
+    ChannelConfig, Closed, Command, Config, ExitReport, Oversized, PollutionPolicy, Received,
+    Receiver, SendErrorKind, Sender, StderrMode,
 };
 use childwire_core::Framing;
 use childwire_core::jsonrpc::oversized_error;
@@ -37,7 +37,7 @@ use childwire_core::jsonrpc::oversized_error;
 use super::child::{self, ChildEvent, FromChild, ToChild};
 use super::exit_code;
 use super::log::{Direction, Log};
-use super::options::RelayOptions;
+use super::options::{RelayOptions, StdoutNoise};
 use super::verbatim::{Verbatim, send_line};
 use crate::rt::ExampleRuntime;
 
@@ -106,6 +106,13 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
             let _ = stderr.write_all(b"\n");
         });
     }
+    config.pollution(Some(match options.stdout_noise {
+        StdoutNoise::Pass => PollutionPolicy::Deliver,
+        StdoutNoise::Drop => PollutionPolicy::Drop,
+        // Marked `(stdout)` where the stderr lines go: relay's stderr (unless
+        // --quiet) and the log.
+        StdoutNoise::Log => PollutionPolicy::Divert,
+    }));
     config.max_message_size(limit);
     config.max_send_size(limit);
     config.stdin_grace(options.stdin_grace);
