@@ -80,6 +80,8 @@ pub struct Encoder<F: Framing = Lines> {
     spent: Bytes,
     /// Where each queued message ends, oldest first.
     boundaries: VecDeque<Boundary>,
+    /// The payload bytes of the messages in `boundaries`.
+    queued_payload: u64,
     /// Bytes ever queued and ever written: stream offsets for `boundaries`.
     enqueued: u64,
     written: u64,
@@ -118,6 +120,7 @@ impl<F: Framing> Encoder<F> {
             in_flight: Bytes::new(),
             spent: Bytes::new(),
             boundaries: VecDeque::new(),
+            queued_payload: 0,
             enqueued: 0,
             written: 0,
             max_message_size,
@@ -159,6 +162,7 @@ impl<F: Framing> Encoder<F> {
         }
         self.framing.encode(bytes, &mut self.queue);
         self.enqueued += framed as u64;
+        self.queued_payload += bytes.len() as u64;
         self.boundaries
             .push_back((self.enqueued, bytes.len() as u64));
     }
@@ -227,6 +231,13 @@ impl<F: Framing> Encoder<F> {
     pub fn handle_written(&mut self, n: usize) {
         let n = n.min(self.in_flight.len());
         self.written += n as u64;
+        if self.written == self.enqueued {
+            // Everything queued went (the common case): every message at
+            // once, not one by one.
+            self.messages_written += self.boundaries.len() as u64;
+            self.bytes_written += std::mem::take(&mut self.queued_payload);
+            self.boundaries.clear();
+        }
         while let Some(&(end, len)) = self.boundaries.front() {
             if end > self.written {
                 break;
@@ -234,6 +245,7 @@ impl<F: Framing> Encoder<F> {
             self.boundaries.pop_front();
             self.messages_written += 1;
             self.bytes_written += len;
+            self.queued_payload -= len;
         }
         self.in_flight.advance(n);
         if n > 0 && self.in_flight.is_empty() {
@@ -289,6 +301,7 @@ impl<F: Framing> Encoder<F> {
         self.in_flight = Bytes::new();
         self.spent = Bytes::new();
         self.boundaries.clear();
+        self.queued_payload = 0;
         self.written = self.enqueued;
         dropped
     }
