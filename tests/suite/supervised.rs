@@ -631,3 +631,96 @@ fn c37_every_request_in_flight_at_a_kill_is_answered_exactly_once() {
         });
     }
 }
+
+/// Request tracking beyond its limit says so: every request past it is named by an event, and
+/// the report counts them; nothing is silently left without an answer. (It used to stop at
+/// 1,024 pending requests with no word: 98,986 of 100,010 got nothing.)
+#[cfg(unix)]
+#[test]
+fn c37_requests_beyond_the_trackers_limit_are_named_and_counted_not_silently_dropped() {
+    run(async {
+        const LIMIT: usize = 16;
+        const SENT: usize = 40;
+        let mut supervision = supervision(0);
+        supervision.track_requests = true;
+        supervision.max_tracked = LIMIT;
+        let mut s = Supervised::spawn(&misbehave(&["no-read"]), config(), supervision, |t| {
+            Box::pin(async move {
+                match t.recv().await {
+                    Some(Received::Message(_)) => Ok(()),
+                    other => Err(format!("not ready: {other:?}").into()),
+                }
+            })
+        })
+        .expect("spawn");
+        started(&mut s).await;
+        for id in 0..SENT {
+            within(STEP, "send", s.send(request(&id.to_string())))
+                .await
+                .expect("send");
+        }
+        kill_9(s.id().expect("a pid"));
+        let mut untracked = Vec::new();
+        let report = loop {
+            match event(&mut s).await {
+                SupervisedEvent::Untracked(id) => {
+                    untracked.push(String::from_utf8(id.to_vec()).unwrap())
+                }
+                SupervisedEvent::Received(Received::Exited(report)) => break *report,
+                other => panic!("unexpected event: {other:?}"),
+            }
+        };
+        let expected: Vec<String> = (LIMIT..SENT).map(|id| id.to_string()).collect();
+        assert_eq!(untracked, expected, "each request past the limit is named");
+        assert_eq!(report.unanswered_ids.len(), LIMIT, "{report}");
+        assert_eq!(report.untracked_requests, (SENT - LIMIT) as u64, "{report}");
+        assert!(
+            report.to_string().contains("24 requests not tracked"),
+            "{report}"
+        );
+        assert_eq!(unanswered(&mut s, LIMIT).await.len(), LIMIT);
+    });
+}
+
+/// A server that writes an id back another way (a JavaScript one, re-serializing `1.0` as `1`)
+/// still answers the request: ids compare as JSON values.
+#[cfg(unix)]
+#[test]
+fn c37_an_answer_whose_id_is_spelled_otherwise_still_answers_its_request() {
+    run(async {
+        let mut supervision = supervision(0);
+        supervision.track_requests = true;
+        let mut s = Supervised::spawn(&misbehave(&["echo"]), config(), supervision, |_| {
+            Box::pin(async { Ok(()) })
+        })
+        .expect("spawn");
+        started(&mut s).await;
+        // The echo child sends the request back; the answer it stands for has id 1.
+        within(
+            STEP,
+            "send",
+            s.send(r#"{"jsonrpc":"2.0","id":1.0,"method":"x"}"#),
+        )
+        .await
+        .expect("send");
+        assert_eq!(
+            text_of(&mut s).await,
+            r#"{"jsonrpc":"2.0","id":1.0,"method":"x"}"#
+        );
+        within(
+            STEP,
+            "send",
+            s.send(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#),
+        )
+        .await
+        .expect("send");
+        assert_eq!(
+            text_of(&mut s).await,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#
+        );
+        let report = within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
+        assert!(report.unanswered_ids.is_empty(), "answered: {report}");
+    });
+}
