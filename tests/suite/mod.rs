@@ -27,6 +27,8 @@ mod content_length;
 mod end;
 #[cfg(unix)]
 mod flush;
+#[cfg(unix)]
+mod goodbye;
 mod hatches;
 mod inbound;
 mod kill;

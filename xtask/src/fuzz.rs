@@ -32,6 +32,8 @@ const MAX_LEN: &[(&str, usize)] = &[
     ("restart", 4096),
     // A few bytes per operation: sends, deaths and restarts by the hundred.
     ("generations", 4096),
+    // A shutdown's goodbye: a few bytes per operation.
+    ("goodbye", 2048),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 

@@ -5,7 +5,8 @@
 //! It holds what a program that spawns a child or talks over a socket
 //! reaches for: the command and its policies ([`Command`], [`EnvPolicy`],
 //! [`StderrMode`], [`Containment`]), the limits ([`Config`],
-//! [`ChannelConfig`], [`StderrTailConfig`]), the framings ([`Lines`] for
+//! [`ChannelConfig`], [`StderrTailConfig`], and what a shutdown says first:
+//! [`Goodbye`], [`Reply`]), the framings ([`Lines`] for
 //! NDJSON, [`ContentLength`] for LSP and DAP), what comes back
 //! ([`Received`], [`Message`], [`Oversized`], [`Malformed`], [`ExitReport`]
 //! and its parts), the child's stderr as a stream ([`StderrLines`]), the
@@ -37,9 +38,9 @@ pub use bytes::Bytes;
 pub use childwire_core::pending::UnansweredRequest;
 pub use childwire_core::{
     ChannelConfig, Closed, Command, ConfigError, Containment, ContentLength, Counters,
-    EncodeErrorKind, EndedBy, EnvPolicy, Exit, ExitReport, Framing, Lines, Malformed,
+    EncodeErrorKind, EndedBy, EnvPolicy, Exit, ExitReport, Framing, Goodbye, Lines, Malformed,
     MalformedReason, Message, Oversized, PollutionKind, PollutionNotice, PollutionPolicy, Received,
-    SendError, SendErrorKind, SpawnError, StderrLine, StderrMode, StderrTailConfig,
+    Reply, SendError, SendErrorKind, SpawnError, StderrLine, StderrMode, StderrTailConfig,
 };
 pub use childwire_core::{
     GaveUp, Generation, GiveUpReason, RestartConfig, StartupConfig, StartupVerdict, WhileDown,

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::decoder::DEFAULT_MAX_MESSAGE_SIZE;
 use crate::encoder::DEFAULT_HIGH_WATER;
+use crate::goodbye::Goodbye;
 use crate::lifecycle::LifecycleConfig;
 use crate::pollution::PollutionPolicy;
 use crate::stderr_tail::StderrTailConfig;
@@ -94,6 +95,11 @@ pub struct Config {
     pub lifecycle: LifecycleConfig,
     /// Bounds of the stderr tail kept for the report.
     pub stderr_tail: StderrTailConfig,
+    /// What a shutdown says to the child before closing its stdin (LSP's
+    /// `shutdown` and `exit`, DAP's `disconnect`). Default `None`: stdin is
+    /// closed once what was queued is written, as MCP's stdio transport
+    /// asks.
+    pub goodbye: Option<Goodbye>,
 }
 
 impl Default for Config {
@@ -107,6 +113,7 @@ impl Default for Config {
             },
             lifecycle: LifecycleConfig::default(),
             stderr_tail: StderrTailConfig::default(),
+            goodbye: None,
         }
     }
 }
@@ -145,6 +152,8 @@ impl Config {
         drain_grace: Duration => lifecycle.drain_grace;
         /// Sets the stderr tail's bounds.
         stderr_tail: StderrTailConfig => stderr_tail;
+        /// Sets [`Config::goodbye`].
+        goodbye: Option<Goodbye> => goodbye;
     }
 
     /// Checks that the limits make sense together, naming the first field

@@ -189,6 +189,9 @@ pub fn ntstatus_name(code: i32) -> Option<&'static str> {
 pub enum EndedBy {
     /// No shutdown was asked, or the child exited before its stdin was closed.
     OnItsOwn,
+    /// The child exited after the shutdown's goodbye (see
+    /// [`Goodbye`](crate::Goodbye)), before any signal.
+    Goodbye,
     /// The child exited after its stdin was closed, before SIGTERM.
     StdinClose,
     /// The child exited after SIGTERM, before SIGKILL.
@@ -201,6 +204,7 @@ impl fmt::Display for EndedBy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
             EndedBy::OnItsOwn => "on its own",
+            EndedBy::Goodbye => "after the goodbye",
             EndedBy::StdinClose => "after stdin was closed",
             EndedBy::Sigterm => "after SIGTERM",
             EndedBy::Sigkill => "after SIGKILL",
@@ -223,7 +227,7 @@ impl EndedBy {
         match self {
             EndedBy::Sigterm => Some(Signal::Term),
             EndedBy::Sigkill => Some(Signal::Kill),
-            EndedBy::OnItsOwn | EndedBy::StdinClose => None,
+            EndedBy::OnItsOwn | EndedBy::Goodbye | EndedBy::StdinClose => None,
         }
     }
 }

@@ -15,7 +15,7 @@
 //! | [`jsonrpc`] | the top-level JSON-RPC id of an over-long message, and the error that answers it |
 //! | [`Channel`] | a message channel over any byte stream: both directions' queues and bounds, who writes and who reads, the write timeout, the graceful close, whom to wake |
 //! | [`Session`] | a whole transport: a channel over a child's stdin and stdout with its lifecycle, stderr and exit report (or over a pipe pair); one owner drives it |
-//! | [`Lifecycle`] | close stdin, SIGTERM, SIGKILL, when the end is known |
+//! | [`Lifecycle`], [`Goodbye`] | close stdin, SIGTERM, SIGKILL, when the end is known; what a shutdown says first (LSP, DAP) |
 //! | [`stderr_tail`] | the bounded tail of stderr and its lines |
 //! | [`stderr_level`], [`pollution`] | a stderr line's level; a stdout line that is not a JSON message, named |
 //! | [`ExitReport`] and the types that say how a child ended ([`Exit`], [`EndedBy`], [`Swept`]) | how a child's end is reported |
@@ -64,6 +64,7 @@ mod report;
 mod session;
 // Supervision (restart, unanswered requests, start-up verdict).
 mod generations;
+mod goodbye;
 pub mod pending;
 pub mod restart;
 pub mod startup;
@@ -105,6 +106,9 @@ pub use supervisor::ReportWait;
 // Supervision (restart, unanswered requests, start-up verdict).
 pub use generations::{
     AfterSend, GaveUp, GenerationEvent, Generations, GenerationsConfig, SendStep, WhileDown,
+};
+pub use goodbye::{
+    DAP_DISCONNECT_SEQ, DEFAULT_ANSWER_TIMEOUT, Farewell, Goodbye, LSP_SHUTDOWN_ID, Reply,
 };
 pub use pending::{EndCause, OversizedAction, PendingRequests, SendOutcome, Ticket, Unanswered};
 pub use restart::{Generation, GiveUpReason, RestartConfig, RestartPolicy, RestartVerdict};

@@ -322,6 +322,12 @@ impl Lifecycle {
         &self.config
     }
 
+    /// Whether stdin is closed, or its close was decided.
+    #[must_use]
+    pub fn is_stdin_closed(&self) -> bool {
+        self.stdin_closed
+    }
+
     /// Whether shutdown was asked.
     #[must_use]
     pub fn shutdown_requested(&self) -> bool {

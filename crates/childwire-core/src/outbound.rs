@@ -240,6 +240,21 @@ impl<F: Framing> Outbound<F> {
         self.written_in_turn = Some(turn);
     }
 
+    /// Queues a message of the session's own (a shutdown's goodbye) after
+    /// what is queued, though callers' messages are refused, and leaves it
+    /// to the background task. Returns `false`, queuing nothing, once the
+    /// pipe is to be closed or dropped, or if the framing cannot carry it.
+    pub(crate) fn queue_own(&mut self, message: &[u8]) -> bool {
+        if self.close != Close::No || self.pipe == Pipe::Gone {
+            return false;
+        }
+        let queued = self.encoder.encode_anyway(message).is_ok();
+        if queued {
+            self.flush_armed = true;
+        }
+        queued
+    }
+
     /// Refuses new messages with `reason` from now on; what is queued still
     /// goes out. The first reason given is kept.
     pub(crate) fn refuse(&mut self, reason: Closed) {

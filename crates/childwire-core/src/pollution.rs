@@ -296,13 +296,12 @@ pub enum PollutionPolicy {
     /// Drop them (still reported once per kind and counted).
     Drop,
     /// Take them out of the messages and keep them apart, for the owner to
-    /// hand on with the child's stderr lines: an
-    /// [`Inbound`](crate::Inbound) queues neither the line nor a notice
-    /// as an item; it keeps the line's bytes, oldest first and within
-    /// [`DIVERTED_HIGH_WATER`], for
-    /// [`Inbound::poll_diverted`](crate::Inbound::poll_diverted), and the
+    /// hand on with the child's stderr lines: a [`Channel`](crate::Channel)
+    /// queues neither the line nor a notice as an item; it keeps the line's
+    /// bytes, oldest first and within [`DIVERTED_HIGH_WATER`], for
+    /// [`Channel::poll_diverted`](crate::Channel::poll_diverted), and the
     /// first notice of each kind for
-    /// [`Inbound::poll_diverted_notice`](crate::Inbound::poll_diverted_notice).
+    /// [`Channel::poll_diverted_notice`](crate::Channel::poll_diverted_notice).
     /// Lines past that bound are counted and dropped. So a banner never
     /// becomes the first thing the caller receives.
     Divert,
@@ -329,7 +328,7 @@ pub struct PollutionCounts {
     pub dropped: u64,
     /// Of the polluted lines, those set aside under
     /// [`PollutionPolicy::Divert`] for the owner
-    /// ([`Inbound::poll_diverted`](crate::Inbound::poll_diverted)). Under
+    /// ([`Channel::poll_diverted`](crate::Channel::poll_diverted)). Under
     /// `Divert`, `diverted + dropped` is every polluted line.
     pub diverted: u64,
     by_kind: [u64; PollutionKind::ALL.len()],

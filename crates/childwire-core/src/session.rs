@@ -322,8 +322,10 @@ impl<F: Framing> Session<F> {
             // The child closed its stdin (or died): the lifecycle's input.
             sup.handle_stdin_closed(now);
             self.channel.wake(Wakes::DRIVER);
-        } else if sup.is_flushing() && self.channel.outbound.is_drained() {
-            // A shutdown waits for the queue before closing stdin.
+        } else if sup.is_flushing() && self.channel.outbound.is_drained() && sup.farewell.is_done()
+        {
+            // A shutdown waits for the queue (and its goodbye) before
+            // closing stdin.
             sup.handle_outbound(true, now);
             self.channel.wake(Wakes::DRIVER);
         }
@@ -463,11 +465,68 @@ impl<F: Framing> Session<F> {
     #[inline]
     pub fn handle_read(&mut self, data: &[u8], now: Instant) {
         self.channel.handle_read(data, now);
+        if self.awaits_goodbye_answer() {
+            self.look_for_goodbye_answer(now);
+        }
     }
 
     /// Bytes read from the peer, handed over without a copy.
     pub fn handle_read_bytes(&mut self, data: Bytes, now: Instant) {
         self.channel.handle_read_bytes(data, now);
+        if self.awaits_goodbye_answer() {
+            self.look_for_goodbye_answer(now);
+        }
+    }
+
+    #[inline]
+    fn awaits_goodbye_answer(&self) -> bool {
+        self.child
+            .as_ref()
+            .is_some_and(|sup| sup.farewell.is_awaiting())
+    }
+
+    /// Takes the answer the goodbye awaits out of the items received, if it
+    /// came (it is the goodbye's, not the caller's), and lets the goodbye go
+    /// on.
+    #[cold]
+    fn look_for_goodbye_answer(&mut self, now: Instant) {
+        let Some(sup) = &mut self.child else {
+            return;
+        };
+        let full = !self.channel.inbound.wants_read();
+        let farewell = &sup.farewell;
+        let answer = self.channel.inbound.take_first(|frame| match frame {
+            Frame::Message(message) => farewell.is_answer(message),
+            _ => false,
+        });
+        let Some(Frame::Message(answer)) = answer else {
+            return;
+        };
+        sup.farewell.handle_message(&answer);
+        if full {
+            self.made_room();
+        }
+        self.say_goodbye(now);
+    }
+
+    /// Queues the goodbye's messages that may go now, and tells the
+    /// lifecycle whether the way to closing stdin is clear (the queue
+    /// written and the goodbye done).
+    fn say_goodbye(&mut self, now: Instant) {
+        let Some(sup) = &mut self.child else {
+            return;
+        };
+        while let Some(message) = sup.farewell.poll_message(now) {
+            if !self.channel.outbound.queue_own(&message) {
+                sup.farewell.handle_stop();
+            }
+        }
+        let drained = self.channel.outbound.is_drained();
+        if !drained {
+            self.channel.outbound.arm_flush();
+        }
+        sup.handle_outbound(drained && sup.farewell.is_done(), now);
+        self.channel.wake(Wakes::DRIVER);
     }
 
     /// The peer's stream ended (or reading it failed).
@@ -491,8 +550,10 @@ impl<F: Framing> Session<F> {
 
     // ---- the child's end ----
 
-    /// Begins the graceful shutdown: flush what is queued, close stdin, wait
-    /// `stdin_grace`, SIGTERM, wait `term_grace`, SIGKILL. Sending fails
+    /// Begins the graceful shutdown: flush what is queued, say the goodbye
+    /// if one is configured ([`Config::goodbye`]: its messages, each answer
+    /// awaited), close stdin, wait out what is left of `stdin_grace`,
+    /// SIGTERM, wait `term_grace`, SIGKILL. Sending fails
     /// from now on. Asking again changes nothing. For a channel over a pipe
     /// pair: [`close`](Self::close).
     pub fn handle_shutdown(&mut self, now: Instant) {
@@ -501,13 +562,11 @@ impl<F: Framing> Session<F> {
             return;
         };
         self.channel.refuse_sending(Closed::Closing);
-        let drained = self.channel.outbound.is_drained();
-        if !drained {
-            self.channel.outbound.arm_flush();
+        sup.begin_goodbye();
+        self.say_goodbye(now);
+        if let Some(sup) = &mut self.child {
+            sup.handle_shutdown(now);
         }
-        sup.handle_outbound(drained, now);
-        sup.handle_shutdown(now);
-        self.channel.wake(Wakes::DRIVER);
     }
 
     /// Kills the child now (see [`Lifecycle::handle_kill`]): SIGKILL, then
@@ -617,7 +676,12 @@ impl<F: Framing> Session<F> {
                 // (the end then counts as after stdin was closed).
                 sup.handle_close_stdin(now);
             }
+            let in_goodbye = !sup.farewell.is_done();
             sup.handle_timeout(now);
+            if in_goodbye {
+                // An answer given up on lets the next messages go.
+                self.say_goodbye(now);
+            }
         }
     }
 
@@ -679,7 +743,10 @@ impl<F: Framing> Session<F> {
             return Output::Write(self.channel.queued_round());
         }
         if let Some(sup) = &mut self.child {
-            if !self.offered_read && sup.exited() && !sup.end_decided() {
+            // Stdout is read here after the exit (to its end), and while a
+            // goodbye awaits its answer (no receiver may be reading).
+            let read = (sup.exited() && !sup.end_decided()) || sup.farewell.is_awaiting();
+            if !self.offered_read && read {
                 self.offered_read = true;
                 if self.channel.poll_read_background() == ReadStep::Read {
                     return Output::Read;

@@ -6,7 +6,8 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::config::Config;
-use crate::ending::{Exit, Signal, Swept};
+use crate::ending::{EndedBy, Exit, Signal, Swept};
+use crate::goodbye::Farewell;
 use crate::inbound::Backlog;
 use crate::lifecycle::{Action, Lifecycle, Phase, SignalError};
 use crate::outbound::Closed;
@@ -44,6 +45,9 @@ pub(crate) struct Supervisor {
     pub(crate) last_stderr_at: Option<Instant>,
     /// Whether every handle's drop (without a shutdown) kills the child.
     pub(crate) kill_on_drop: bool,
+    /// What a shutdown says before closing stdin (nothing, without a
+    /// goodbye configured).
+    pub(crate) farewell: Farewell,
 }
 
 impl Supervisor {
@@ -60,6 +64,7 @@ impl Supervisor {
             spawned_at: now,
             last_stderr_at: None,
             kill_on_drop: true,
+            farewell: Farewell::new(config.goodbye.clone().unwrap_or_default()),
         }
     }
 
@@ -95,16 +100,19 @@ impl Supervisor {
     }
 
     pub(crate) fn handle_close_stdin(&mut self, now: Instant) {
+        self.farewell.handle_stop();
         self.lifecycle.handle_close_stdin(now);
         self.advance();
     }
 
     pub(crate) fn handle_stdin_closed(&mut self, now: Instant) {
+        self.farewell.handle_stop();
         self.lifecycle.handle_stdin_closed(now);
         self.advance();
     }
 
     pub(crate) fn handle_exit(&mut self, exit: Exit, now: Instant) {
+        self.farewell.handle_stop();
         self.lifecycle.handle_exit(exit, now);
         self.advance();
     }
@@ -120,6 +128,7 @@ impl Supervisor {
     }
 
     pub(crate) fn handle_driver_stopped(&mut self, now: Instant) {
+        self.farewell.handle_stop();
         self.lifecycle.handle_driver_stopped(now);
         self.advance();
     }
@@ -129,13 +138,24 @@ impl Supervisor {
     }
 
     pub(crate) fn handle_abandoned(&mut self, now: Instant) {
+        self.farewell.handle_stop();
         self.lifecycle.handle_abandoned(self.kill_on_drop, now);
         self.advance();
     }
 
     pub(crate) fn handle_timeout(&mut self, now: Instant) {
+        self.farewell.handle_timeout(now);
         self.lifecycle.handle_timeout(now);
         self.advance();
+    }
+
+    /// A shutdown was asked: its goodbye begins if the child may still
+    /// hear it (running, stdin open). Before [`handle_shutdown`](Self::handle_shutdown),
+    /// so that the goodbye is queued before stdin may close.
+    pub(crate) fn begin_goodbye(&mut self) {
+        if self.lifecycle.phase() == Phase::Running && !self.lifecycle.is_stdin_closed() {
+            self.farewell.handle_begin();
+        }
     }
 
     pub(crate) fn handle_shutdown(&mut self, now: Instant) {
@@ -144,6 +164,7 @@ impl Supervisor {
     }
 
     pub(crate) fn handle_kill(&mut self, now: Instant) {
+        self.farewell.handle_stop();
         self.lifecycle.handle_kill(now);
         self.advance();
     }
@@ -201,7 +222,10 @@ impl Supervisor {
     }
 
     pub(crate) fn poll_timeout(&self) -> Option<Instant> {
-        self.lifecycle.poll_timeout()
+        match (self.lifecycle.poll_timeout(), self.farewell.poll_timeout()) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     pub(crate) fn exited(&self) -> bool {
@@ -235,6 +259,14 @@ impl Supervisor {
 
     fn advance(&mut self) {
         if let Some(mut report) = self.lifecycle.poll_end() {
+            // A child that ends before any signal, once its goodbye was
+            // said, ended by the goodbye (its stdin may have closed right
+            // after the last message).
+            if self.farewell.has_said()
+                && matches!(report.ended_by, EndedBy::OnItsOwn | EndedBy::StdinClose)
+            {
+                report.ended_by = EndedBy::Goodbye;
+            }
             report.stderr_tail = self.stderr.tail();
             self.ended = Some(report);
         }

@@ -13,8 +13,8 @@ macro_rules! shared_names {
             use childwire::$module::{
                 Bytes, ChannelConfig, Closed, Command, Config, ConfigError, Containment,
                 ContentLength, Counters, EncodeErrorKind, EndedBy, EnvPolicy, Exit, ExitHandle,
-                ExitReport, ExitSlot, Framing, Lines, Malformed, MalformedReason, Message,
-                NoRuntime, Oversized, PipeRead, PipeWrite, Received, Receiver,
+                ExitReport, ExitSlot, Framing, Goodbye, Lines, Malformed, MalformedReason, Message,
+                NoRuntime, Oversized, PipeRead, PipeWrite, Received, Receiver, Reply,
                 STDERR_LINES_PENDING, SendError, SendErrorKind, Sender, ShutdownError, SpawnError,
                 StderrCallback, StderrLines, StderrMode, StderrTailConfig, Tap, TapEvent,
                 Transport, from_stream, from_stream_with, stdio,

@@ -44,6 +44,7 @@
 //! | `slow-reader`                | echo one line per 10 ms |
 //! | `garbage BYTES SEED`         | BYTES pseudo-random bytes (dense in `\n`, `\r`, invalid UTF-8), `\n{"after":"garbage"}`, echo |
 //! | `banner`                     | `Starting server on stdio...` and `Listening for JSON-RPC on stdin`, then echo (stdout pollution) |
+//! | `polite lsp\|dap`             | echo, but answer LSP's `shutdown` (then exit 0 on `exit`, 1 on `exit` without `shutdown`) or DAP's `disconnect` (then exit 0); exit 3 at stdin EOF |
 //! | `lsp`                        | three Content-Length frames `{"jsonrpc":"2.0","method":"n","params":I}` (an LSP server), then echo |
 //! | `content-length-lie KIND`    | Content-Length framing: one lie (`short`: a header claiming fewer bytes than its body; `over-long`: a 9000-byte header block; `lf-only`: every other frame's header lines end with `\n`), then 20 good frames `{"jsonrpc":"2.0","method":"n","params":I}`, exit 0 |
 //!
@@ -57,6 +58,7 @@
 
 mod content_length;
 mod echo;
+mod polite;
 mod unix;
 
 use std::ffi::OsString;
@@ -131,6 +133,14 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
         "banner" => {
             say(b"Starting server on stdio...\nListening for JSON-RPC on stdin\n")?;
             echo(ECHO)?;
+        }
+        "polite" => {
+            let protocol = match rest.first().and_then(|arg| arg.to_str()) {
+                Some("lsp") => polite::Protocol::Lsp,
+                Some("dap") => polite::Protocol::Dap,
+                _ => return Err(Failure::Usage("polite needs `lsp` or `dap`".into())),
+            };
+            return Ok(polite::polite(protocol)?);
         }
         "lsp" => {
             content_length::good_frames(3)?;
