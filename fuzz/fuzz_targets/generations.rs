@@ -28,6 +28,8 @@ use libfuzzer_sys::fuzz_target;
 #[derive(Debug, Arbitrary)]
 struct Input {
     fail_while_down: bool,
+    /// The idle stop, in ms (0: off).
+    idle_ms: u8,
     max_tracked: u8,
     budget: u8,
     ops: Vec<Op>,
@@ -83,6 +85,11 @@ struct Model {
     /// The generation that runs, as the model knows it (spawned, initialized).
     running: Option<u32>,
     starting: Option<u32>,
+    /// A generation being stopped because it was idle.
+    stopping: Option<u32>,
+    /// Since an idle stop, until the next generation is initialized: sends
+    /// wait whatever `WhileDown` says.
+    resting: bool,
 }
 
 impl Model {
@@ -115,7 +122,10 @@ impl Model {
                     self.running.is_none(),
                     "told to wait while a generation runs"
                 );
-                assert!(!self.fail_while_down, "told to wait with WhileDown::Fail");
+                assert!(
+                    !self.fail_while_down || self.resting,
+                    "told to wait with WhileDown::Fail"
+                );
                 self.waiting.push(id);
             }
             SendStep::Refuse(closed, _) => {
@@ -208,12 +218,14 @@ impl Model {
                     .delivered
                     .remove(theirs[usize::from(*n) % theirs.len()]);
                 let answer = format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#);
-                self.gens
-                    .handle_received(&Received::Message(Message::new(answer.into_bytes())));
+                self.gens.handle_received(
+                    &Received::Message(Message::new(answer.into_bytes())),
+                    self.now,
+                );
                 self.answered(id, "the child");
             }
             Op::Dies(on_its_own) => {
-                let Some(generation) = self.running.or(self.starting) else {
+                let Some(generation) = self.running.or(self.starting).or(self.stopping) else {
                     return;
                 };
                 let mut report =
@@ -222,13 +234,17 @@ impl Model {
                     report.exit = Exit::Code(0);
                 }
                 self.gens.handle_ended(report, self.now);
+                if self.stopping.take().is_none() {
+                    // A crash (or a failed initialization): not resting.
+                    self.resting = false;
+                }
                 self.running = None;
                 self.starting = None;
                 // What it got and did not answer is the tracker's now.
                 self.delivered.retain(|&(_, g)| g != generation);
             }
             Op::Spawn(fails) => {
-                if self.running.is_some() || self.starting.is_some() {
+                if self.running.is_some() || self.starting.is_some() || self.stopping.is_some() {
                     return;
                 }
                 let Some(at) = self.gens.poll_timeout() else {
@@ -252,6 +268,7 @@ impl Model {
                 if *through && !self.gens.is_stopped() {
                     self.gens.handle_initialized(self.now);
                     self.running = Some(generation);
+                    self.resting = false;
                     assert_eq!(self.gens.running(), Some(generation));
                 } else {
                     self.gens.handle_init_failed();
@@ -259,7 +276,35 @@ impl Model {
                     self.apply(&Op::Dies(false));
                 }
             }
-            Op::Advance(ms) => self.now += Duration::from_millis(u64::from(*ms)),
+            Op::Advance(ms) => {
+                self.now += Duration::from_millis(u64::from(*ms));
+                self.gens.handle_timeout(self.now);
+                if let Some(generation) = self.gens.poll_idle_stop() {
+                    assert_eq!(
+                        Some(generation),
+                        self.running,
+                        "an idle stop of another generation"
+                    );
+                    // Idle means no request waits for its answer there.
+                    assert!(
+                        !self
+                            .delivered
+                            .iter()
+                            .any(|&(id, g)| g == generation && !self.untracked.contains(&id)),
+                        "stopped idle with a request unanswered"
+                    );
+                    assert!(
+                        !self
+                            .in_flight
+                            .iter()
+                            .any(|f| f.generation == generation && f.ticket.is_some()),
+                        "stopped idle with a request being sent"
+                    );
+                    self.running = None;
+                    self.stopping = Some(generation);
+                    self.resting = true;
+                }
+            }
             Op::Stop => self.gens.handle_stop(),
         }
         self.events();
@@ -305,6 +350,7 @@ fuzz_target!(|input: Input| {
     config.max_tracked = 1 + usize::from(input.max_tracked % 16);
     config.restart.budget = u32::from(input.budget % 8);
     config.restart.jitter = 0.0;
+    config.idle_stop = (input.idle_ms > 0).then(|| Duration::from_millis(u64::from(input.idle_ms)));
     config.while_down = if input.fail_while_down {
         WhileDown::Fail
     } else {
@@ -325,6 +371,8 @@ fuzz_target!(|input: Input| {
         untracked: HashSet::new(),
         running: Some(1),
         starting: None,
+        stopping: None,
+        resting: false,
     };
     for op in &input.ops {
         model.apply(op);

@@ -724,3 +724,64 @@ fn c37_an_answer_whose_id_is_spelled_otherwise_still_answers_its_request() {
         assert!(report.unanswered_ids.is_empty(), "answered: {report}");
     });
 }
+
+/// An idle child is stopped the graceful way after the configured time; a later send starts a
+/// new generation, runs its initialization, and then goes, and its answer comes.
+#[test]
+fn an_idle_server_is_stopped_and_the_next_send_restarts_it_and_gets_its_answer() {
+    run(async {
+        let reinits = Arc::new(AtomicU32::new(0));
+        let counted = Arc::clone(&reinits);
+        let mut supervision = supervision(3);
+        supervision.idle_stop = Some(Duration::from_millis(300));
+        let mut s = Supervised::spawn(&misbehave(&["echo"]), config(), supervision, move |t| {
+            let counted = Arc::clone(&counted);
+            Box::pin(async move {
+                t.send(INIT).await?;
+                match t.recv().await {
+                    Some(Received::Message(m)) if m.bytes() == INIT.as_bytes() => {}
+                    other => return Err(format!("no answer to init: {other:?}").into()),
+                }
+                counted.fetch_add(1, Ordering::SeqCst);
+                Ok(())
+            })
+        })
+        .expect("spawn");
+        started(&mut s).await;
+        roundtrip_supervised(&mut s, r#"{"before":"idle"}"#).await;
+        let first = s.id().expect("a pid");
+
+        // Nothing more to do: the next event is the idle generation's end.
+        let report = exited(&mut s).await;
+        assert!(report.stopped_when_idle, "{report}");
+        assert!(
+            report.shutdown_requested && !report.unexpected(),
+            "{report}"
+        );
+        assert_eq!(
+            report.exit,
+            Exit::Code(0),
+            "echo exits at its stdin's EOF: {report}"
+        );
+        assert!(report.to_string().contains("stopped when idle"), "{report}");
+        assert_eq!(s.id(), None, "no child while idle");
+        assert_reaped(first).await;
+
+        // A send from another task wakes it; `recv` starts and initializes generation 2.
+        let sender = s.sender();
+        let send = rt::spawn(async move { sender.send(r#"{"after":"idle"}"#).await.is_ok() });
+        restarted(&mut s, 2).await;
+        assert_eq!(reinits.load(Ordering::SeqCst), 2, "initialized again first");
+        assert_eq!(text_of(&mut s).await, r#"{"after":"idle"}"#);
+        assert!(
+            within(STEP, "the waking send", send).await,
+            "the send went through"
+        );
+        let second = s.id().expect("the new generation's pid");
+        assert_ne!(first, second);
+        within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
+        assert_reaped(second).await;
+    });
+}

@@ -309,7 +309,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     }
 
     /// Begins the child's graceful shutdown; `false` without a child.
-    fn begin_shutdown(&self) -> bool {
+    pub(crate) fn begin_shutdown(&self) -> bool {
         let mut state = self.shared.lock();
         if !state.session.has_child() {
             return false;

@@ -224,19 +224,23 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
                         return Some(event);
                     }
                 }
-                Phase::Running(rx) => match rx.recv().await {
-                    Some(Received::Exited(report)) => {
+                Phase::Running(rx) => match next_or_idle(rx, &self.shared, &self.rt).await {
+                    Next::Idle => self.stop_idle(),
+                    Next::Item(Some(Received::Exited(report))) => {
                         self.reinit_end = None;
                         self.ended(*report);
                     }
-                    Some(item) => {
-                        self.shared.lock().core.handle_received(&item);
+                    Next::Item(Some(item)) => {
+                        self.shared
+                            .lock()
+                            .core
+                            .handle_received(&item, self.rt.now());
                         return Some(SupervisedEvent::Received(item));
                     }
                     // A child's stream ends with its report, unless a failed
                     // initialization received it; without one the driver is
                     // gone: nothing more will come.
-                    None => match self.reinit_end.take() {
+                    Next::Item(None) => match self.reinit_end.take() {
                         Some(report) => self.ended(report),
                         None => self.finish(),
                     },
@@ -265,6 +269,16 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
             Phase::Down
         };
         state.wake_all();
+    }
+
+    /// The core found the running generation idle: it is shut down the
+    /// graceful way (its end, read as usual, is not restarted until a send
+    /// asks for it); new sends wait for the next one.
+    fn stop_idle(&mut self) {
+        let sender = self.shared.lock().sender.take();
+        if let Some(sender) = sender {
+            sender.begin_shutdown();
+        }
     }
 
     /// Nothing more will come: senders stop waiting.
@@ -382,6 +396,49 @@ impl<R: Runtime, F: Framing> fmt::Debug for Supervised<R, F> {
             .field("generation", &self.generation())
             .finish_non_exhaustive()
     }
+}
+
+/// What the running generation's receive loop met first.
+enum Next {
+    /// An item (or the stream's end).
+    Item(Option<Received>),
+    /// The core decided to stop the generation, idle.
+    Idle,
+}
+
+/// The running generation's next item, or the core's idle stop if its
+/// deadline comes first (checked again whenever the timer fires: traffic
+/// meanwhile moves it).
+async fn next_or_idle<R: Runtime, F: Framing>(
+    rx: &mut Receiver<R, F>,
+    shared: &Shared<R, F>,
+    rt: &R,
+) -> Next {
+    let mut timer: Option<std::pin::Pin<Box<dyn crate::runtime::Timer>>> = None;
+    poll_fn(|cx| {
+        if let Poll::Ready(item) = rx.poll_recv(cx) {
+            return Poll::Ready(Next::Item(item));
+        }
+        loop {
+            let at = {
+                let mut state = shared.lock();
+                state.core.handle_timeout(rt.now());
+                if state.core.poll_idle_stop().is_some() {
+                    return Poll::Ready(Next::Idle);
+                }
+                state.core.poll_timeout()
+            };
+            let Some(at) = at else {
+                return Poll::Pending;
+            };
+            let timer = timer.get_or_insert_with(|| rt.timer(at));
+            timer.as_mut().reset(at);
+            if timer.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
+            }
+        }
+    })
+    .await
 }
 
 /// The core's event, as `recv` hands it out.

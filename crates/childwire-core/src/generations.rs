@@ -50,6 +50,12 @@ pub struct GenerationsConfig {
     /// How long a send waits for the next generation (`None`: as long as
     /// it takes).
     pub wait_limit: Option<Duration>,
+    /// Stop the running generation once nothing went either way for this
+    /// long and no request waits for its answer; the next send starts a new
+    /// one (its initialization first). `None` (the default): never. A
+    /// request being answered keeps the child running, so it needs
+    /// `track_requests` (the owner turns it on with this).
+    pub idle_stop: Option<Duration>,
 }
 
 impl Default for GenerationsConfig {
@@ -61,6 +67,7 @@ impl Default for GenerationsConfig {
             max_tracked: DEFAULT_MAX_TRACKED,
             while_down: WhileDown::Wait,
             wait_limit: None,
+            idle_stop: None,
         }
     }
 }
@@ -154,6 +161,10 @@ enum Phase {
     Running(u32),
     /// The child is down; the next spawn is due at this instant.
     Down(Instant),
+    /// The running generation is being stopped, idle. Sends wait.
+    Stopping(u32),
+    /// Stopped when idle: the next send starts a generation.
+    Idle,
     /// No generation will come.
     Over,
 }
@@ -228,6 +239,19 @@ pub struct Generations {
     init_failed: bool,
     /// Requests sent untracked since the last report.
     untracked: u64,
+    idle_stop: Option<Duration>,
+    /// The last traffic either way (or the end of an initialization): the
+    /// idle time counts from here.
+    last_active: Instant,
+    /// An idle stop was decided and not yet handed out
+    /// ([`poll_idle_stop`](Self::poll_idle_stop)).
+    stop_idle: Option<u32>,
+    /// A send waits while the idle generation is being stopped: the next
+    /// one starts as soon as it ended.
+    wanted: bool,
+    /// The spawn awaited was asked by a send after an idle stop, not by a
+    /// crash: sends wait for it whatever `while_down` says.
+    waking: bool,
     events: VecDeque<GenerationEvent>,
     /// The newest generations' reports, as many as the policy's history.
     reports: VecDeque<ExitReport>,
@@ -238,11 +262,9 @@ impl Generations {
     /// spawned.
     #[must_use]
     pub fn new(config: GenerationsConfig, now: Instant) -> Self {
-        let _ = now;
         Self {
             policy: RestartPolicy::new(config.restart, config.seed),
-            pending: config
-                .track_requests
+            pending: (config.track_requests || config.idle_stop.is_some())
                 .then(|| PendingRequests::new(config.max_tracked)),
             while_down: config.while_down,
             wait_limit: config.wait_limit,
@@ -250,6 +272,11 @@ impl Generations {
             stopped: false,
             init_failed: false,
             untracked: 0,
+            idle_stop: config.idle_stop,
+            last_active: now,
+            stop_idle: None,
+            wanted: false,
+            waking: false,
             events: VecDeque::new(),
             reports: VecDeque::new(),
         }
@@ -278,9 +305,11 @@ impl Generations {
     }
 
     /// The running generation's initialization went through: sends go to it.
-    pub fn handle_initialized(&mut self, _now: Instant) {
+    pub fn handle_initialized(&mut self, now: Instant) {
         if let Phase::Starting(generation) = self.phase {
             self.phase = Phase::Running(generation);
+            self.last_active = now;
+            self.waking = false;
         }
     }
 
@@ -298,8 +327,11 @@ impl Generations {
     pub fn handle_ended(&mut self, mut report: ExitReport, now: Instant) {
         let generation = match self.phase {
             Phase::Starting(generation) | Phase::Running(generation) => generation,
-            Phase::Down(_) | Phase::Over => return,
+            Phase::Stopping(generation) => return self.ended_idle(generation, report, now),
+            Phase::Down(_) | Phase::Idle | Phase::Over => return,
         };
+        // A generation woken from idle that dies is a crash like any other.
+        self.waking = false;
         let unexpected = self.init_failed || report.unexpected();
         let verdict = if self.stopped {
             self.policy.handle_stop();
@@ -329,6 +361,44 @@ impl Generations {
             self.events.push_back(GenerationEvent::Unanswered(request));
         }
         self.after(verdict);
+    }
+
+    /// The generation stopped when idle ended: no verdict (the policy only
+    /// judges ends it did not choose); idle, or started again at once if a
+    /// send waits.
+    fn ended_idle(&mut self, generation: u32, mut report: ExitReport, now: Instant) {
+        report.stopped_when_idle = true;
+        report.untracked_requests = std::mem::take(&mut self.untracked);
+        // Nothing waited for an answer when it was stopped; anything sent
+        // since went to the next generation.
+        let unanswered = self.pending.as_mut().map(|pending| {
+            pending.fail_tag(
+                generation,
+                &EndCause {
+                    exit: Some(report.exit),
+                    stderr: None,
+                    restarting: !self.stopped,
+                },
+            )
+        });
+        if let Some(unanswered) = &unanswered {
+            report.unanswered_ids = unanswered.ids().cloned().collect();
+        }
+        self.keep(report.clone());
+        self.events
+            .push_back(GenerationEvent::Exited(Box::new(report)));
+        for request in unanswered.into_iter().flat_map(|u| u.requests) {
+            self.events.push_back(GenerationEvent::Unanswered(request));
+        }
+        self.phase = if self.stopped {
+            self.policy.handle_stop();
+            Phase::Over
+        } else if std::mem::take(&mut self.wanted) {
+            self.waking = true;
+            Phase::Down(now)
+        } else {
+            Phase::Idle
+        };
     }
 
     fn after(&mut self, verdict: RestartVerdict) {
@@ -366,7 +436,7 @@ impl Generations {
     /// sends fail from now on.
     pub fn handle_stop(&mut self) {
         self.stopped = true;
-        if let Phase::Down(_) = self.phase {
+        if let Phase::Down(_) | Phase::Idle = self.phase {
             self.policy.handle_stop();
             self.phase = Phase::Over;
         }
@@ -393,10 +463,28 @@ impl Generations {
                     Some((_, ticket)) => ticket,
                     None => None,
                 };
+                self.last_active = now;
                 SendStep::Send { generation, ticket }
             }
             Phase::Over => SendStep::Refuse(Closed::Exited, last()),
-            Phase::Starting(_) | Phase::Down(_) if self.while_down == WhileDown::Wait => {
+            // Stopped when idle: a send starts the next generation (now, or
+            // once the stop is over) and waits for it, whatever `while_down`
+            // says (the child is not down, only resting).
+            Phase::Idle | Phase::Stopping(_) => {
+                if self.phase == Phase::Idle {
+                    self.phase = Phase::Down(now);
+                    self.waking = true;
+                } else {
+                    self.wanted = true;
+                }
+                SendStep::Wait {
+                    after: self.policy.generations(),
+                    until: self.wait_limit.and_then(|limit| now.checked_add(limit)),
+                }
+            }
+            Phase::Starting(_) | Phase::Down(_)
+                if self.while_down == WhileDown::Wait || self.waking =>
+            {
                 let after = match self.phase {
                     Phase::Starting(generation) => generation.saturating_sub(1),
                     _ => self.policy.generations(),
@@ -420,16 +508,19 @@ impl Generations {
         match (result, outcome) {
             (Ok(()), _) | (Err(_), Some(SendOutcome::AlreadyAnswered)) => AfterSend::Done,
             (Err(_), _) if self.stopped || self.phase == Phase::Over => AfterSend::Fail,
-            (Err(_), _) if self.while_down == WhileDown::Wait => AfterSend::Retry,
+            (Err(_), _) if self.while_down == WhileDown::Wait || self.resting() => AfterSend::Retry,
             (Err(_), _) => AfterSend::Fail,
         }
     }
 
     // ---- receiving ----
 
-    /// An item the running generation delivered: a response clears its
-    /// request.
-    pub fn handle_received(&mut self, item: &Received) {
+    /// An item the running generation delivered at `now`: a response
+    /// clears its request; any message keeps the child from idling.
+    pub fn handle_received(&mut self, item: &Received, now: Instant) {
+        if matches!(item, Received::Message(_)) {
+            self.last_active = now;
+        }
         let Some(pending) = &mut self.pending else {
             return;
         };
@@ -453,13 +544,53 @@ impl Generations {
         self.events.pop_front()
     }
 
-    /// When the next spawn is due, while the child is down.
+    /// Time passed: a running generation idle for
+    /// [`idle_stop`](GenerationsConfig::idle_stop) (no traffic, no request
+    /// waiting for its answer) is to be stopped
+    /// ([`poll_idle_stop`](Self::poll_idle_stop)); sends wait from now on.
+    /// Early, late and repeated calls are fine.
+    pub fn handle_timeout(&mut self, now: Instant) {
+        if let Phase::Running(generation) = self.phase {
+            if !self.stopped && self.idle_deadline().is_some_and(|at| now >= at) {
+                self.phase = Phase::Stopping(generation);
+                self.stop_idle = Some(generation);
+            }
+        }
+    }
+
+    /// The generation to stop now because it is idle, once: shut it down
+    /// gracefully and hand its report to [`handle_ended`](Self::handle_ended)
+    /// as usual; it is not restarted until a send asks for it.
+    pub fn poll_idle_stop(&mut self) -> Option<u32> {
+        self.stop_idle.take()
+    }
+
+    /// When to call [`handle_timeout`](Self::handle_timeout) or spawn next:
+    /// the next spawn while the child is down, the idle deadline while it
+    /// runs with nothing in flight.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Instant> {
         match self.phase {
             Phase::Down(at) => Some(at),
+            Phase::Running(_) if !self.stopped => self.idle_deadline(),
             _ => None,
         }
+    }
+
+    /// Whether the child rests after an idle stop (or wakes from it), as
+    /// opposed to being down after a crash.
+    fn resting(&self) -> bool {
+        matches!(self.phase, Phase::Stopping(_) | Phase::Idle) || self.waking
+    }
+
+    /// When the running generation counts as idle, unless something moves
+    /// first: never while a request waits for its answer.
+    fn idle_deadline(&self) -> Option<Instant> {
+        let idle = self.idle_stop?;
+        if self.pending.as_ref().is_some_and(|p| !p.is_empty()) {
+            return None;
+        }
+        self.last_active.checked_add(idle)
     }
 
     /// Whether the next generation is to be spawned now.

@@ -144,6 +144,9 @@ pub struct ExitReport {
     /// none of them is in [`unanswered_ids`](Self::unanswered_ids) even if it
     /// was never answered. Zero without tracking.
     pub untracked_requests: u64,
+    /// A supervised child stopped because it was idle (see
+    /// `GenerationsConfig::idle_stop`); the next send starts it again.
+    pub stopped_when_idle: bool,
 }
 
 impl ExitReport {
@@ -167,6 +170,7 @@ impl ExitReport {
             stdout_held_back: false,
             unanswered_ids: Vec::new(),
             untracked_requests: 0,
+            stopped_when_idle: false,
         }
     }
 
@@ -262,6 +266,9 @@ impl fmt::Display for ExitReport {
         }
         if self.stderr_callback_panicked {
             f.write_str("; the stderr callback panicked")?;
+        }
+        if self.stopped_when_idle {
+            f.write_str("; stopped when idle")?;
         }
         if self.success() {
             return Ok(());

@@ -1,5 +1,7 @@
 //! How a [`Supervised`](super::Supervised) child is supervised.
 
+use std::time::Duration;
+
 use childwire_core::pending::DEFAULT_MAX_TRACKED;
 use childwire_core::{GenerationsConfig, RestartConfig, WhileDown};
 
@@ -41,6 +43,22 @@ pub struct Supervision {
     pub max_tracked: usize,
     /// What a send does while the child is down.
     pub while_down: WhileDown,
+    /// Stop the child once nothing went either way for this long and no
+    /// request waits for its answer (its shutdown, with the goodbye if one
+    /// is configured); the next send starts it again, runs the
+    /// initialization, then goes. Its report says "stopped when idle".
+    /// `None` (the default): never. Requests are tracked with it on (as
+    /// [`track_requests`](Self::track_requests)), so that one being answered
+    /// keeps the child running.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use childwire_async::Supervision;
+    ///
+    /// let mut supervision = Supervision::default();
+    /// supervision.idle_stop = Some(Duration::from_secs(600)); // ten idle minutes
+    /// ```
+    pub idle_stop: Option<Duration>,
 }
 
 impl Default for Supervision {
@@ -51,6 +69,7 @@ impl Default for Supervision {
             track_requests: false,
             max_tracked: DEFAULT_MAX_TRACKED,
             while_down: WhileDown::Wait,
+            idle_stop: None,
         }
     }
 }
@@ -58,7 +77,7 @@ impl Default for Supervision {
 impl Supervision {
     /// The core machine's settings; a send waits for the next generation at
     /// most `wait_limit`.
-    pub(super) fn generations(&self, wait_limit: Option<std::time::Duration>) -> GenerationsConfig {
+    pub(super) fn generations(&self, wait_limit: Option<Duration>) -> GenerationsConfig {
         let mut config = GenerationsConfig::default();
         config.restart = self.restart.clone();
         config.seed = self.seed;
@@ -66,6 +85,7 @@ impl Supervision {
         config.max_tracked = self.max_tracked;
         config.while_down = self.while_down;
         config.wait_limit = wait_limit;
+        config.idle_stop = self.idle_stop;
         config
     }
 }

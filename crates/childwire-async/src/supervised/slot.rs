@@ -143,7 +143,12 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
         loop {
             let (step, sender) = {
                 let mut state = self.shared.lock();
-                let step = state.core.handle_send(payload.as_ref(), self.rt.now());
+                let now = self.rt.now();
+                let step = state.core.handle_send(payload.as_ref(), now);
+                if matches!(step, SendStep::Wait { .. }) && state.core.restart_due(now) {
+                    // A send woke an idle child: `recv` starts it.
+                    state.wake_all();
+                }
                 (step, state.sender.clone())
             };
             match step {
