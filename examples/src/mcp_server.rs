@@ -41,7 +41,10 @@ use jsonrpc::{Incoming, failure, failure_with_data, success};
 use tools::Tool;
 
 mod jsonrpc;
+mod program;
 mod tools;
+
+pub use program::main_with;
 
 /// The name the server gives in `serverInfo`.
 pub const SERVER_NAME: &str = "childwire-example-server";

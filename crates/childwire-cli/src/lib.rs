@@ -39,3 +39,4 @@ pub mod protocol;
 pub mod relay;
 pub mod replay;
 pub mod rt;
+pub mod signals;

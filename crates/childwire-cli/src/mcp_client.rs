@@ -15,7 +15,7 @@ pub mod options;
 mod run;
 pub mod session;
 
-pub use options::{ClientOptions, Parsed, USAGE, parse};
+pub use options::{BundledServer, ClientOptions, Parsed, USAGE, parse};
 
 /// The `mcp_client` program.
 #[derive(Debug)]

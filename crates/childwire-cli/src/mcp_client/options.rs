@@ -33,8 +33,9 @@ Runs an MCP server over stdio, performs the handshake, lists its tools,
 optionally calls one, shuts it down the way the MCP spec asks, and prints
 what it saw and how the server ended.
 
-Without CMD it runs the bundled example server (building it on first use)
-and calls its `add` tool. With CMD it runs that server: options end where
+Without CMD it runs the bundled example server (in the examples, this
+very program started again as `mcp_client serve-bundled`) and calls its
+`add` tool. With CMD it runs that server: options end where
 CMD begins, and every argument from CMD on goes to the server unchanged.
 
 Options:
@@ -112,6 +113,33 @@ pub struct ClientOptions {
     /// Restart the server when it ends on its own, re-initialize it, and
     /// watch it until stdin ends or a signal comes.
     pub restart: bool,
+    /// How to run the bundled example server when no server is given;
+    /// `None`: build `cargo run --example example_server`'s binary and run
+    /// that.
+    pub bundled: Option<BundledServer>,
+}
+
+/// How a program that carries the bundled example server in itself runs it
+/// (`mcp_client serve-bundled`): one build gives the client and its server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundledServer {
+    /// The program.
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+}
+
+impl BundledServer {
+    /// `program` with `args`.
+    pub fn new(
+        program: impl Into<OsString>,
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+    ) -> Self {
+        Self {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+        }
+    }
 }
 
 /// The outcome of parsing the command line; `Help` prints [`USAGE`].
@@ -135,6 +163,7 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
         discover_timeout: DEFAULT_DISCOVER_TIMEOUT,
         discover_sibling: false,
         restart: false,
+        bundled: None,
     };
     while let Some(option) = args.next_option()? {
         match option.as_str() {

@@ -49,9 +49,10 @@ enum Outcome {
 pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     let name = options.name;
     let bundled = options.server.is_none();
-    let (program, args) = match &options.server {
-        Some(server) => (server.program.clone(), server.args.clone()),
-        None => match locate::bundled_server(|| {
+    let (program, args) = match (&options.server, &options.bundled) {
+        (Some(server), _) => (server.program.clone(), server.args.clone()),
+        (None, Some(bundled)) => (bundled.program.clone(), bundled.args.clone()),
+        (None, None) => match locate::bundled_server(|| {
             note!("{name}: building the bundled example server (first run only)...");
         }) {
             Ok(path) => (path.into_os_string(), Vec::new()),
