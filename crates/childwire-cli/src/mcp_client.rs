@@ -10,6 +10,7 @@ use std::future::Future;
 use crate::rt::{ExampleRuntime, Program};
 
 pub mod describe;
+mod findings;
 pub mod locate;
 pub mod options;
 mod run;

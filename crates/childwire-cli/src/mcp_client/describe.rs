@@ -123,6 +123,143 @@ pub fn tools(tools: &[Value]) -> Vec<String> {
         .collect()
 }
 
+/// The resource list, one aligned line per resource: URI, then its name
+/// (or title), MIME type and the first line of its description.
+pub fn resources(resources: &[Value]) -> Vec<String> {
+    let text = |item: &Value, name| item.get(name).and_then(Value::as_str).map(str::to_owned);
+    let uris: Vec<String> = resources
+        .iter()
+        .map(|item| text(item, "uri").unwrap_or_else(|| "?".to_owned()))
+        .collect();
+    let width = uris
+        .iter()
+        .map(|uri| uri.chars().count())
+        .max()
+        .unwrap_or(0);
+    resources
+        .iter()
+        .zip(&uris)
+        .map(|(item, uri)| {
+            let mut about = text(item, "title")
+                .or_else(|| text(item, "name"))
+                .unwrap_or_default();
+            if let Some(mime) = text(item, "mimeType") {
+                about = format!("{about} ({mime})");
+            }
+            if let Some(description) = text(item, "description") {
+                let first = description.lines().next().unwrap_or("").to_owned();
+                about = format!("{about}: {first}");
+            }
+            format!("{uri:width$}  {}", clip(about.trim()))
+                .trim_end()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// The prompt list, one aligned line per prompt: `greet(name, style?)`,
+/// optional arguments marked `?`, then the first line of its description.
+pub fn prompts(prompts: &[Value]) -> Vec<String> {
+    let signatures: Vec<String> = prompts
+        .iter()
+        .map(|prompt| {
+            let name = prompt.get("name").and_then(Value::as_str).unwrap_or("?");
+            let arguments: Vec<String> = prompt
+                .get("arguments")
+                .and_then(Value::as_array)
+                .map(|arguments| {
+                    arguments
+                        .iter()
+                        .map(|argument| {
+                            let name = argument.get("name").and_then(Value::as_str).unwrap_or("?");
+                            let required =
+                                argument.get("required").and_then(Value::as_bool) == Some(true);
+                            format!("{name}{}", if required { "" } else { "?" })
+                        })
+                        .collect()
+                })
+                .unwrap_or_default();
+            format!("{name}({})", arguments.join(", "))
+        })
+        .collect();
+    let width = signatures
+        .iter()
+        .map(|s| s.chars().count())
+        .max()
+        .unwrap_or(0);
+    prompts
+        .iter()
+        .zip(&signatures)
+        .map(|(prompt, signature)| {
+            let description = prompt
+                .get("description")
+                .and_then(Value::as_str)
+                .and_then(|d| d.lines().next())
+                .unwrap_or("");
+            format!("{signature:width$}  {}", clip(description))
+                .trim_end()
+                .to_owned()
+        })
+        .collect()
+}
+
+/// A `resources/read` result: one line per content, its text or what kind
+/// of blob it is.
+pub fn read_result(result: &Value) -> Vec<String> {
+    let lines: Vec<String> = result
+        .get("contents")
+        .and_then(Value::as_array)
+        .map(|contents| {
+            contents
+                .iter()
+                .map(|content| {
+                    let mime = content
+                        .get("mimeType")
+                        .and_then(Value::as_str)
+                        .unwrap_or("no MIME type");
+                    match (content.get("text"), content.get("blob")) {
+                        (Some(Value::String(text)), _) => clip(text),
+                        (_, Some(Value::String(blob))) => {
+                            format!("[blob {mime}, {} base64 characters]", blob.len())
+                        }
+                        _ => clip(&content.to_string()),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if lines.is_empty() {
+        vec!["(no contents)".to_owned()]
+    } else {
+        lines
+    }
+}
+
+/// A `prompts/get` result: one line per message, `role: text`.
+pub fn prompt_result(result: &Value) -> Vec<String> {
+    let lines: Vec<String> = result
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|messages| {
+            messages
+                .iter()
+                .map(|message| {
+                    let role = message.get("role").and_then(Value::as_str).unwrap_or("?");
+                    let content = message
+                        .get("content")
+                        .map_or_else(String::new, content_item);
+                    format!("{role}: {content}")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if lines.is_empty() {
+        vec!["(no messages)".to_owned()]
+    } else {
+        lines
+    }
+}
+
 /// A `tools/call` result: one line per content item (and the structured
 /// content, if any), and whether the tool reported an error.
 pub fn call_result(result: &Value) -> (Vec<String>, bool) {
@@ -190,6 +327,42 @@ mod tests {
         let (lines, is_error) = call_result(&json!({"content": [], "isError": true}));
         assert_eq!(lines, ["(no content)"]);
         assert!(is_error);
+    }
+
+    #[test]
+    fn resources_and_prompts_are_listed_one_aligned_line_each() {
+        let resources = resources(&[
+            json!({"uri":"example://readme","name":"readme","mimeType":"text/plain",
+                   "description":"About.\nMore."}),
+            json!({"uri":"file:///x","name":"x"}),
+        ]);
+        assert_eq!(
+            resources,
+            [
+                "example://readme  readme (text/plain): About.",
+                "file:///x         x"
+            ]
+        );
+        let prompts = prompts(&[
+            json!({"name":"greet","description":"Says hi.","arguments":[
+                {"name":"name","required":true},{"name":"style"}]}),
+            json!({"name":"bare"}),
+        ]);
+        assert_eq!(prompts, ["greet(name, style?)  Says hi.", "bare()"]);
+    }
+
+    #[test]
+    fn read_and_prompt_results_show_each_content_and_message() {
+        let read = read_result(&json!({"contents":[
+            {"uri":"a","text":"hello"},
+            {"uri":"b","mimeType":"image/png","blob":"AAAA"}
+        ]}));
+        assert_eq!(read, ["hello", "[blob image/png, 4 base64 characters]"]);
+        assert_eq!(read_result(&json!({})), ["(no contents)"]);
+        let prompt = prompt_result(&json!({"messages":[
+            {"role":"user","content":{"type":"text","text":"Greet Ada."}}
+        ]}));
+        assert_eq!(prompt, ["user: Greet Ada."]);
     }
 
     #[test]
