@@ -138,7 +138,7 @@ fn probe_usage() -> String {
         "\nExamples:\n  \
          childwire probe -- npx -y @modelcontextprotocol/server-everything\n  \
          childwire probe --call get_current_time --args '{\"timezone\":\"UTC\"}' -- uvx mcp-server-time\n  \
-         childwire probe --json --get-prompt simple_prompt -- npx -y @modelcontextprotocol/server-everything\n",
+         childwire probe --json --get-prompt args-prompt --args '{\"city\":\"Paris\"}' -- npx -y @modelcontextprotocol/server-everything\n",
     );
     text
 }
