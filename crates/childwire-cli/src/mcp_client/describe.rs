@@ -101,22 +101,33 @@ pub fn signature(tool: &Value) -> String {
 /// The tool list, one aligned line per tool: signature, then the first
 /// line of its description.
 pub fn tools(tools: &[Value]) -> Vec<String> {
-    let signatures: Vec<String> = tools.iter().map(signature).collect();
-    let width = signatures
+    aligned(
+        tools
+            .iter()
+            .map(|tool| (signature(tool), first_line(tool, "description").to_owned()))
+            .collect(),
+    )
+}
+
+/// The first line of `item`'s text field `name`, or nothing.
+fn first_line<'a>(item: &'a Value, name: &str) -> &'a str {
+    item.get(name)
+        .and_then(Value::as_str)
+        .and_then(|text| text.lines().next())
+        .unwrap_or("")
+}
+
+/// Rows of a name and what it is about, the names padded to one width
+/// and the rest clipped.
+fn aligned(rows: Vec<(String, String)>) -> Vec<String> {
+    let width = rows
         .iter()
-        .map(|s| s.chars().count())
+        .map(|(name, _)| name.chars().count())
         .max()
         .unwrap_or(0);
-    tools
-        .iter()
-        .zip(&signatures)
-        .map(|(tool, signature)| {
-            let description = tool
-                .get("description")
-                .and_then(Value::as_str)
-                .and_then(|d| d.lines().next())
-                .unwrap_or("");
-            format!("{signature:width$}  {}", clip(description))
+    rows.into_iter()
+        .map(|(name, about)| {
+            format!("{name:width$}  {}", clip(about.trim()))
                 .trim_end()
                 .to_owned()
         })
@@ -127,80 +138,51 @@ pub fn tools(tools: &[Value]) -> Vec<String> {
 /// (or title), MIME type and the first line of its description.
 pub fn resources(resources: &[Value]) -> Vec<String> {
     let text = |item: &Value, name| item.get(name).and_then(Value::as_str).map(str::to_owned);
-    let uris: Vec<String> = resources
-        .iter()
-        .map(|item| text(item, "uri").unwrap_or_else(|| "?".to_owned()))
-        .collect();
-    let width = uris
-        .iter()
-        .map(|uri| uri.chars().count())
-        .max()
-        .unwrap_or(0);
-    resources
-        .iter()
-        .zip(&uris)
-        .map(|(item, uri)| {
-            let mut about = text(item, "title")
-                .or_else(|| text(item, "name"))
-                .unwrap_or_default();
-            if let Some(mime) = text(item, "mimeType") {
-                about = format!("{about} ({mime})");
-            }
-            if let Some(description) = text(item, "description") {
-                let first = description.lines().next().unwrap_or("").to_owned();
-                about = format!("{about}: {first}");
-            }
-            format!("{uri:width$}  {}", clip(about.trim()))
-                .trim_end()
-                .to_owned()
-        })
-        .collect()
+    aligned(
+        resources
+            .iter()
+            .map(|item| {
+                let mut about = text(item, "title")
+                    .or_else(|| text(item, "name"))
+                    .unwrap_or_default();
+                if let Some(mime) = text(item, "mimeType") {
+                    about = format!("{about} ({mime})");
+                }
+                let description = first_line(item, "description");
+                if !description.is_empty() {
+                    about = format!("{about}: {description}");
+                }
+                (text(item, "uri").unwrap_or_else(|| "?".to_owned()), about)
+            })
+            .collect(),
+    )
 }
 
 /// The prompt list, one aligned line per prompt: `greet(name, style?)`,
 /// optional arguments marked `?`, then the first line of its description.
 pub fn prompts(prompts: &[Value]) -> Vec<String> {
-    let signatures: Vec<String> = prompts
-        .iter()
-        .map(|prompt| {
-            let name = prompt.get("name").and_then(Value::as_str).unwrap_or("?");
-            let arguments: Vec<String> = prompt
-                .get("arguments")
-                .and_then(Value::as_array)
-                .map(|arguments| {
-                    arguments
-                        .iter()
-                        .map(|argument| {
-                            let name = argument.get("name").and_then(Value::as_str).unwrap_or("?");
-                            let required =
-                                argument.get("required").and_then(Value::as_bool) == Some(true);
-                            format!("{name}{}", if required { "" } else { "?" })
-                        })
-                        .collect()
-                })
-                .unwrap_or_default();
-            format!("{name}({})", arguments.join(", "))
-        })
-        .collect();
-    let width = signatures
-        .iter()
-        .map(|s| s.chars().count())
-        .max()
-        .unwrap_or(0);
-    prompts
-        .iter()
-        .zip(&signatures)
-        .map(|(prompt, signature)| {
-            let description = prompt
-                .get("description")
-                .and_then(Value::as_str)
-                .and_then(|d| d.lines().next())
-                .unwrap_or("");
-            format!("{signature:width$}  {}", clip(description))
-                .trim_end()
-                .to_owned()
-        })
-        .collect()
+    aligned(
+        prompts
+            .iter()
+            .map(|prompt| {
+                let name = prompt.get("name").and_then(Value::as_str).unwrap_or("?");
+                let arguments: Vec<String> = prompt
+                    .get("arguments")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|argument| {
+                        let name = argument.get("name").and_then(Value::as_str).unwrap_or("?");
+                        let required =
+                            argument.get("required").and_then(Value::as_bool) == Some(true);
+                        format!("{name}{}", if required { "" } else { "?" })
+                    })
+                    .collect();
+                let signature = format!("{name}({})", arguments.join(", "));
+                (signature, first_line(prompt, "description").to_owned())
+            })
+            .collect(),
+    )
 }
 
 /// A `resources/read` result: one line per content, its text or what kind

@@ -31,6 +31,21 @@ use std::time::{Duration, Instant};
 use childwire::{Exit, ExitReport};
 use serde_json::{Map, Value, json};
 
+/// The fields that are `null` until something is found for them.
+const UNTIL_FOUND: [&str; 11] = [
+    "pid",
+    "protocol_version",
+    "server_info",
+    "capabilities",
+    "instructions",
+    "tools",
+    "resources",
+    "prompts",
+    "error",
+    "exit",
+    "traffic",
+];
+
 /// How the run ended, in the document's `outcome`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(super) enum Verdict {
@@ -70,19 +85,7 @@ impl Findings {
         let mut document = Map::new();
         document.insert("command".to_owned(), json!(command));
         document.insert("runtime".to_owned(), json!(runtime));
-        for field in [
-            "pid",
-            "protocol_version",
-            "server_info",
-            "capabilities",
-            "instructions",
-            "tools",
-            "resources",
-            "prompts",
-            "error",
-            "exit",
-            "traffic",
-        ] {
+        for field in UNTIL_FOUND {
             document.insert(field.to_owned(), Value::Null);
         }
         Self {
@@ -212,26 +215,15 @@ mod tests {
     #[test]
     fn every_field_is_there_even_when_nothing_was_found() {
         let document = Findings::new("cat", "tokio").finish(None, Verdict::Failed);
-        for field in [
-            "command",
-            "runtime",
-            "pid",
-            "protocol_version",
-            "server_info",
-            "capabilities",
-            "instructions",
-            "tools",
-            "resources",
-            "prompts",
-            "calls",
-            "outcome",
-            "error",
-            "exit",
-            "traffic",
-            "timings_ms",
-        ] {
-            assert!(document.get(field).is_some(), "no `{field}` in {document}");
+        let always = ["command", "runtime", "calls", "outcome", "timings_ms"];
+        for field in UNTIL_FOUND.iter().chain(&always) {
+            assert!(document.get(*field).is_some(), "no `{field}` in {document}");
         }
+        assert_eq!(
+            document.as_object().map(|o| o.len()),
+            Some(16),
+            "{document}"
+        );
         assert_eq!(document["outcome"], "failed");
         assert_eq!(document["calls"], json!([]));
         assert!(document["timings_ms"]["total"].is_number(), "{document}");
