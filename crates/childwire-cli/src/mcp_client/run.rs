@@ -350,13 +350,14 @@ async fn converse<L: Link>(
     } else {
         say!("   the server declares no tools capability: no tools to list");
     }
-    for (what, field) in [("resources", "resources"), ("prompts", "prompts")] {
+    // The list's field is named after the capability.
+    for what in ["resources", "prompts"] {
         if !has(&init, what) {
             continue;
         }
         let method = format!("{what}/list");
         let started = Instant::now();
-        let items = list_all(session, &method, field).await?;
+        let items = list_all(session, &method, what).await?;
         findings.time(&method, started.elapsed());
         let noun = &what[..what.len() - 1];
         say!("<- {}", count(items.len() as u64, noun));
@@ -368,7 +369,7 @@ async fn converse<L: Link>(
         for line in lines {
             say!("   {line}");
         }
-        findings.listed(field, &items);
+        findings.listed(what, &items);
     }
 
     let mut outcome = Outcome::Done;
