@@ -16,23 +16,3 @@
 pub use childwire_cli::{cli, mcp_client, protocol, relay, rt};
 
 pub mod mcp_server;
-
-/// The published crates' READMEs (their crates.io pages), compiled by `cargo
-/// test --doc` so they keep up with the API. The root README is compiled by
-/// `cargo xtask ci` in a crate of its own (`xtask/src/readme.rs`), with only
-/// the dependencies it lists; the SDK adapters' in `examples/sdk`.
-#[cfg(doctest)]
-mod crate_readmes {
-    #[doc = include_str!("../../crates/childwire/README.md")]
-    struct Childwire;
-    #[doc = include_str!("../../crates/childwire-core/README.md")]
-    struct Core;
-    #[doc = include_str!("../../crates/childwire-async/README.md")]
-    struct Async;
-    #[doc = include_str!("../../crates/childwire-tokio/README.md")]
-    struct Tokio;
-    #[doc = include_str!("../../crates/childwire-smol/README.md")]
-    struct Smol;
-    #[doc = include_str!("../../crates/childwire-async-std/README.md")]
-    struct AsyncStd;
-}

@@ -7,7 +7,7 @@
 //! What it answers:
 //! - `initialize`: accepts the client's protocol revision if it is one of
 //!   the handshake revisions it speaks, else offers the newest of those;
-//!   capabilities `{"tools": {}}`.
+//!   capabilities `{"tools": {}, "resources": {}, "prompts": {}}`.
 //! - `server/discover` (MCP 2026-07-28): its revisions, capabilities,
 //!   identity and instructions. A request whose `params._meta` names a
 //!   stateless revision is checked (a revision it does not speak is error
@@ -16,7 +16,10 @@
 //! - Told to speak only older revisions ([`McpServer::speaking`], the
 //!   binary's `--legacy`), it acts like a server from before 2026-07-28:
 //!   `server/discover` is an unknown method and `_meta` is not looked at.
-//! - `ping`, `tools/list` (`echo` and `add`, with JSON Schemas), `tools/call`.
+//! - `ping`, `tools/list` (`echo` and `add`, with JSON Schemas), `tools/call`;
+//!   `resources/list` and `resources/read` (one text resource,
+//!   `example://readme`); `prompts/list` and `prompts/get` (one prompt,
+//!   `greet`, with a required `name` argument).
 //! - Bad tool arguments are tool errors (a result with `isError: true`); an
 //!   unknown tool is JSON-RPC error -32602, an unknown method -32601, an
 //!   unparseable line -32700 with a null id, a malformed request -32600.
@@ -40,8 +43,12 @@ use crate::protocol::{
 use jsonrpc::{Incoming, failure, failure_with_data, success};
 use tools::Tool;
 
+mod catalog;
 mod jsonrpc;
+mod program;
 mod tools;
+
+pub use program::main_with;
 
 /// The name the server gives in `serverInfo`.
 pub const SERVER_NAME: &str = "childwire-example-server";
@@ -204,6 +211,12 @@ impl McpServer {
             "ping" => no_params(params).map(|()| json!({})),
             "tools/list" => no_params(params).map(|()| json!({ "tools": tools::definitions() })),
             "tools/call" => self.call_tool(params),
+            "resources/list" => {
+                no_params(params).map(|()| json!({ "resources": catalog::resources() }))
+            }
+            "resources/read" => read_resource(params),
+            "prompts/list" => no_params(params).map(|()| json!({ "prompts": catalog::prompts() })),
+            "prompts/get" => get_prompt(params),
             _ => Err(Failure(
                 METHOD_NOT_FOUND,
                 format!("Method not found: {method}"),
@@ -307,7 +320,7 @@ impl McpServer {
         self.negotiated = Some(version);
         Ok(json!({
             "protocolVersion": version,
-            "capabilities": { "tools": {} },
+            "capabilities": capabilities(),
             "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
         }))
@@ -326,7 +339,7 @@ impl McpServer {
         ));
         json!({
             "supportedVersions": self.versions,
-            "capabilities": { "tools": {} },
+            "capabilities": capabilities(),
             "serverInfo": server_info(),
             "instructions": INSTRUCTIONS,
         })
@@ -377,6 +390,44 @@ impl fmt::Debug for McpServer {
 
 /// A JSON-RPC error: code, message and data.
 struct Failure(i64, String, Option<Value>);
+
+/// What it offers, in `initialize` and `server/discover` results.
+fn capabilities() -> Value {
+    json!({ "tools": {}, "resources": {}, "prompts": {} })
+}
+
+#[derive(Deserialize)]
+struct ReadResourceParams {
+    uri: String,
+}
+
+/// `resources/read`: an unknown URI is error -32002, as the MCP spec asks.
+fn read_resource(params: Option<Value>) -> Result<Value, Failure> {
+    let params: ReadResourceParams = parse_params(params)?;
+    catalog::read(&params.uri).ok_or_else(|| {
+        Failure(
+            RESOURCE_NOT_FOUND,
+            format!("Resource not found: {}", params.uri),
+            Some(json!({ "uri": params.uri })),
+        )
+    })
+}
+
+#[derive(Deserialize)]
+struct GetPromptParams {
+    name: String,
+    arguments: Option<Map<String, Value>>,
+}
+
+/// `prompts/get`: an unknown prompt or a missing argument is -32602.
+fn get_prompt(params: Option<Value>) -> Result<Value, Failure> {
+    let params: GetPromptParams = parse_params(params)?;
+    catalog::get(&params.name, params.arguments.as_ref())
+        .map_err(|catalog::PromptError(message)| Failure(INVALID_PARAMS, message, None))
+}
+
+/// The MCP error code for a resource URI the server does not have.
+const RESOURCE_NOT_FOUND: i64 = -32002;
 
 fn server_info() -> Value {
     json!({ "name": SERVER_NAME, "version": env!("CARGO_PKG_VERSION") })
@@ -472,9 +523,10 @@ pub async fn serve<R: Runtime>(
 pub const USAGE: &str = "\
 Usage: example_server [OPTIONS]
 
-A small MCP server over stdio with an `echo` and an `add` tool: JSON-RPC
-requests on stdin, one per line, answers on stdout, logs on stderr. Exits
-when stdin closes.
+A small MCP server over stdio with an `echo` and an `add` tool, a
+resource (example://readme) and a prompt (greet): JSON-RPC requests on
+stdin, one per line, answers on stdout, logs on stderr. Exits when stdin
+closes.
 
 Options:
   --protocol-versions LIST  speak only these revisions (comma-separated);

@@ -37,6 +37,151 @@ fn c18_the_bundled_session_runs_the_same_on_every_runtime() {
     }
 }
 
+#[test]
+fn probe_json_against_the_bundled_server_is_one_document_with_what_it_offers() {
+    for runtime in ["tokio", "smol", "async-std"] {
+        let out = mcp_client(&[
+            "--json",
+            "--runtime",
+            runtime,
+            "--read-resource",
+            "example://readme",
+            "--get-prompt",
+            "greet",
+            "--args",
+            r#"{"name":"Ada"}"#,
+        ]);
+        assert!(out.status.success(), "{runtime}: {out:?}");
+        // Nothing but the document on stdout.
+        let document: serde_json::Value = serde_json::from_slice(&out.stdout)
+            .unwrap_or_else(|err| panic!("{runtime}: not one JSON document ({err}): {out:?}"));
+        let names = |field: &str, key: &str| -> Vec<String> {
+            document[field]
+                .as_array()
+                .unwrap_or_else(|| panic!("{runtime}: no `{field}` list in {document}"))
+                .iter()
+                .map(|item| item[key].as_str().unwrap_or_default().to_owned())
+                .collect()
+        };
+        assert_eq!(names("tools", "name"), ["echo", "add"], "{document}");
+        assert_eq!(
+            names("resources", "uri"),
+            ["example://readme"],
+            "{document}"
+        );
+        assert_eq!(names("prompts", "name"), ["greet"], "{document}");
+        assert_eq!(document["runtime"], runtime, "{document}");
+        assert_eq!(document["outcome"], "ok", "{document}");
+        assert_eq!(document["server_info"]["name"], "childwire-example-server");
+        assert_eq!(document["protocol_version"], "2025-11-25", "{document}");
+        assert_eq!(document["exit"]["code"], 0, "{document}");
+        assert_eq!(document["exit"]["shutdown_requested"], true, "{document}");
+        assert!(
+            document["traffic"]["messages_out"].as_u64() > Some(0),
+            "{document}"
+        );
+        let calls = document["calls"].as_array().expect("calls");
+        let methods: Vec<&str> = calls.iter().filter_map(|c| c["method"].as_str()).collect();
+        assert_eq!(
+            methods,
+            ["tools/call", "resources/read", "prompts/get"],
+            "{document}"
+        );
+        assert_eq!(calls[0]["result"]["content"][0]["text"], "42", "{document}");
+        assert!(
+            calls[1]["result"]["contents"][0]["text"]
+                .as_str()
+                .is_some_and(|text| text.contains("example server")),
+            "{document}"
+        );
+        assert!(
+            calls[2]["result"]["messages"][0]["content"]["text"]
+                .as_str()
+                .is_some_and(|text| text.contains("Ada")),
+            "{document}"
+        );
+        for step in [
+            "spawn",
+            "open",
+            "tools/list",
+            "tools/call",
+            "shutdown",
+            "total",
+        ] {
+            assert!(
+                document["timings_ms"][step].is_number(),
+                "{runtime}: no timing for {step}: {document}"
+            );
+        }
+    }
+}
+
+#[test]
+fn probe_lists_and_reads_resources_and_prompts_in_words() {
+    let out = mcp_client(&[
+        "--read-resource",
+        "example://readme",
+        "--get-prompt",
+        "greet",
+        "--args",
+        r#"{"name":"Ada"}"#,
+    ]);
+    let stdout = out.stdout_text();
+    assert!(out.status.success(), "{out:?}");
+    for expected in [
+        "-> resources/list\n<- 1 resource\n   example://readme  About this server (text/plain)",
+        "-> prompts/list\n<- 1 prompt\n   greet(name)  Asks the model",
+        "-> resources/read example://readme\n<- contents: The bundled example server",
+        "-> prompts/get greet {\"name\":\"Ada\"}\n<- prompt: user: Please greet Ada",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn a_prompt_the_server_refuses_is_a_failed_step_that_says_so() {
+    let out = mcp_client(&["--json", "--get-prompt", "greet"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    let document: serde_json::Value = serde_json::from_slice(&out.stdout).expect("JSON");
+    assert_eq!(document["outcome"], "failed", "{document}");
+    assert_eq!(document["error"]["step"], "prompts/get greet", "{document}");
+    let call = &document["calls"][1];
+    assert_eq!(call["method"], "prompts/get", "{document}");
+    assert!(
+        call["error"].as_str().is_some_and(|e| e.contains("-32602")),
+        "{document}"
+    );
+    assert!(
+        out.stderr
+            .contains("missing required prompt argument `name`"),
+        "{out:?}"
+    );
+}
+
+#[cfg(unix)]
+#[test]
+fn probe_against_cat_says_its_request_was_echoed_and_counts_one_in_the_singular() {
+    let out = mcp_client(&["--", "cat"]);
+    assert_eq!(out.status.code(), Some(1), "{out:?}");
+    assert!(
+        out.stderr
+            .contains("sent the initialize request back unchanged instead of answering it")
+            && out.stderr.contains("(is it `cat`?)"),
+        "{out:?}"
+    );
+    // Not blamed on the server as an error it answered.
+    assert!(!out.stderr.contains("answered with error"), "{out:?}");
+    let stdout = out.stdout_text();
+    assert!(
+        stdout.contains("traffic: sent 1 message (") && stdout.contains("received 1 message ("),
+        "{stdout}"
+    );
+    assert!(!stdout.contains(" 1 messages"), "{stdout}");
+}
+
 fn assert_bundled_transcript(out: &Output) {
     let stdout = out.stdout_text();
     assert!(out.status.success(), "{out:?}");
@@ -262,7 +407,7 @@ fn c39_a_banner_on_stdout_is_named_and_stderr_lines_show_their_level() {
         "<- stdout line 1 is not a JSON message: text, like a banner",
         "\"Starting server on stdio...\"",
         "server: bannered 0",
-        "stdout lines that were not JSON messages: 1",
+        "stdout: 1 line that was not a JSON message (named above)",
     ] {
         assert!(
             stdout.contains(expected),
@@ -356,7 +501,12 @@ fn c12_a_silent_server_times_out_and_is_shut_down() {
 fn usage_errors_exit_with_code_2() {
     let out = mcp_client(&["--args", "{}"]);
     assert_eq!(out.status.code(), Some(2), "{out:?}");
-    assert!(out.stderr.contains("--args needs --call"), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--args goes right after the --call NAME or --get-prompt NAME"),
+        "{}",
+        out.stderr
+    );
 }
 
 // ---- the 2026-07-28 discovery rule against legacy servers ----

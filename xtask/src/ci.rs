@@ -5,7 +5,7 @@ use std::process::Command;
 use std::rc::Rc;
 use std::time::{Duration, Instant};
 
-use crate::{bench, cmd, fuzz, msrv, readme, sdk_versions, wine};
+use crate::{bench, cmd, fuzz, macos, msrv, readme, sdk_versions, wine};
 
 /// The facade crate whose runtime features must build alone and together.
 const FACADE: &str = "childwire";
@@ -120,6 +120,7 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
             move || msrv::check(|line| tally.borrow_mut().add(line)).map(|()| Outcome::Passed)
         }),
     ];
+    steps.push(step("macos", || macos::check().map(|()| Outcome::Passed)));
     steps.push(if options.skip_wine {
         step("windows (wine)", || {
             Ok(Outcome::Skipped("--skip-wine".into()))

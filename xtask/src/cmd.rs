@@ -158,3 +158,15 @@ pub(crate) fn apt_install(packages: &[&str]) -> Result<(), String> {
 fn is_root() -> bool {
     output(Command::new("id").arg("-u")).is_some_and(|uid| uid.trim() == "0")
 }
+
+/// `rustup target add TARGET` when that target's standard library is not
+/// installed yet.
+pub(crate) fn ensure_rust_target(target: &str) -> Result<(), String> {
+    let installed = output(Command::new("rustup").args(["target", "list", "--installed"]))
+        .ok_or_else(|| format!("`rustup target list` failed: rustup is needed to add {target}"))?;
+    if installed.lines().any(|line| line.trim() == target) {
+        return Ok(());
+    }
+    eprintln!("target {target} not installed; adding it");
+    run(Command::new("rustup").args(["target", "add", target]))
+}

@@ -1,5 +1,5 @@
-//! Project automation: `cargo xtask ci | fuzz | bench | msrv | wine | readme |
-//! sdk-versions`.
+//! Project automation: `cargo xtask ci | fuzz | bench | msrv | wine | macos |
+//! readme | sdk-versions`.
 //!
 //! Std only, so `cargo xtask` starts in seconds on a fresh clone. Every cargo
 //! invocation goes through `$CARGO`, the cargo that started us.
@@ -8,6 +8,7 @@ mod bench;
 mod ci;
 mod cmd;
 mod fuzz;
+mod macos;
 mod msrv;
 mod readme;
 mod sdk_versions;
@@ -22,7 +23,7 @@ usage: cargo xtask <command> [options]
 commands:
   ci      fmt, clippy, test, doc, readme, facade feature matrix, publish --dry-run,
           sdk versions, msrv (build and test on the rust-version toolchain),
-          windows under wine, fuzz smoke, bench gate (instruction counts vs the
+          windows under wine, macos (clippy for both Apple targets), fuzz smoke, bench gate (instruction counts vs the
           baseline), quick wall-clock bench
             --skip-wine            leave out the Windows tests under Wine
             --skip-fuzz            leave out the fuzz smoke run
@@ -37,6 +38,9 @@ commands:
   wine    cross-compile the conformance suite and the examples to
           x86_64-pc-windows-gnu and run their tests under Wine (the target,
           mingw-w64 and wine64 are installed when missing)
+  macos   type-check and lint the workspace for x86_64-apple-darwin and
+          aarch64-apple-darwin (cargo clippy --target; the targets are added
+          with rustup when missing; nothing is linked)
   readme  build every Rust snippet of README.md in a scratch crate whose
           manifest is the README's own [dependencies] block
   sdk-versions
@@ -72,6 +76,8 @@ fn main() -> ExitCode {
         )),
         "wine" if rest.is_empty() => wine::run(|_| {}),
         "wine" => Err(format!("`cargo xtask wine` takes no options\n\n{USAGE}")),
+        "macos" if rest.is_empty() => macos::check(),
+        "macos" => Err(format!("`cargo xtask macos` takes no options\n\n{USAGE}")),
         "help" | "-h" | "--help" => {
             print!("{USAGE}");
             return ExitCode::SUCCESS;

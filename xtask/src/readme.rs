@@ -47,6 +47,10 @@ pub(crate) fn check() -> Result<(), String> {
         // workspace, so their builds of our crates must not replace the
         // workspace's.
         build.env("CARGO_TARGET_DIR", scratch.join("target"));
+        // A snippet a user copies compiles without a warning too (an unused
+        // import in the README is a mistake in it). Dependencies' lints are
+        // capped by cargo as always.
+        build.env("RUSTFLAGS", "-D warnings");
         cmd::run(&mut build).map_err(|error| {
             format!(
                 "a README snippet does not compile with the README's dependencies (line {}): \

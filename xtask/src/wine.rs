@@ -131,12 +131,20 @@ fn run_tests(wine: &Wine, each_test_line: &mut impl FnMut(&str)) -> Result<(), S
     // The examples' tests run the example programs from the target
     // directory; under Wine they cannot run cargo to build them (it is a
     // Linux program), so cargo builds them here and the tests are told where.
-    let mut build = cmd::cargo(["build", "-p", "childwire-examples", "--target", TARGET]);
+    let mut build = cmd::cargo([
+        "build",
+        "-p",
+        "childwire-examples",
+        "--features",
+        "smol,async-std",
+        "--target",
+        TARGET,
+    ]);
     for example in EXAMPLES {
         build.args(["--example", example]);
     }
     cmd::run(&mut build)?;
-    cmd::run(&mut wine.cargo_test("childwire-examples", EXAMPLE_TESTS, true))?;
+    cmd::run(&mut wine.cargo_test("childwire-examples-tests", EXAMPLE_TESTS, true))?;
 
     let suite = wine.run_tests_retrying_wine_flakes(
         || wine.cargo_test("childwire-conformance", SUITE_TESTS, false),
@@ -145,7 +153,7 @@ fn run_tests(wine: &Wine, each_test_line: &mut impl FnMut(&str)) -> Result<(), S
     );
     let examples = wine.run_tests_retrying_wine_flakes(
         || {
-            let mut examples = wine.cargo_test("childwire-examples", EXAMPLE_TESTS, false);
+            let mut examples = wine.cargo_test("childwire-examples-tests", EXAMPLE_TESTS, false);
             examples.env(
                 "CHILDWIRE_EXAMPLES_DIR",
                 target_dir().join(TARGET).join("debug").join("examples"),

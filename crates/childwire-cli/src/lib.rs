@@ -21,7 +21,9 @@
 macro_rules! say {
     ($($arg:tt)*) => {{
         use std::io::Write as _;
-        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+        if !$crate::quiet() {
+            let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+        }
     }};
 }
 
@@ -33,9 +35,24 @@ macro_rules! note {
     }};
 }
 
+/// Whether the narration is off (`probe --json`: stdout carries one JSON
+/// document and nothing else).
+static QUIET: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Turns the narration on stdout off (`true`) or on, for the whole process.
+pub fn set_quiet(quiet: bool) {
+    QUIET.store(quiet, std::sync::atomic::Ordering::Relaxed);
+}
+
+/// Whether the narration on stdout is off.
+pub fn quiet() -> bool {
+    QUIET.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 pub mod cli;
 pub mod mcp_client;
 pub mod protocol;
 pub mod relay;
 pub mod replay;
 pub mod rt;
+pub mod signals;

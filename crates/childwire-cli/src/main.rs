@@ -28,9 +28,11 @@ Usage: childwire <COMMAND> [OPTIONS] [--] CMD [ARGS...]
        childwire replay FILE
 
 Commands:
-  probe    run CMD, perform the MCP handshake, list its tools, call one
-           (--call NAME --args JSON), shut it down the MCP way and say how
-           it ended
+  probe    run CMD, perform the MCP handshake, list its tools, resources
+           and prompts, call a tool (--call NAME --args JSON), read a
+           resource (--read-resource URI) or get a prompt (--get-prompt
+           NAME --args JSON), shut it down the MCP way and say how it
+           ended; --json prints it all as one JSON document
   relay    sit between a host (this process's stdin and stdout) and CMD,
            relaying every message unchanged; --log FILE records them
   replay   act as the server recorded in FILE (by relay --log): answer
@@ -135,7 +137,8 @@ fn probe_usage() -> String {
     text.push_str(
         "\nExamples:\n  \
          childwire probe -- npx -y @modelcontextprotocol/server-everything\n  \
-         childwire probe --call get_current_time --args '{\"timezone\":\"UTC\"}' -- uvx mcp-server-time\n",
+         childwire probe --call get_current_time --args '{\"timezone\":\"UTC\"}' -- uvx mcp-server-time\n  \
+         childwire probe --json --get-prompt args-prompt --args '{\"city\":\"Paris\"}' -- npx -y @modelcontextprotocol/server-everything\n",
     );
     text
 }

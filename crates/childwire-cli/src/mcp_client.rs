@@ -10,12 +10,13 @@ use std::future::Future;
 use crate::rt::{ExampleRuntime, Program};
 
 pub mod describe;
+mod findings;
 pub mod locate;
 pub mod options;
 mod run;
 pub mod session;
 
-pub use options::{ClientOptions, Parsed, USAGE, parse};
+pub use options::{BundledServer, ClientOptions, Parsed, USAGE, parse};
 
 /// The `mcp_client` program.
 #[derive(Debug)]

@@ -15,6 +15,9 @@ use std::time::Instant;
 use childwire::{ChannelConfig, NoRuntime, Runtime, Transport};
 use childwire_core::Framing;
 
+#[cfg(not(any(feature = "tokio", feature = "smol", feature = "async-std")))]
+compile_error!("the childwire command needs a runtime: enable `tokio`, `smol` or `async-std`");
+
 /// The async runtimes childwire has an adapter for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub enum RuntimeChoice {
@@ -30,6 +33,27 @@ pub enum RuntimeChoice {
 impl RuntimeChoice {
     /// The names `--runtime` accepts.
     pub const NAMES: &str = "tokio, smol, async-std";
+
+    /// The cargo feature that builds this runtime in.
+    pub fn feature(self) -> &'static str {
+        match self {
+            Self::Tokio => "tokio",
+            Self::Smol => "smol",
+            Self::AsyncStd => "async-std",
+        }
+    }
+
+    /// Whether this build has the runtime (its feature was on).
+    pub fn is_built(self) -> bool {
+        match self {
+            Self::Tokio => cfg!(feature = "tokio"),
+            Self::Smol => cfg!(feature = "smol"),
+            Self::AsyncStd => cfg!(feature = "async-std"),
+        }
+    }
+
+    /// Every runtime, built in or not.
+    pub const ALL: [RuntimeChoice; 3] = [Self::Tokio, Self::Smol, Self::AsyncStd];
 }
 
 impl FromStr for RuntimeChoice {
@@ -69,6 +93,7 @@ pub trait ExampleRuntime: Runtime {
     ) -> Result<Transport<Self, F>, NoRuntime>;
 }
 
+#[cfg(feature = "tokio")]
 impl ExampleRuntime for childwire::tokio::Tokio {
     fn stdio_with<F: Framing>(
         framing: F,
@@ -84,6 +109,7 @@ impl ExampleRuntime for childwire::tokio::Tokio {
     }
 }
 
+#[cfg(feature = "smol")]
 impl ExampleRuntime for childwire::smol::Smol {
     fn stdio_with<F: Framing>(
         framing: F,
@@ -99,6 +125,7 @@ impl ExampleRuntime for childwire::smol::Smol {
     }
 }
 
+#[cfg(feature = "async-std")]
 impl ExampleRuntime for childwire::async_std::AsyncStd {
     fn stdio_with<F: Framing>(
         framing: F,
@@ -138,6 +165,7 @@ impl std::error::Error for Unavailable {}
 /// Runs `program` to completion on the chosen runtime, from a plain `main`.
 pub fn run_on<P: Program>(choice: RuntimeChoice, program: P) -> Result<P::Output, Unavailable> {
     match choice {
+        #[cfg(feature = "tokio")]
         RuntimeChoice::Tokio => {
             // Multi-threaded, so the task driving the child keeps moving
             // while `main` blocks on stdout.
@@ -150,11 +178,25 @@ pub fn run_on<P: Program>(choice: RuntimeChoice, program: P) -> Result<P::Output
             runtime.shutdown_background();
             Ok(output)
         }
+        #[cfg(feature = "smol")]
         RuntimeChoice::Smol => Ok(smol::block_on(program.run::<childwire::smol::Smol>())),
+        #[cfg(feature = "async-std")]
         RuntimeChoice::AsyncStd => Ok(async_std::task::block_on(
             program.run::<childwire::async_std::AsyncStd>(),
         )),
+        #[allow(unreachable_patterns)]
+        other => Err(not_built(other)),
     }
+}
+
+/// Why `choice` cannot run here: its cargo feature was off in this build.
+fn not_built(choice: RuntimeChoice) -> Unavailable {
+    let feature = choice.feature();
+    Unavailable(format!(
+        "this build has no {choice} runtime: it is the cargo feature `{feature}` \
+         (`cargo install childwire-cli --features {feature}`, or `--features {feature}` \
+         on `cargo run`)"
+    ))
 }
 
 /// Waits for `future` until `deadline` on runtime `R`'s timer; `None` if the
@@ -185,14 +227,32 @@ mod tests {
 
     #[test]
     fn runtime_names_round_trip() {
-        for choice in [
-            RuntimeChoice::Tokio,
-            RuntimeChoice::Smol,
-            RuntimeChoice::AsyncStd,
-        ] {
+        for choice in RuntimeChoice::ALL {
             assert_eq!(choice.to_string().parse::<RuntimeChoice>(), Ok(choice));
         }
         let err = "glommio".parse::<RuntimeChoice>().unwrap_err();
         assert!(err.contains("glommio") && err.contains("smol"), "{err}");
+    }
+
+    #[test]
+    fn a_runtime_left_out_of_the_build_names_its_feature() {
+        let message = not_built(RuntimeChoice::AsyncStd).to_string();
+        assert!(
+            message.contains("no async-std runtime") && message.contains("--features async-std"),
+            "{message}"
+        );
+    }
+
+    /// The default build: Tokio alone.
+    #[cfg(not(feature = "smol"))]
+    #[test]
+    fn run_on_a_runtime_not_built_is_an_error_not_a_panic() {
+        struct Nothing;
+        impl Program for Nothing {
+            type Output = ();
+            async fn run<R: ExampleRuntime>(self) {}
+        }
+        let error = run_on(RuntimeChoice::Smol, Nothing).unwrap_err();
+        assert!(error.to_string().contains("`smol`"), "{error}");
     }
 }

@@ -106,7 +106,10 @@ fn mcp_initialize_answers_latest_version_for_an_unknown_one() {
 fn mcp_initialize_reports_server_info_and_tools_capability() {
     let mut server = McpServer::new();
     let result = answer(&mut server, &initialize("2025-03-26"))["result"].take();
-    assert_eq!(result["capabilities"], json!({ "tools": {} }));
+    assert_eq!(
+        result["capabilities"],
+        json!({ "tools": {}, "resources": {}, "prompts": {} })
+    );
     assert_eq!(result["serverInfo"]["name"], SERVER_NAME);
     assert!(result["serverInfo"]["version"].is_string(), "{result}");
 }
@@ -289,12 +292,12 @@ fn mcp_tools_call_without_a_tool_name_is_an_invalid_params_error() {
 #[test]
 fn mcp_unknown_method_is_method_not_found() {
     let mut server = ready_server();
-    let response = answer(&mut server, &request(9, "resources/list", json!({})));
+    let response = answer(&mut server, &request(9, "completion/complete", json!({})));
     assert_error(&response, json!(9), -32601);
     assert!(
         response["error"]["message"]
             .as_str()
-            .is_some_and(|m| m.contains("resources/list"))
+            .is_some_and(|m| m.contains("completion/complete"))
     );
 }
 
@@ -424,8 +427,11 @@ fn serve_bytes(
         )
         .expect("on a runtime");
         let (mut client_read, mut client_write) = tokio::io::split(client);
-        let client = async {
-            client_write.write_all(input).await.expect("write input");
+        let input = input.to_vec();
+        // A task of its own (no `join!`: the examples build Tokio without
+        // its macros), run while `serve` waits.
+        let client = tokio::spawn(async move {
+            client_write.write_all(&input).await.expect("write input");
             client_write.shutdown().await.expect("close input");
             let mut output = Vec::new();
             client_read
@@ -433,8 +439,9 @@ fn serve_bytes(
                 .await
                 .expect("read output");
             output
-        };
-        let (served, output) = tokio::join!(serve(server, peer, max_message_size), client);
+        });
+        let served = serve(server, peer, max_message_size).await;
+        let output = client.await.expect("the client task");
         (output, served.map_err(|err| err.to_string()))
     })
 }
@@ -511,7 +518,7 @@ fn mcp_serve_answers_each_request_before_the_next_one_is_written() {
         .expect("on a runtime");
         let (client_read, mut client_write) = tokio::io::split(client);
         let mut server = McpServer::new();
-        let client = async {
+        let client = tokio::spawn(async move {
             let mut lines = BufReader::new(client_read).lines();
             for id in 1..=3 {
                 let line = format!("{}\n", request(id, "ping", json!({})));
@@ -529,8 +536,9 @@ fn mcp_serve_answers_each_request_before_the_next_one_is_written() {
                 assert_eq!(answer["id"], id);
             }
             client_write.shutdown().await.expect("close");
-        };
-        let (served, ()) = tokio::join!(serve(&mut server, peer, 1 << 20), client);
+        });
+        let served = serve(&mut server, peer, 1 << 20).await;
+        client.await.expect("the client task");
         served.expect("serve");
     });
 }
@@ -586,7 +594,10 @@ fn mcp_server_discover_lists_versions_capabilities_and_identity() {
             .unwrap()
             .contains(&json!("2024-11-05"))
     );
-    assert_eq!(result["capabilities"], json!({ "tools": {} }));
+    assert_eq!(
+        result["capabilities"],
+        json!({ "tools": {}, "resources": {}, "prompts": {} })
+    );
     assert_eq!(result["serverInfo"]["name"], SERVER_NAME);
     // Stateless: nothing was negotiated, and no handshake is needed after.
     assert_eq!(server.negotiated_protocol_version(), None);
@@ -677,4 +688,67 @@ fn the_binary_can_be_told_to_speak_fewer_revisions() {
             .contains("unknown protocol revision")
     );
     assert!(parse(&["extra"]).is_err());
+}
+
+#[test]
+fn mcp_the_one_resource_is_listed_and_read_and_an_unknown_uri_is_32002() {
+    let mut server = ready_server();
+    let listed = answer(&mut server, &request(2, "resources/list", json!({})));
+    let resources = listed["result"]["resources"].as_array().expect("resources");
+    assert_eq!(resources.len(), 1, "{listed}");
+    let uri = resources[0]["uri"].as_str().expect("a uri");
+
+    let read = answer(
+        &mut server,
+        &request(3, "resources/read", json!({ "uri": uri })),
+    );
+    let contents = read["result"]["contents"].as_array().expect("contents");
+    assert_eq!(contents[0]["uri"], uri, "{read}");
+    assert!(
+        contents[0]["text"]
+            .as_str()
+            .is_some_and(|text| text.contains("echo")),
+        "{read}"
+    );
+
+    let missing = answer(
+        &mut server,
+        &request(4, "resources/read", json!({ "uri": "example://nothing" })),
+    );
+    assert_error(&missing, json!(4), -32002);
+    let no_uri = answer(&mut server, &request(5, "resources/read", json!({})));
+    assert_error(&no_uri, json!(5), INVALID_PARAMS);
+}
+
+#[test]
+fn mcp_the_greet_prompt_is_listed_and_filled_in_and_bad_arguments_are_32602() {
+    let mut server = ready_server();
+    let listed = answer(&mut server, &request(2, "prompts/list", json!({})));
+    assert_eq!(listed["result"]["prompts"][0]["name"], "greet", "{listed}");
+    assert_eq!(
+        listed["result"]["prompts"][0]["arguments"][0]["required"], true,
+        "{listed}"
+    );
+
+    let got = answer(
+        &mut server,
+        &request(
+            3,
+            "prompts/get",
+            json!({ "name": "greet", "arguments": { "name": "Ada" } }),
+        ),
+    );
+    let text = got["result"]["messages"][0]["content"]["text"]
+        .as_str()
+        .expect("a text message");
+    assert!(text.contains("Ada"), "{got}");
+
+    for (id, params) in [
+        (4, json!({ "name": "greet" })),
+        (5, json!({ "name": "greet", "arguments": { "name": 7 } })),
+        (6, json!({ "name": "nope", "arguments": {} })),
+    ] {
+        let refused = answer(&mut server, &request(id, "prompts/get", params));
+        assert_error(&refused, json!(id), INVALID_PARAMS);
+    }
 }

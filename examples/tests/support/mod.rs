@@ -36,7 +36,15 @@ fn build_examples() -> PathBuf {
         .expect("the test binary sits in target/<profile>/deps");
     let mut build = Command::new(env!("CARGO"));
     build.args(["build", "--examples", "--manifest-path"]);
-    build.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
+    if env!("CARGO_PKG_NAME") == "childwire-examples-tests" {
+        // The light examples, next door, with every runtime `--runtime`
+        // can pick.
+        build.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../Cargo.toml"));
+        build.args(["--features", "smol,async-std"]);
+    } else {
+        // The SDK examples, whose tests share this file.
+        build.arg(concat!(env!("CARGO_MANIFEST_DIR"), "/Cargo.toml"));
+    }
     match profile_dir.file_name().and_then(|name| name.to_str()) {
         Some("debug") | None => {}
         Some("release") => {

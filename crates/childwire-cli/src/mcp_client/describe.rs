@@ -101,26 +101,145 @@ pub fn signature(tool: &Value) -> String {
 /// The tool list, one aligned line per tool: signature, then the first
 /// line of its description.
 pub fn tools(tools: &[Value]) -> Vec<String> {
-    let signatures: Vec<String> = tools.iter().map(signature).collect();
-    let width = signatures
+    aligned(
+        tools
+            .iter()
+            .map(|tool| (signature(tool), first_line(tool, "description").to_owned()))
+            .collect(),
+    )
+}
+
+/// The first line of `item`'s text field `name`, or nothing.
+fn first_line<'a>(item: &'a Value, name: &str) -> &'a str {
+    item.get(name)
+        .and_then(Value::as_str)
+        .and_then(|text| text.lines().next())
+        .unwrap_or("")
+}
+
+/// Rows of a name and what it is about, the names padded to one width
+/// and the rest clipped.
+fn aligned(rows: Vec<(String, String)>) -> Vec<String> {
+    let width = rows
         .iter()
-        .map(|s| s.chars().count())
+        .map(|(name, _)| name.chars().count())
         .max()
         .unwrap_or(0);
-    tools
-        .iter()
-        .zip(&signatures)
-        .map(|(tool, signature)| {
-            let description = tool
-                .get("description")
-                .and_then(Value::as_str)
-                .and_then(|d| d.lines().next())
-                .unwrap_or("");
-            format!("{signature:width$}  {}", clip(description))
+    rows.into_iter()
+        .map(|(name, about)| {
+            format!("{name:width$}  {}", clip(about.trim()))
                 .trim_end()
                 .to_owned()
         })
         .collect()
+}
+
+/// The resource list, one aligned line per resource: URI, then its name
+/// (or title), MIME type and the first line of its description.
+pub fn resources(resources: &[Value]) -> Vec<String> {
+    let text = |item: &Value, name| item.get(name).and_then(Value::as_str).map(str::to_owned);
+    aligned(
+        resources
+            .iter()
+            .map(|item| {
+                let mut about = text(item, "title")
+                    .or_else(|| text(item, "name"))
+                    .unwrap_or_default();
+                if let Some(mime) = text(item, "mimeType") {
+                    about = format!("{about} ({mime})");
+                }
+                let description = first_line(item, "description");
+                if !description.is_empty() {
+                    about = format!("{about}: {description}");
+                }
+                (text(item, "uri").unwrap_or_else(|| "?".to_owned()), about)
+            })
+            .collect(),
+    )
+}
+
+/// The prompt list, one aligned line per prompt: `greet(name, style?)`,
+/// optional arguments marked `?`, then the first line of its description.
+pub fn prompts(prompts: &[Value]) -> Vec<String> {
+    aligned(
+        prompts
+            .iter()
+            .map(|prompt| {
+                let name = prompt.get("name").and_then(Value::as_str).unwrap_or("?");
+                let arguments: Vec<String> = prompt
+                    .get("arguments")
+                    .and_then(Value::as_array)
+                    .into_iter()
+                    .flatten()
+                    .map(|argument| {
+                        let name = argument.get("name").and_then(Value::as_str).unwrap_or("?");
+                        let required =
+                            argument.get("required").and_then(Value::as_bool) == Some(true);
+                        format!("{name}{}", if required { "" } else { "?" })
+                    })
+                    .collect();
+                let signature = format!("{name}({})", arguments.join(", "));
+                (signature, first_line(prompt, "description").to_owned())
+            })
+            .collect(),
+    )
+}
+
+/// A `resources/read` result: one line per content, its text or what kind
+/// of blob it is.
+pub fn read_result(result: &Value) -> Vec<String> {
+    let lines: Vec<String> = result
+        .get("contents")
+        .and_then(Value::as_array)
+        .map(|contents| {
+            contents
+                .iter()
+                .map(|content| {
+                    let mime = content
+                        .get("mimeType")
+                        .and_then(Value::as_str)
+                        .unwrap_or("no MIME type");
+                    match (content.get("text"), content.get("blob")) {
+                        (Some(Value::String(text)), _) => clip(text),
+                        (_, Some(Value::String(blob))) => {
+                            format!("[blob {mime}, {} base64 characters]", blob.len())
+                        }
+                        _ => clip(&content.to_string()),
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if lines.is_empty() {
+        vec!["(no contents)".to_owned()]
+    } else {
+        lines
+    }
+}
+
+/// A `prompts/get` result: one line per message, `role: text`.
+pub fn prompt_result(result: &Value) -> Vec<String> {
+    let lines: Vec<String> = result
+        .get("messages")
+        .and_then(Value::as_array)
+        .map(|messages| {
+            messages
+                .iter()
+                .map(|message| {
+                    let role = message.get("role").and_then(Value::as_str).unwrap_or("?");
+                    let content = message
+                        .get("content")
+                        .map_or_else(String::new, content_item);
+                    format!("{role}: {content}")
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    if lines.is_empty() {
+        vec!["(no messages)".to_owned()]
+    } else {
+        lines
+    }
 }
 
 /// A `tools/call` result: one line per content item (and the structured
@@ -190,6 +309,42 @@ mod tests {
         let (lines, is_error) = call_result(&json!({"content": [], "isError": true}));
         assert_eq!(lines, ["(no content)"]);
         assert!(is_error);
+    }
+
+    #[test]
+    fn resources_and_prompts_are_listed_one_aligned_line_each() {
+        let resources = resources(&[
+            json!({"uri":"example://readme","name":"readme","mimeType":"text/plain",
+                   "description":"About.\nMore."}),
+            json!({"uri":"file:///x","name":"x"}),
+        ]);
+        assert_eq!(
+            resources,
+            [
+                "example://readme  readme (text/plain): About.",
+                "file:///x         x"
+            ]
+        );
+        let prompts = prompts(&[
+            json!({"name":"greet","description":"Says hi.","arguments":[
+                {"name":"name","required":true},{"name":"style"}]}),
+            json!({"name":"bare"}),
+        ]);
+        assert_eq!(prompts, ["greet(name, style?)  Says hi.", "bare()"]);
+    }
+
+    #[test]
+    fn read_and_prompt_results_show_each_content_and_message() {
+        let read = read_result(&json!({"contents":[
+            {"uri":"a","text":"hello"},
+            {"uri":"b","mimeType":"image/png","blob":"AAAA"}
+        ]}));
+        assert_eq!(read, ["hello", "[blob image/png, 4 base64 characters]"]);
+        assert_eq!(read_result(&json!({})), ["(no contents)"]);
+        let prompt = prompt_result(&json!({"messages":[
+            {"role":"user","content":{"type":"text","text":"Greet Ada."}}
+        ]}));
+        assert_eq!(prompt, ["user: Greet Ada."]);
     }
 
     #[test]

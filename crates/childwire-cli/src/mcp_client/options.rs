@@ -3,7 +3,7 @@
 use std::ffi::OsString;
 use std::time::Duration;
 
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::cli::{self, ArgWalker, ChildCommand, UsageError, parse_env, parse_seconds};
 use crate::protocol::{
@@ -30,20 +30,33 @@ pub const USAGE: &str = "\
 Usage: mcp_client [OPTIONS] [--] [CMD [ARGS...]]
 
 Runs an MCP server over stdio, performs the handshake, lists its tools,
-optionally calls one, shuts it down the way the MCP spec asks, and prints
-what it saw and how the server ended.
+resources and prompts, optionally calls a tool, reads a resource or gets a
+prompt, shuts it down the way the MCP spec asks, and prints what it saw and
+how the server ended.
 
-Without CMD it runs the bundled example server (building it on first use)
-and calls its `add` tool. With CMD it runs that server: options end where
+Without CMD it runs the bundled example server (in the examples, this
+very program started again as `mcp_client serve-bundled`) and calls its
+`add` tool. With CMD it runs that server: options end where
 CMD begins, and every argument from CMD on goes to the server unchanged.
 
 Options:
-  --call NAME        call the tool NAME after listing the tools
-  --args JSON        the tool's arguments, a JSON object (default {})
+  --call NAME        call the tool NAME after listing what the server offers
+  --read-resource URI
+                     read the resource URI (resources/read)
+  --get-prompt NAME  get the prompt NAME (prompts/get)
+  --args JSON        the arguments of the --call or --get-prompt just before
+                     it, a JSON object (default {}); a prompt's values are
+                     strings
+  --json             print one JSON document instead of the narration:
+                     command, runtime, pid, protocol_version, server_info,
+                     capabilities, instructions, tools, resources, prompts,
+                     calls (each with its result or error), outcome (ok,
+                     tool_error, failed or ended_early), error, exit,
+                     traffic and timings_ms; null where nothing was had
   --env KEY=VALUE    set a variable for the server (repeatable); the server
                      otherwise sees only HOME, LOGNAME, PATH, SHELL, TERM, USER
   --inherit-env      pass the whole environment instead
-  --protocol REV      the MCP revision to ask for (default 2025-11-25):
+  --protocol REV     the MCP revision to ask for (default 2025-11-25):
                      2024-11-05, 2025-03-26, 2025-06-18 or 2025-11-25
                      open with `initialize`; 2026-07-28 is stateless: it
                      opens with `server/discover`, puts the revision in
@@ -62,7 +75,8 @@ Options:
                      after the conversation, watch the server until stdin
                      ends or Ctrl-C (kill it to see a restart)
   --timeout SECS     how long to wait for each answer (default 60)
-  --runtime NAME     tokio (default), smol or async-std
+  --runtime NAME     tokio (default), smol or async-std, as this build has
+                     them (cargo features of the same names)
   --show-stderr      print the server's stderr lines as they come
   -h, --help         print this help
 
@@ -73,12 +87,13 @@ Examples:
   mcp_client --protocol 2026-07-28 --discover-sibling -- npx -y some-mcp-server
   mcp_client --restart -- npx -y @modelcontextprotocol/server-everything
   mcp_client --call get_current_time --args '{\"timezone\":\"UTC\"}' uvx mcp-server-time
+  mcp_client --json --read-resource example://readme --get-prompt greet --args '{\"name\":\"Ada\"}'
 ";
 
-/// A tool to call.
+/// A tool to call, or a prompt to get: a name and its arguments.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ToolCall {
-    /// The tool's name.
+    /// The tool's (or prompt's) name.
     pub name: String,
     /// Its arguments: a JSON object.
     pub arguments: Value,
@@ -93,6 +108,12 @@ pub struct ClientOptions {
     pub server: Option<ChildCommand>,
     /// The tool to call, if any.
     pub call: Option<ToolCall>,
+    /// The resource to read, by URI, if any.
+    pub read_resource: Option<String>,
+    /// The prompt to get, if any.
+    pub get_prompt: Option<ToolCall>,
+    /// One JSON document on stdout instead of the narration.
+    pub json: bool,
     /// Variables set for the server.
     pub env: Vec<(OsString, OsString)>,
     /// Pass the whole environment rather than the minimal one.
@@ -112,6 +133,33 @@ pub struct ClientOptions {
     /// Restart the server when it ends on its own, re-initialize it, and
     /// watch it until stdin ends or a signal comes.
     pub restart: bool,
+    /// How to run the bundled example server when no server is given;
+    /// `None`: build `cargo run --example example_server`'s binary and run
+    /// that.
+    pub bundled: Option<BundledServer>,
+}
+
+/// How a program that carries the bundled example server in itself runs it
+/// (`mcp_client serve-bundled`): one build gives the client and its server.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct BundledServer {
+    /// The program.
+    pub program: OsString,
+    /// Its arguments.
+    pub args: Vec<OsString>,
+}
+
+impl BundledServer {
+    /// `program` with `args`.
+    pub fn new(
+        program: impl Into<OsString>,
+        args: impl IntoIterator<Item = impl Into<OsString>>,
+    ) -> Self {
+        Self {
+            program: program.into(),
+            args: args.into_iter().map(Into::into).collect(),
+        }
+    }
 }
 
 /// The outcome of parsing the command line; `Help` prints [`USAGE`].
@@ -120,12 +168,24 @@ pub type Parsed = cli::Parsed<ClientOptions>;
 /// Parses the arguments (without the program name).
 pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageError> {
     let mut args = ArgWalker::new(args);
-    let mut call = None;
-    let mut arguments = None;
+    // What the next --args belongs to: the --call or --get-prompt before it.
+    enum Named {
+        Nothing,
+        Tool,
+        Prompt,
+    }
+    let mut last = Named::Nothing;
+    let named = |name: String| ToolCall {
+        name,
+        arguments: Value::Object(Map::new()),
+    };
     let mut options = ClientOptions {
         name: NAME,
         server: None,
         call: None,
+        read_resource: None,
+        get_prompt: None,
+        json: false,
         env: Vec::new(),
         inherit_env: false,
         timeout: DEFAULT_TIMEOUT,
@@ -135,12 +195,37 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
         discover_timeout: DEFAULT_DISCOVER_TIMEOUT,
         discover_sibling: false,
         restart: false,
+        bundled: None,
     };
     while let Some(option) = args.next_option()? {
+        let previous = std::mem::replace(&mut last, Named::Nothing);
         match option.as_str() {
             "-h" | "--help" => return Ok(Parsed::Help),
-            "--call" => call = Some(args.value(&option)?),
-            "--args" => arguments = Some(parse_arguments(&args.value(&option)?)?),
+            "--call" => {
+                options.call = Some(named(args.value(&option)?));
+                last = Named::Tool;
+            }
+            "--get-prompt" => {
+                options.get_prompt = Some(named(args.value(&option)?));
+                last = Named::Prompt;
+            }
+            "--args" => {
+                let arguments = parse_arguments(&args.value(&option)?)?;
+                let target = match previous {
+                    Named::Tool => options.call.as_mut(),
+                    Named::Prompt => options.get_prompt.as_mut(),
+                    Named::Nothing => None,
+                };
+                let Some(target) = target else {
+                    return Err(UsageError(
+                        "--args goes right after the --call NAME or --get-prompt NAME it is for"
+                            .to_owned(),
+                    ));
+                };
+                target.arguments = arguments;
+            }
+            "--read-resource" => options.read_resource = Some(args.value(&option)?),
+            "--json" => options.json = true,
             "--env" => options.env.push(parse_env(&args.os_value(&option)?)?),
             "--inherit-env" => options.inherit_env = true,
             "--timeout" => options.timeout = parse_seconds(&option, &args.value(&option)?)?,
@@ -155,14 +240,6 @@ pub fn parse(args: impl IntoIterator<Item = OsString>) -> Result<Parsed, UsageEr
             other => return Err(UsageError(format!("unknown option `{other}`"))),
         }
     }
-    options.call = match (call, arguments) {
-        (Some(name), arguments) => Some(ToolCall {
-            name,
-            arguments: arguments.unwrap_or_else(|| Value::Object(Default::default())),
-        }),
-        (None, Some(_)) => return Err(UsageError("--args needs --call NAME".to_owned())),
-        (None, None) => None,
-    };
     if options.discover_sibling && !is_stateless(options.protocol) {
         return Err(UsageError(format!(
             "--discover-sibling needs --protocol {LATEST_STATELESS_PROTOCOL_VERSION}: only it \
@@ -275,6 +352,52 @@ mod tests {
         for (args, expected) in cases {
             let err = parse_strs(args).unwrap_err();
             assert!(err.0.contains(expected), "{args:?}: {err}");
+        }
+    }
+
+    #[test]
+    fn args_go_with_the_call_or_prompt_right_before_them() {
+        let options = run(&[
+            "--get-prompt",
+            "greet",
+            "--args",
+            r#"{"name":"Ada"}"#,
+            "--call",
+            "add",
+            "--args",
+            r#"{"a":1,"b":2}"#,
+            "--read-resource",
+            "example://readme",
+            "--json",
+        ]);
+        let prompt = options.get_prompt.unwrap();
+        assert_eq!(
+            (prompt.name.as_str(), &prompt.arguments["name"]),
+            ("greet", &Value::from("Ada"))
+        );
+        let call = options.call.unwrap();
+        assert_eq!(
+            (call.name.as_str(), &call.arguments["b"]),
+            ("add", &Value::from(2))
+        );
+        assert_eq!(options.read_resource.as_deref(), Some("example://readme"));
+        assert!(options.json);
+        // Without --args, no arguments.
+        assert_eq!(
+            run(&["--get-prompt", "p"]).get_prompt.unwrap().arguments,
+            Value::Object(Map::new())
+        );
+        for misplaced in [
+            &["--args", "{}", "--call", "x"][..],
+            &["--call", "x", "--args", "{}", "--args", "{}"],
+            &["--call", "x", "--read-resource", "u", "--args", "{}"],
+        ] {
+            let err = parse_strs(misplaced).unwrap_err();
+            assert!(
+                err.0
+                    .contains("right after the --call NAME or --get-prompt NAME"),
+                "{misplaced:?}: {err}"
+            );
         }
     }
 

@@ -1,7 +1,7 @@
 //! The client's steps: spawn, handshake, list tools, call one, shut down,
 //! report; and the explanation when a step fails.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use childwire::core::stderr_level::{Level, level_of};
 use childwire::{
@@ -10,6 +10,7 @@ use childwire::{
 };
 use serde_json::{Map, Value, json};
 
+use super::findings::{Findings, Verdict};
 use super::options::{ClientOptions, ToolCall};
 use super::session::{Failure, Link, Session, pid_text};
 use super::{describe, locate};
@@ -48,10 +49,13 @@ enum Outcome {
 
 pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     let name = options.name;
+    // With --json, stdout is the document's alone.
+    crate::set_quiet(options.json);
     let bundled = options.server.is_none();
-    let (program, args) = match &options.server {
-        Some(server) => (server.program.clone(), server.args.clone()),
-        None => match locate::bundled_server(|| {
+    let (program, args) = match (&options.server, &options.bundled) {
+        (Some(server), _) => (server.program.clone(), server.args.clone()),
+        (None, Some(bundled)) => (bundled.program.clone(), bundled.args.clone()),
+        (None, None) => match locate::bundled_server(|| {
             note!("{name}: building the bundled example server (first run only)...");
         }) {
             Ok(path) => (path.into_os_string(), Vec::new()),
@@ -85,6 +89,7 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
     }
 
     let shown = shown_command(&program, &args);
+    let mut findings = Findings::new(&shown, &options.runtime.to_string());
     let server = Server {
         command: &command,
         config: &config,
@@ -98,51 +103,74 @@ pub(super) async fn run<R: Runtime>(options: ClientOptions) -> u8 {
         server: &server,
     };
     let ended = if options.restart {
-        restart::session::<R>(&options, &discovery, bundled).await
+        restart::session::<R>(&options, &discovery, bundled, &mut findings).await
     } else {
-        session::<R>(&options, &discovery, bundled).await
+        session::<R>(&options, &discovery, bundled, &mut findings).await
     };
     let Some((outcome, report)) = ended else {
+        emit(&options, findings.finish(None, Verdict::Failed));
         return 1;
     };
     say!("server {report}");
     let c = &report.counters;
     say!(
-        "traffic: sent {} messages ({} bytes), received {} ({} bytes), {} oversized dropped; stderr {} bytes",
-        c.messages_out,
-        c.bytes_out,
-        c.messages_in,
-        c.bytes_in,
-        c.oversized,
-        c.stderr_bytes
+        "traffic: sent {} ({}), received {} ({}), {} dropped for size; stderr {}",
+        count(c.messages_out, "message"),
+        count(c.bytes_out, "byte"),
+        count(c.messages_in, "message"),
+        count(c.bytes_in, "byte"),
+        count(c.oversized, "message"),
+        count(c.stderr_bytes, "byte"),
     );
-    if c.polluted > 0 {
-        say!(
-            "stdout lines that were not JSON messages: {} (named above)",
-            c.polluted
-        );
+    match c.polluted {
+        0 => {}
+        1 => say!("stdout: 1 line that was not a JSON message (named above)"),
+        n => say!("stdout: {n} lines that were not JSON messages (named above)"),
     }
 
-    match outcome {
-        Outcome::Done if report.shutdown_requested => 0,
+    let (code, verdict) = match outcome {
+        Outcome::Done if report.shutdown_requested => (0, Verdict::Ok),
         Outcome::Done => {
             note!(
                 "{name}: the server ended before it was asked to.{}",
                 tail(&report)
             );
-            1
+            (1, Verdict::EndedEarly)
         }
         Outcome::ToolError(tool) => {
             note!(
                 "{}: the tool `{tool}` reported an error (isError: true); its message is above.",
                 options.name
             );
-            1
+            (1, Verdict::ToolError)
         }
         Outcome::Failed(failed) => {
-            note!("{}", explain(name, &failed, &report, &shown));
-            1
+            let explanation = explain(name, &failed, &report, &shown);
+            note!("{explanation}");
+            findings.error(&failed.step, &failed.failure.to_string(), &explanation);
+            (1, Verdict::Failed)
         }
+    };
+    emit(&options, findings.finish(Some(&report), verdict));
+    code
+}
+
+/// Writes the `--json` document to stdout, when asked for.
+fn emit(options: &ClientOptions, document: Value) {
+    if options.json {
+        // A closed stdout (`| head`) is not worth a panic.
+        let mut text = serde_json::to_string_pretty(&document).unwrap_or_default();
+        text.push('\n');
+        let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), text.as_bytes());
+    }
+}
+
+/// `1 message`, `2 messages`.
+fn count(n: u64, noun: &str) -> String {
+    if n == 1 {
+        format!("1 {noun}")
+    } else {
+        format!("{n} {noun}s")
     }
 }
 
@@ -153,33 +181,35 @@ async fn session<R: Runtime>(
     options: &ClientOptions,
     discovery: &Discovery<'_>,
     bundled: bool,
+    findings: &mut Findings,
 ) -> Option<(Outcome, ExitReport)> {
+    let started = Instant::now();
     let transport = match discovery.server.spawn::<R>("") {
         Ok(transport) => transport,
         Err(err) => {
-            note!("{}", explain_spawn(options.name, &err));
+            let explanation = explain_spawn(options.name, &err);
+            note!("{explanation}");
+            findings.error("spawn", &err.to_string(), &explanation);
             return None;
         }
     };
+    findings.time("spawn", started.elapsed());
+    findings.pid(transport.id());
     let mut session = Session::new(transport, options.timeout);
-    let outcome = match converse(
-        &mut session,
-        options.protocol,
-        discovery,
-        options.call.as_ref(),
-        bundled,
-        &|_| {},
-    )
-    .await
+    let outcome = match converse(&mut session, options, discovery, bundled, &|_| {}, findings).await
     {
         Ok(outcome) => outcome,
         Err(failed) => Outcome::Failed(failed),
     };
     say_shutdown(&outcome);
-    match session.shutdown().await {
+    let started = Instant::now();
+    let report = session.shutdown().await;
+    findings.time("shutdown", started.elapsed());
+    match report {
         Ok(report) => Some((outcome, report)),
         Err(stopped) => {
             note!("{}: {stopped}", options.name);
+            findings.error("shutdown", &stopped.to_string(), &stopped.to_string());
             None
         }
     }
@@ -251,17 +281,22 @@ struct Opened {
     tools: bool,
 }
 
-/// The conversation: handshake (or discovery), tools, one call; `opened`
-/// hears how the session was opened as soon as the server has answered.
+/// The conversation: handshake (or discovery), what the server offers
+/// (tools, resources, prompts), then what the options ask for (a tool
+/// call, a resource read, a prompt); `opened` hears how the session was
+/// opened as soon as the server has answered; `findings` gathers what was
+/// found.
 async fn converse<L: Link>(
     session: &mut Session<L>,
-    protocol: &'static str,
+    options: &ClientOptions,
     discovery: &Discovery<'_>,
-    call: Option<&ToolCall>,
     bundled: bool,
     opened: &(dyn Fn(Opened) + Sync),
+    findings: &mut Findings,
 ) -> Result<Outcome, StepFailed> {
-    let init = if is_stateless(protocol) {
+    let protocol = options.protocol;
+    let started = Instant::now();
+    let (init, in_use) = if is_stateless(protocol) {
         let discovered = if discovery.sibling {
             discover_on_sibling::<L::Rt>(discovery, protocol).await?
         } else {
@@ -274,11 +309,13 @@ async fn converse<L: Link>(
                 opened(Opened {
                     protocol: chosen,
                     stateless: true,
-                    tools: has_tools(&result),
+                    tools: has(&result, "tools"),
                 });
-                result
+                (result, chosen)
             }
-            Discovered::Handshake(version) => initialize(session, version, opened).await?,
+            Discovered::Handshake(version) => {
+                (initialize(session, version, opened).await?, version)
+            }
             Discovered::ServerGone(version) => {
                 if L::SUPERVISED {
                     say!(
@@ -291,46 +328,146 @@ async fn converse<L: Link>(
                         step: "initialize".to_owned(),
                         failure: Failure::Spawn(err.to_string()),
                     })?;
-                initialize(session, version, opened).await?
+                findings.pid(session.link().id());
+                (initialize(session, version, opened).await?, version)
             }
         }
     } else {
-        initialize(session, protocol, opened).await?
+        (initialize(session, protocol, opened).await?, protocol)
     };
-    let tools = has_tools(&init);
+    findings.time("open", started.elapsed());
+    let in_use = init
+        .get("protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or(in_use);
+    findings.server(in_use, &init);
 
-    if !tools {
-        say!("   the server declares no tools capability: nothing to list or call");
-        return Ok(Outcome::Done);
+    if has(&init, "tools") {
+        let started = Instant::now();
+        let tools = list_tools(session).await?;
+        findings.time("tools/list", started.elapsed());
+        findings.listed("tools", &tools);
+    } else {
+        say!("   the server declares no tools capability: no tools to list");
     }
-    list_tools(session).await?;
+    // The list's field is named after the capability.
+    for what in ["resources", "prompts"] {
+        if !has(&init, what) {
+            continue;
+        }
+        let method = format!("{what}/list");
+        let started = Instant::now();
+        let items = list_all(session, &method, what).await?;
+        findings.time(&method, started.elapsed());
+        let noun = &what[..what.len() - 1];
+        say!("<- {}", count(items.len() as u64, noun));
+        let lines = if what == "resources" {
+            describe::resources(&items)
+        } else {
+            describe::prompts(&items)
+        };
+        for line in lines {
+            say!("   {line}");
+        }
+        findings.listed(what, &items);
+    }
 
+    let mut outcome = Outcome::Done;
     let default_call;
-    let call = match call {
-        Some(call) => call,
-        None if bundled => {
+    let call = match options.call.as_ref() {
+        Some(call) => Some(call),
+        None if bundled && has(&init, "tools") => {
             default_call = ToolCall {
                 name: "add".to_owned(),
                 arguments: json!({ "a": 2, "b": 40 }),
             };
-            &default_call
+            Some(&default_call)
         }
         None => {
-            say!("   no tool called (pass --call NAME --args JSON before the command to call one)");
-            return Ok(Outcome::Done);
+            if has(&init, "tools") {
+                say!(
+                    "   no tool called (pass --call NAME --args JSON before the command to call one)"
+                );
+            }
+            None
         }
     };
-    say!("-> tools/call {} {}", call.name, call.arguments);
-    let result = step(
-        &format!("tools/call {}", call.name),
-        session.request(
+    if let Some(call) = call {
+        say!("-> tools/call {} {}", call.name, call.arguments);
+        let request = json!({ "name": call.name, "arguments": call.arguments });
+        let result = asked(
+            session,
+            findings,
             "tools/call",
-            json!({ "name": call.name, "arguments": call.arguments }),
-        ),
-    )
-    .await?;
-    let (lines, is_error) = describe::call_result(&result);
-    let label = if is_error { "tool error" } else { "result" };
+            &format!("tools/call {}", call.name),
+            request,
+        )
+        .await?;
+        let (lines, is_error) = describe::call_result(&result);
+        say_lines(if is_error { "tool error" } else { "result" }, &lines);
+        if is_error {
+            outcome = Outcome::ToolError(call.name.clone());
+        }
+    }
+    if let Some(uri) = &options.read_resource {
+        say!("-> resources/read {uri}");
+        let result = asked(
+            session,
+            findings,
+            "resources/read",
+            &format!("resources/read {uri}"),
+            json!({ "uri": uri }),
+        )
+        .await?;
+        say_lines("contents", &describe::read_result(&result));
+    }
+    if let Some(prompt) = &options.get_prompt {
+        say!("-> prompts/get {} {}", prompt.name, prompt.arguments);
+        let request = json!({ "name": prompt.name, "arguments": prompt.arguments });
+        let result = asked(
+            session,
+            findings,
+            "prompts/get",
+            &format!("prompts/get {}", prompt.name),
+            request,
+        )
+        .await?;
+        say_lines("prompt", &describe::prompt_result(&result));
+    }
+    Ok(outcome)
+}
+
+/// Request `method` with `params` (also what `findings` keeps of what was
+/// asked), as step `step`; its result, kept in `findings` with the time it
+/// took, or the failure, kept there too.
+async fn asked<L: Link>(
+    session: &mut Session<L>,
+    findings: &mut Findings,
+    method: &str,
+    step: &str,
+    params: Value,
+) -> Result<Value, StepFailed> {
+    let started = Instant::now();
+    let answer = session.request(method, params.clone()).await;
+    let elapsed = started.elapsed();
+    findings.time(method, elapsed);
+    match answer {
+        Ok(result) => {
+            findings.call(method, params, Ok(&result), elapsed);
+            Ok(result)
+        }
+        Err(failure) => {
+            findings.call(method, params, Err(failure.to_string()), elapsed);
+            Err(StepFailed {
+                step: step.to_owned(),
+                failure,
+            })
+        }
+    }
+}
+
+/// `<- label: first line`, the others indented below it.
+fn say_lines(label: &str, lines: &[String]) {
     for (i, line) in lines.iter().enumerate() {
         if i == 0 {
             say!("<- {label}: {line}");
@@ -338,11 +475,6 @@ async fn converse<L: Link>(
             say!("   {line}");
         }
     }
-    Ok(if is_error {
-        Outcome::ToolError(call.name.clone())
-    } else {
-        Outcome::Done
-    })
 }
 
 /// What `server/discover` led to.
@@ -508,9 +640,12 @@ fn error_name(code: i64) -> &'static str {
     }
 }
 
-/// Whether an `initialize` (or `server/discover`) result declares tools.
-fn has_tools(init: &Value) -> bool {
-    init.pointer("/capabilities/tools").is_some()
+/// Whether an `initialize` (or `server/discover`) result declares the
+/// capability `name` (`tools`, `resources`, `prompts`).
+fn has(init: &Value, name: &str) -> bool {
+    init.get("capabilities")
+        .and_then(|capabilities| capabilities.get(name))
+        .is_some()
 }
 
 /// `initialize` offering `protocol`, then `notifications/initialized`;
@@ -557,7 +692,7 @@ async fn initialize<L: Link>(
     opened(Opened {
         protocol,
         stateless: false,
-        tools: has_tools(&init),
+        tools: has(&init, "tools"),
     });
     say!("-> notifications/initialized");
     step(
@@ -605,37 +740,44 @@ fn choose(wanted: &'static str, offered: &[String]) -> Option<&'static str> {
         .find(|known| offered.iter().any(|version| version == known))
 }
 
-/// `tools/list`, following `nextCursor` through every page.
-async fn list_tools<L: Link>(session: &mut Session<L>) -> Result<(), StepFailed> {
-    let mut tools = Vec::new();
+/// `tools/list`, every page, said as the server's tools.
+async fn list_tools<L: Link>(session: &mut Session<L>) -> Result<Vec<Value>, StepFailed> {
+    let tools = list_all(session, "tools/list", "tools").await?;
+    say!("<- {}", count(tools.len() as u64, "tool"));
+    for line in describe::tools(&tools) {
+        say!("   {line}");
+    }
+    Ok(tools)
+}
+
+/// A list request (`tools/list`, `resources/list`, `prompts/list`),
+/// following `nextCursor` through every page: the items of `field`.
+async fn list_all<L: Link>(
+    session: &mut Session<L>,
+    method: &str,
+    field: &str,
+) -> Result<Vec<Value>, StepFailed> {
+    let mut items = Vec::new();
     let mut cursor: Option<String> = None;
     loop {
         say!(
-            "-> tools/list{}",
+            "-> {method}{}",
             if cursor.is_some() { " (next page)" } else { "" }
         );
         let params = match &cursor {
             Some(cursor) => json!({ "cursor": cursor }),
             None => json!({}),
         };
-        let page = step("tools/list", session.request("tools/list", params)).await?;
-        if let Some(Value::Array(page_tools)) = page.get("tools") {
-            tools.extend(page_tools.iter().cloned());
+        let page = step(method, session.request(method, params)).await?;
+        if let Some(Value::Array(page_items)) = page.get(field) {
+            items.extend(page_items.iter().cloned());
         }
         match page.get("nextCursor").and_then(Value::as_str) {
             Some(next) if cursor.as_deref() != Some(next) => cursor = Some(next.to_owned()),
             _ => break,
         }
     }
-    say!(
-        "<- {} tool{}",
-        tools.len(),
-        if tools.len() == 1 { "" } else { "s" }
-    );
-    for line in describe::tools(&tools) {
-        say!("   {line}");
-    }
-    Ok(())
+    Ok(items)
 }
 
 /// Names a failure after its step.
@@ -704,6 +846,10 @@ fn explain(name: &str, failed: &StepFailed, report: &ExitReport, shown: &str) ->
              last time it {report}. It may crash on start-up or may not be an MCP stdio server; \
              its stderr is below.",
             verdict.reason
+        ),
+        Failure::Echoed(method) => format!(
+            "{name}: the server sent the {method} request back unchanged instead of answering \
+             it: it echoes what it reads (is it `cat`?), it is not an MCP server. Command: {shown}"
         ),
         other => format!("{name}: {step} failed: {other}. The server was shut down: {report}."),
     };

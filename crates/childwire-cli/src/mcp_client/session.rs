@@ -152,6 +152,9 @@ pub enum Failure {
     Spawn(String),
     /// The server kept ending and is no longer restarted (`--restart`).
     GaveUp(Box<GaveUp>),
+    /// The "server" sent this request of ours back unchanged instead of
+    /// answering it: it echoes what it reads (`cat`), it is no MCP server.
+    Echoed(String),
 }
 
 impl Failure {
@@ -190,6 +193,10 @@ impl fmt::Display for Failure {
             Failure::Gone => f.write_str("the connection to the server is gone"),
             Failure::Spawn(why) => write!(f, "the server could not be started again: {why}"),
             Failure::GaveUp(verdict) => write!(f, "{verdict}"),
+            Failure::Echoed(method) => write!(
+                f,
+                "the server echoed the {method} request back instead of answering it (is it `cat`?)"
+            ),
         }
     }
 }
@@ -205,6 +212,10 @@ pub struct Session<L: Link> {
     /// Put in every request's `params._meta`: what a stateless MCP revision
     /// asks of each request instead of a handshake.
     meta: Option<Map<String, Value>>,
+    /// The method of the request last sent: the one waited for. The same
+    /// request coming back (method and id) is an echo, not a request of the
+    /// server's.
+    last_method: String,
 }
 
 /// What one item from the server meant to the session.
@@ -231,6 +242,7 @@ impl<L: Link> Session<L> {
             timeout,
             exited: None,
             meta: None,
+            last_method: String::new(),
         }
     }
 
@@ -336,6 +348,7 @@ impl<L: Link> Session<L> {
         let id = self.next_id;
         self.next_id += 1;
         let request = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        method.clone_into(&mut self.last_method);
         match self.send(&request).await {
             Ok(()) => Ok(Some(id)),
             Err(failure) if failure.is_exit() && L::SUPERVISED => {
@@ -499,6 +512,14 @@ impl<L: Link> Session<L> {
             .and_then(Value::as_str)
             .map(str::to_owned);
         match (method, message.remove("id")) {
+            // Our own request, back: the other end echoes its input.
+            (Some(method), Some(request_id))
+                if method == self.last_method
+                    && pending.is_some_and(|id| request_id == json!(id)) =>
+            {
+                say!("<- {method} (id {request_id}): our own request, sent back unchanged");
+                Some(Err(Failure::Echoed(method)))
+            }
             (Some(method), Some(request_id)) => {
                 self.answer_server_request(&method, request_id).await;
                 None

@@ -25,7 +25,7 @@ use std::pin::{Pin, pin};
 use std::rc::Rc;
 use std::task::{Context, Poll};
 
-use async_signal::{Signal, Signals};
+use crate::signals::{Signal, Signals};
 use bytes::Bytes;
 use childwire::{
     ChannelConfig, Closed, Command, Config, ExitReport, Oversized, PollutionPolicy, Received,

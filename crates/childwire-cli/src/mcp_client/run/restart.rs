@@ -16,6 +16,7 @@ use super::{
     ClientOptions, Discovery, Opened, Outcome, StepFailed, converse, explain_spawn, initialize,
     list_tools, meta, say_shutdown,
 };
+use crate::mcp_client::findings::Findings;
 use crate::mcp_client::session::{Handled, Session, pid_text};
 
 /// The session under supervision; see [`super::session`] for what it
@@ -24,6 +25,7 @@ pub(super) async fn session<R: Runtime>(
     options: &ClientOptions,
     discovery: &Discovery<'_>,
     bundled: bool,
+    findings: &mut Findings,
 ) -> Option<(Outcome, ExitReport)> {
     let server = discovery.server;
     // How the session was opened, once it is: what each new process gets.
@@ -77,7 +79,9 @@ pub(super) async fn session<R: Runtime>(
     let mut supervised = match spawned {
         Ok(supervised) => supervised,
         Err(err) => {
-            note!("{}", explain_spawn(options.name, &err));
+            let explanation = explain_spawn(options.name, &err);
+            note!("{explanation}");
+            findings.error("spawn", &err.to_string(), &explanation);
             return None;
         }
     };
@@ -88,16 +92,17 @@ pub(super) async fn session<R: Runtime>(
         other => say!("<- {other:?}"),
     }
     server.say_spawned("", supervised.id());
+    findings.pid(supervised.id());
     say!("   restarted if it ends on its own (--restart)");
 
     let mut session = Session::new(supervised, options.timeout);
     let outcome = converse(
         &mut session,
-        options.protocol,
+        options,
         discovery,
-        options.call.as_ref(),
         bundled,
         &|opened| *plan.lock().unwrap_or_else(PoisonError::into_inner) = Some(opened),
+        findings,
     )
     .await;
     let outcome = match outcome {
@@ -113,6 +118,7 @@ pub(super) async fn session<R: Runtime>(
         Ok(report) => Some((outcome, report)),
         Err(stopped) => {
             note!("{}: {stopped}", options.name);
+            findings.error("shutdown", &stopped.to_string(), &stopped.to_string());
             None
         }
     }

@@ -6,7 +6,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::{Context, Poll, Waker};
 
-use async_signal::{Signal, Signals};
+use crate::signals::{Signal, Signals};
 
 /// The signals that end the watch.
 #[cfg(unix)]
