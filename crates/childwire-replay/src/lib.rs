@@ -56,7 +56,7 @@ pub mod replayer;
 pub mod twin;
 
 pub use recording::{Event, Limits, ParseError, RecordedExit, Recording};
-pub use replayer::{NOT_IN_RECORDING, Output, Replayer, Unmatched};
+pub use replayer::{NOT_IN_RECORDING, Note, Output, Replayer, Unmatched};
 #[cfg(feature = "transport")]
 pub use twin::{Twin, TwinStdin, TwinStdout, twin};
 
