@@ -233,8 +233,8 @@ impl Recording {
             if !ended && line.is_empty() {
                 return Ok(reader.finish());
             }
-            let text = std::str::from_utf8(&line)
-                .map_err(|err| error(format!("not UTF-8 ({err})")))?;
+            let text =
+                std::str::from_utf8(&line).map_err(|err| error(format!("not UTF-8 ({err})")))?;
             reader.line(text.strip_suffix('\r').unwrap_or(text))?;
         }
     }
@@ -302,7 +302,10 @@ impl Recording {
     /// happened.
     #[must_use]
     pub fn dropped(&self) -> u64 {
-        self.generations.iter().map(|generation| generation.dropped).sum()
+        self.generations
+            .iter()
+            .map(|generation| generation.dropped)
+            .sum()
     }
 
     /// The messages the host sent, in order: what a test sends the replay.
@@ -452,15 +455,10 @@ fn parse_record(line: &str, limits: &Limits) -> Result<Option<Record>, String> {
     let dir: String = field(&fields, "dir")?.ok_or("no \"dir\"")?;
     let event = match dir.as_str() {
         "to_child" => message(limits, &fields, Event::ToChild, Event::OversizedToChild)?,
-        "from_child" => message(
-            limits,
-            &fields,
-            Event::FromChild,
-            Event::OversizedFromChild,
-        )?,
-        "stderr" => Event::Stderr(
-            field(&fields, "line")?.ok_or("a stderr record without \"line\"")?,
-        ),
+        "from_child" => message(limits, &fields, Event::FromChild, Event::OversizedFromChild)?,
+        "stderr" => {
+            Event::Stderr(field(&fields, "line")?.ok_or("a stderr record without \"line\"")?)
+        }
         "exit" => Event::Exit(exit(&fields)?),
         "generation" => return Ok(Some(Record::Generation)),
         "notice" if field::<String>(&fields, "kind")?.as_deref() == Some("dropped") => {
@@ -603,7 +601,11 @@ mod tests {
                 2,
                 "raw line break",
             ),
-            ("{\"dir\":\"notice\",\"kind\":\"dropped\"}", 1, "without \"records\""),
+            (
+                "{\"dir\":\"notice\",\"kind\":\"dropped\"}",
+                1,
+                "without \"records\"",
+            ),
             ("\n{\"dir\":\"to_child\"}", 2, "neither"),
             (
                 "{\"dir\":\"to_child\",\"text\":\"x\"}\nnot json",
@@ -639,7 +641,10 @@ mod tests {
             ..Limits::default()
         };
         let recording = Recording::read(text.as_bytes(), &limits).unwrap();
-        assert_eq!(recording.events()[1], Event::OversizedFromChild(5_368_709_119));
+        assert_eq!(
+            recording.events()[1],
+            Event::OversizedFromChild(5_368_709_119)
+        );
     }
 
     #[test]
@@ -711,8 +716,14 @@ mod tests {
         assert_eq!(first.events().len(), 3);
         assert_eq!(first.exit().unwrap().exit, Exit::Code(1));
         let second = recording.generation(2).unwrap();
-        assert_eq!(second.to_child().collect::<Vec<_>>(), [&br#"{"id":1,"method":"tools/list"}"#[..]]);
-        assert_eq!((second.dropped(), second.exit().unwrap().exit), (3, Exit::Code(0)));
+        assert_eq!(
+            second.to_child().collect::<Vec<_>>(),
+            [&br#"{"id":1,"method":"tools/list"}"#[..]]
+        );
+        assert_eq!(
+            (second.dropped(), second.exit().unwrap().exit),
+            (3, Exit::Code(0))
+        );
         assert_eq!(
             recording.generation(3).unwrap().events(),
             [Event::Stderr("an appended session, no marker".into())]

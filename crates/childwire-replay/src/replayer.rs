@@ -435,7 +435,10 @@ impl Replayer {
         }
         // By rank: the first one not matched yet.
         let (all, front) = self.by_key.get_mut(key)?;
-        while all.get(*front).is_some_and(|&host| self.hosts[host].matched) {
+        while all
+            .get(*front)
+            .is_some_and(|&host| self.hosts[host].matched)
+        {
             *front += 1;
         }
         let host = *all.get(*front)?;

@@ -260,7 +260,11 @@ fn a_two_generation_recording_replays_either_generation() {
             "{runtime}"
         );
         assert_eq!(twin.stderr_lines(), ["FATAL gone"], "{runtime}");
-        assert_eq!(twin.exit().map(|e| e.exit), Some(Exit::Code(3)), "{runtime}");
+        assert_eq!(
+            twin.exit().map(|e| e.exit),
+            Some(Exit::Code(3)),
+            "{runtime}"
+        );
         assert!(twin.notes().is_empty(), "{runtime}: {:?}", twin.notes());
     }
 
@@ -275,7 +279,11 @@ fn a_two_generation_recording_replays_either_generation() {
             "{runtime}"
         );
         assert!(twin.stderr_lines().is_empty(), "{runtime}");
-        assert_eq!(twin.exit().map(|e| e.exit), Some(Exit::Code(0)), "{runtime}");
+        assert_eq!(
+            twin.exit().map(|e| e.exit),
+            Some(Exit::Code(0)),
+            "{runtime}"
+        );
     }
 
     // The whole file: the first generation, and a note that says so.
