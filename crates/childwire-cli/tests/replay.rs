@@ -567,13 +567,11 @@ impl Program for ByName {
             messages.push(next_message::<R>(&mut server).await?);
         }
         server.close().await.map_err(|err| err.to_string())?;
-        loop {
-            match timeout_at::<R, _>(Instant::now() + STEP, server.recv()).await {
-                None => return Err("no exit in time".into()),
-                Some(None) => return Err("no exit report".into()),
-                Some(Some(Received::Exited(report))) => return Ok((messages, *report)),
-                Some(Some(other)) => return Err(format!("unexpected {other:?}")),
-            }
+        match timeout_at::<R, _>(Instant::now() + STEP, server.recv()).await {
+            None => Err("no exit in time".into()),
+            Some(None) => Err("no exit report".into()),
+            Some(Some(Received::Exited(report))) => Ok((messages, *report)),
+            Some(Some(other)) => Err(format!("unexpected {other:?}")),
         }
     }
 }
