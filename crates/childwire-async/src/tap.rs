@@ -18,8 +18,12 @@
 //!   hands the exit report out, or else when the transport is gone and the
 //!   report is known.
 //!
-//! The tap is called outside the transport's locks: it may be slow, or
-//! call back into the transport (from another task). A tap that panics is not called again; the
+//! The tap is called outside the transport's locks, but inside the call
+//! that moved the item (`recv`'s poll, `send`), in the caller's task: it
+//! must not block, or that call waits for it (a timeout around `recv`
+//! cannot fire while the tap blocks inside it). Hand slow work to a thread
+//! or a channel, as [`Recorder`] does. It may call back into the transport
+//! from another task. A tap that panics is not called again; the
 //! transport goes on, and a `tracing` error says so once. With no tap set,
 //! all it costs is a check of an `Option`; with one, `send_many` sends its
 //! messages one by one, so that the tap sees each as it is accepted.
@@ -48,7 +52,7 @@ use crate::{Config, StderrCallback};
 mod recorder;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
-pub use recorder::{Direction, Recorder};
+pub use recorder::{Direction, RECORDER_QUEUE_LIMIT, RECORDER_STALL, Recorder};
 
 /// An observer of a transport: sees each message both ways, each notice,
 /// the child's stderr lines and its exit. See the [module docs](self).
@@ -76,9 +80,14 @@ pub use recorder::{Direction, Recorder};
 /// ```
 pub trait Tap: Send + Sync + 'static {
     /// Called with each event, and `at`, the runtime's time when it
-    /// happened. Events of one direction come in their order; a sender in
-    /// another task may see its `Sent` reported a little after a `Received`
-    /// that happened later.
+    /// happened, in the task that moved it. Events of one direction come in
+    /// their order; a sender in another task may see its `Sent` reported a
+    /// little after a `Received` that happened later.
+    ///
+    /// It must not block: it runs inside the transport's `recv` and `send`,
+    /// which wait for it. A tap with slow work (writing a file, a socket)
+    /// queues it for a thread of its own, up to a bound, as [`Recorder`]
+    /// does.
     fn event(&self, at: Instant, event: TapEvent<'_>);
 }
 

@@ -12,14 +12,16 @@
 //! reads, so there is nothing to do concurrently.
 
 use std::ffi::OsString;
-use std::io::{self, Read, Write};
+use std::fs::File;
+use std::io::{self, BufReader, Read, Write};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use childwire_core::{Frame, LineDecoder};
-use childwire_replay::{Output, RecordedExit, Recording, Replayer};
+use childwire_replay::{Limits, Output, RecordedExit, Recording, Replayer};
 
 use crate::cli::{ArgWalker, Parsed, UsageError};
+use crate::relay::options::parse_size;
 
 /// The help text.
 pub const USAGE: &str = "\
@@ -28,16 +30,25 @@ Usage: childwire replay [OPTIONS] [--] FILE
 Acts as the server recorded in FILE (written by `childwire relay --log`
 or the wire tap): reads messages on stdin, one JSON-RPC message per line,
 and answers each the way the recorded server did. A request is matched to
-the recorded one with the same method and the same rank (the second
-tools/call gets the answer to the second recorded tools/call), and its
-response carries the live request's id. What the server sent before the
-first request (banners, notifications) comes at once; the recorded stderr
-lines go to stderr. A request the recording does not have gets JSON-RPC
-error -32601 naming it, and a line on stderr. When stdin closes, it exits
-with the recorded exit code (or dies of the recorded signal); a server
-that exited on its own in the recording exits where it did.
+a recorded one with the same method that names the same thing (the tool of
+tools/call, the prompt of prompts/get, the uri of resources/read), else to
+the next one of its method by rank, and a line on stderr says so; other
+requests match by rank (the second ping gets the answer to the second
+recorded ping). Each response carries the live request's id. What the
+server sent before the first request (banners, notifications) comes at
+once; the recorded stderr lines go to stderr. A request the recording does
+not have gets JSON-RPC error -32601 naming it, and a line on stderr. When
+stdin closes, it exits with the recorded exit code (or dies of the
+recorded signal); a server that exited on its own in the recording exits
+where it did.
+
+A recording of a supervised server holds one generation per child it
+started; the first is replayed unless --generation picks another.
 
 Options:
+  --generation N   replay generation N of the recording (from 1)
+  --max-size SIZE  refuse a recording larger than SIZE bytes (default 1GiB;
+                   KiB, MiB and GiB suffixes work)
   -h, --help       print this help
 
 Example:
@@ -54,15 +65,39 @@ const MAX_MESSAGE_SIZE: usize = crate::relay::options::DEFAULT_MAX_MESSAGE_SIZE;
 pub struct ReplayOptions {
     /// The recording to replay.
     pub recording: PathBuf,
+    /// The generation to replay, from 1; `None`: the first.
+    pub generation: Option<usize>,
+    /// The most bytes read from the recording.
+    pub max_size: u64,
 }
 
 /// Parses `childwire replay`'s arguments.
 pub fn parse(args: Vec<OsString>) -> Result<Parsed<ReplayOptions>, UsageError> {
     let mut args = ArgWalker::new(args);
-    match args.next_option()?.as_deref() {
-        None => {}
-        Some("-h" | "--help") => return Ok(Parsed::Help),
-        Some(other) => return Err(UsageError(format!("unknown option `{other}`"))),
+    let mut generation = None;
+    let mut max_size = Limits::default().max_file_size;
+    while let Some(option) = args.next_option()? {
+        match option.as_str() {
+            "-h" | "--help" => return Ok(Parsed::Help),
+            "--generation" => {
+                let text = args.value("--generation")?;
+                let n = text
+                    .parse::<usize>()
+                    .ok()
+                    .filter(|&n| n > 0)
+                    .ok_or_else(|| {
+                        UsageError(format!(
+                            "--generation expects a generation number from 1, got `{text}`"
+                        ))
+                    })?;
+                generation = Some(n);
+            }
+            "--max-size" => {
+                let text = args.value("--max-size")?;
+                max_size = parse_size("--max-size", &text)? as u64;
+            }
+            other => return Err(UsageError(format!("unknown option `{other}`"))),
+        }
     }
     let Some(command) = args.into_command() else {
         return Err(UsageError(
@@ -77,6 +112,8 @@ pub fn parse(args: Vec<OsString>) -> Result<Parsed<ReplayOptions>, UsageError> {
     }
     Ok(Parsed::Run(ReplayOptions {
         recording: command.program.into(),
+        generation,
+        max_size,
     }))
 }
 
@@ -108,11 +145,34 @@ pub fn main(args: Vec<OsString>) -> ExitCode {
     end(&exit)
 }
 
+/// The recording `options` name, read record by record within the limits,
+/// the generation asked for taken out.
 fn read(options: &ReplayOptions) -> Result<Recording, String> {
     let path = options.recording.display();
-    let text = std::fs::read_to_string(&options.recording)
-        .map_err(|err| format!("cannot read {path}: {err}"))?;
-    Recording::parse(&text).map_err(|err| format!("{path}: {err}"))
+    let file =
+        File::open(&options.recording).map_err(|err| format!("cannot read {path}: {err}"))?;
+    let limits = Limits {
+        max_file_size: options.max_size,
+        ..Limits::default()
+    };
+    let recording =
+        Recording::read(BufReader::with_capacity(64 * 1024, file), &limits).map_err(|err| {
+            let hint = if err.reason.contains("larger than the limit") {
+                " (raise it with --max-size)"
+            } else {
+                ""
+            };
+            format!("{path}: {err}{hint}")
+        })?;
+    let Some(n) = options.generation else {
+        return Ok(recording);
+    };
+    let count = recording.generations();
+    recording
+        .into_generations()
+        .into_iter()
+        .nth(n - 1)
+        .ok_or_else(|| format!("{path}: no generation {n}: the recording holds {count}"))
 }
 
 /// Plays `replayer` over `input` and `output` until it exits; returns how.
@@ -122,6 +182,7 @@ fn read(options: &ReplayOptions) -> Result<Recording, String> {
 pub fn serve(mut replayer: Replayer, mut input: impl Read, mut output: impl Write) -> RecordedExit {
     let mut decoder = LineDecoder::new(MAX_MESSAGE_SIZE);
     let mut chunk = vec![0; 64 * 1024];
+    write_notes(&mut replayer);
     loop {
         if let Some(exit) = write_outputs(&mut replayer, &mut output) {
             return exit;
@@ -142,14 +203,12 @@ pub fn serve(mut replayer: Replayer, mut input: impl Read, mut output: impl Writ
         while let Some(frame) = decoder.poll_frame() {
             match frame {
                 Frame::Message(message) => {
-                    let before = replayer.unmatched().len();
                     replayer.handle_message(&message);
                     // Answered first, so that stderr says things in order.
-                    if let Some(exit) = write_outputs(&mut replayer, &mut output) {
+                    let exit = write_outputs(&mut replayer, &mut output);
+                    write_notes(&mut replayer);
+                    if let Some(exit) = exit {
                         return exit;
-                    }
-                    for unmatched in &replayer.unmatched()[before..] {
-                        note!("childwire replay: not in the recording: {}", unmatched.what);
                     }
                 }
                 Frame::Oversized(notice) => {
@@ -161,6 +220,13 @@ pub fn serve(mut replayer: Replayer, mut input: impl Read, mut output: impl Writ
         if read == 0 {
             replayer.handle_eof();
         }
+    }
+}
+
+/// Says on stderr what a person should know about the replay.
+fn write_notes(replayer: &mut Replayer) {
+    while let Some(note) = replayer.poll_note() {
+        note!("childwire replay: {note}");
     }
 }
 
@@ -251,9 +317,34 @@ mod tests {
         assert_eq!(
             parsed,
             Parsed::Run(ReplayOptions {
-                recording: "s.ndjson".into()
+                recording: "s.ndjson".into(),
+                generation: None,
+                max_size: 1 << 30,
             })
         );
+        let parsed = parse(
+            ["--generation", "2", "--max-size=10MiB", "--", "s.ndjson"]
+                .map(OsString::from)
+                .to_vec(),
+        )
+        .unwrap();
+        assert_eq!(
+            parsed,
+            Parsed::Run(ReplayOptions {
+                recording: "s.ndjson".into(),
+                generation: Some(2),
+                max_size: 10 << 20,
+            })
+        );
+        for (args, says) in [
+            (&["--generation", "0", "f"][..], "from 1"),
+            (&["--generation", "x", "f"][..], "`x`"),
+            (&["--generation"][..], "needs a value"),
+            (&["--max-size", "-1", "f"][..], "positive number"),
+        ] {
+            let err = parse(args.iter().map(OsString::from).collect()).unwrap_err();
+            assert!(err.0.contains(says), "{args:?}: {err}");
+        }
         assert_eq!(parse(vec!["--help".into()]).unwrap(), Parsed::Help);
         assert!(
             parse(vec![])

@@ -339,3 +339,281 @@ fn c40_the_probe_sees_the_bundled_server_in_its_replay_on_every_runtime() {
         }
     }
 }
+
+/// A recording written to a private temporary file, removed on drop.
+struct TempRecording(PathBuf);
+
+impl TempRecording {
+    fn new(name: &str, text: &str) -> Self {
+        let path = std::env::temp_dir().join(format!(
+            "childwire-replay-{name}-{}.ndjson",
+            std::process::id()
+        ));
+        std::fs::write(&path, text).unwrap();
+        Self(path)
+    }
+}
+
+impl Drop for TempRecording {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// `childwire replay ARGS` with stdin closed, its memory limited to
+/// `max_kib` of address space (`ulimit -v`): its exit status and stderr.
+fn replay_limited(args: &[&str], max_kib: u64) -> (std::process::ExitStatus, String) {
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!("ulimit -v {max_kib} && exec \"$0\" replay \"$@\""))
+        .arg(env!("CARGO_BIN_EXE_childwire"))
+        .args(args)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running childwire replay");
+    (
+        out.status,
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// 512 MiB of address space: the replay reads at most one 128 MiB record
+/// at a time, where reading the whole file grew without a bound.
+const BOUNDED_KIB: u64 = 512 * 1024;
+
+#[test]
+fn an_endless_stream_is_refused_with_a_clear_error_in_bounded_memory() {
+    let (status, stderr) = replay_limited(&["/dev/zero"], BOUNDED_KIB);
+    assert_eq!(status.code(), Some(1), "{status}: {stderr}");
+    assert!(
+        stderr.contains("/dev/zero: line 1: a record longer than the limit of 134217728 bytes"),
+        "{stderr}"
+    );
+    let (status, stderr) = replay_limited(&["--max-size", "8MiB", "/dev/zero"], BOUNDED_KIB);
+    assert_eq!(status.code(), Some(1), "{status}: {stderr}");
+    assert!(
+        stderr.contains("line 1: the recording is larger than the limit of 8388608 bytes"),
+        "{stderr}"
+    );
+    // Valid records, endless, on a pipe: the file's limit.
+    let out = std::process::Command::new("sh")
+        .arg("-c")
+        .arg(format!(
+            "ulimit -v {BOUNDED_KIB} && yes '{{\"dir\":\"stderr\",\"line\":\"x\"}}' | \"$0\" replay --max-size 8MiB /dev/stdin"
+        ))
+        .arg(env!("CARGO_BIN_EXE_childwire"))
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("running childwire replay");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{}: {stderr}", out.status);
+    assert!(
+        stderr.contains(
+            "/dev/stdin: line 299594: the recording is larger than the limit of 8388608 bytes"
+        ),
+        "{stderr}"
+    );
+}
+
+#[test]
+fn a_recording_larger_than_the_limit_is_refused_naming_the_limit() {
+    let record = r#"{"dir":"from_child","text":"a banner of some length, repeated"}"#;
+    let text = format!("{record}\n").repeat(40_000);
+    let file = TempRecording::new("large", &text);
+    let path = file.0.to_str().unwrap();
+    let (status, stderr) = replay_limited(&["--max-size", "1MiB", path], BOUNDED_KIB);
+    assert_eq!(status.code(), Some(1), "{status}: {stderr}");
+    assert!(
+        stderr.contains(
+            "the recording is larger than the limit of 1048576 bytes (raise it with --max-size)"
+        ),
+        "{stderr}"
+    );
+    // Under a limit it fits: it plays (every banner on stdout) and exits 0.
+    let (status, stderr) = replay_limited(&["--max-size", "4MiB", path], BOUNDED_KIB);
+    assert_eq!(status.code(), Some(0), "{status}: {stderr}");
+}
+
+#[test]
+fn a_text_with_a_raw_line_break_is_an_error_naming_its_line() {
+    let file = TempRecording::new(
+        "newline",
+        concat!(
+            r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
+            "\n\n",
+            r#"{"dir":"from_child","text":"two\nmessages"}"#,
+            "\n"
+        ),
+    );
+    let (status, stderr) = replay_limited(&[file.0.to_str().unwrap()], BOUNDED_KIB);
+    assert_eq!(status.code(), Some(1), "{status}: {stderr}");
+    assert!(
+        stderr.contains(": line 3: a \"text\" holding a raw line break"),
+        "{stderr}"
+    );
+}
+
+/// A host that pings the replay of one generation and reads to its exit.
+struct Generation {
+    recording: PathBuf,
+    args: Vec<&'static str>,
+}
+
+impl Program for Generation {
+    type Output = Result<(Vec<Value>, ExitReport), String>;
+
+    async fn run<R: ExampleRuntime>(self) -> Self::Output {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_childwire"));
+        command.arg("replay").args(&self.args).arg(&self.recording);
+        let mut server =
+            Transport::<R>::spawn(&command, Config::default()).map_err(|err| err.to_string())?;
+        let ping = r#"{"jsonrpc":"2.0","id":"live","method":"ping"}"#;
+        server.send(ping).await.map_err(|err| err.to_string())?;
+        let mut messages = Vec::new();
+        loop {
+            match timeout_at::<R, _>(Instant::now() + STEP, server.recv()).await {
+                None => return Err(format!("no exit in time; got {messages:?}")),
+                Some(None) => return Err("no exit report".into()),
+                Some(Some(Received::Exited(report))) => return Ok((messages, *report)),
+                Some(Some(Received::Message(message))) => {
+                    messages.push(json(&message)?);
+                    // Generation 2 waits for its stdin to close.
+                    server.close().await.map_err(|err| err.to_string())?;
+                }
+                Some(Some(other)) => return Err(format!("unexpected {other:?}")),
+            }
+        }
+    }
+}
+
+#[test]
+fn a_two_generation_recording_replays_either_generation() {
+    let file = TempRecording::new(
+        "generations",
+        &[
+            r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
+            r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":1,"result":{"generation":1}}}"#,
+            r#"{"dir":"stderr","line":"FATAL gone","level":"error"}"#,
+            r#"{"dir":"exit","exit_code":3,"signal":null,"report":"exited with code 3 on its own after 5 ms"}"#,
+            r#"{"dir":"generation","generation":2}"#,
+            r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
+            r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":1,"result":{"generation":2}}}"#,
+            r#"{"dir":"exit","exit_code":0,"signal":null,"report":"exited with code 0 after stdin was closed"}"#,
+        ]
+        .join("\n"),
+    );
+    for runtime in [RuntimeChoice::Tokio, RuntimeChoice::Smol] {
+        let run = |args: Vec<&'static str>| {
+            run_on(
+                runtime,
+                Generation {
+                    recording: file.0.clone(),
+                    args,
+                },
+            )
+            .unwrap()
+            .unwrap_or_else(|err| panic!("{runtime}: {err}"))
+        };
+        let (messages, report) = run(vec!["--generation", "1"]);
+        assert_eq!(messages.len(), 1, "{runtime}: {messages:?}");
+        assert_eq!(messages[0]["id"], "live", "{runtime}");
+        assert_eq!(messages[0]["result"]["generation"], 1, "{runtime}");
+        assert_eq!(report.exit, Exit::Code(3), "{runtime}: {report}");
+        assert!(
+            report.stderr_tail.contains("FATAL gone"),
+            "{runtime}: {report}"
+        );
+
+        let (messages, report) = run(vec!["--generation", "2"]);
+        assert_eq!(messages.len(), 1, "{runtime}: {messages:?}");
+        assert_eq!(messages[0]["result"]["generation"], 2, "{runtime}");
+        assert_eq!(report.exit, Exit::Code(0), "{runtime}: {report}");
+        assert!(!report.stderr_tail.contains("FATAL"), "{runtime}: {report}");
+
+        // No choice: the first, and a line that says so.
+        let (messages, report) = run(vec![]);
+        assert_eq!(messages[0]["result"]["generation"], 1, "{runtime}");
+        assert!(
+            report
+                .stderr_tail
+                .contains("childwire replay: the recording holds 2 generations"),
+            "{runtime}: {report}"
+        );
+    }
+    let (status, stderr) = replay_limited(
+        &["--generation", "3", file.0.to_str().unwrap()],
+        BOUNDED_KIB,
+    );
+    assert_eq!(status.code(), Some(1), "{status}: {stderr}");
+    assert!(
+        stderr.contains("no generation 3: the recording holds 2"),
+        "{stderr}"
+    );
+}
+
+/// A host that calls two tools in the other order than recorded, and one
+/// the recording does not have.
+struct ByName {
+    recording: PathBuf,
+}
+
+impl Program for ByName {
+    type Output = Result<(Vec<Value>, ExitReport), String>;
+
+    async fn run<R: ExampleRuntime>(self) -> Self::Output {
+        let mut server = spawn_replay::<R>(&self.recording)?;
+        let mut messages = Vec::new();
+        for (id, name) in [(1, "echo"), (2, "get-sum")] {
+            let call = format!(
+                r#"{{"jsonrpc":"2.0","id":{id},"method":"tools/call","params":{{"name":"{name}"}}}}"#
+            );
+            server.send(call).await.map_err(|err| err.to_string())?;
+            messages.push(next_message::<R>(&mut server).await?);
+        }
+        server.close().await.map_err(|err| err.to_string())?;
+        match timeout_at::<R, _>(Instant::now() + STEP, server.recv()).await {
+            None => Err("no exit in time".into()),
+            Some(None) => Err("no exit report".into()),
+            Some(Some(Received::Exited(report))) => Ok((messages, *report)),
+            Some(Some(other)) => Err(format!("unexpected {other:?}")),
+        }
+    }
+}
+
+#[test]
+fn tools_called_in_the_other_order_replay_by_name() {
+    let file = TempRecording::new(
+        "by-name",
+        &[
+            r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2}}}}"#,
+            r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}]}}}"#,
+            r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}}"#,
+            r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"Echo: hi"}]}}}"#,
+        ]
+        .join("\n"),
+    );
+    for runtime in [RuntimeChoice::Tokio, RuntimeChoice::Smol] {
+        let (messages, report) = run_on(
+            runtime,
+            ByName {
+                recording: file.0.clone(),
+            },
+        )
+        .unwrap()
+        .unwrap_or_else(|err| panic!("{runtime}: {err}"));
+        assert_eq!(
+            messages[0]["result"]["content"][0]["text"], "Echo: hi",
+            "{runtime}"
+        );
+        assert_eq!(messages[0]["id"], 1, "{runtime}");
+        assert_eq!(
+            messages[1]["result"]["content"][0]["text"], "3",
+            "{runtime}"
+        );
+        assert_eq!(messages[1]["id"], 2, "{runtime}");
+        assert!(
+            !report.stderr_tail.contains("by rank"),
+            "{runtime}: {report}"
+        );
+    }
+}

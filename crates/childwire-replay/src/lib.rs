@@ -55,8 +55,8 @@ pub mod replayer;
 #[cfg_attr(docsrs, doc(cfg(feature = "transport")))]
 pub mod twin;
 
-pub use recording::{Event, ParseError, RecordedExit, Recording};
-pub use replayer::{NOT_IN_RECORDING, Output, Replayer, Unmatched};
+pub use recording::{Event, Limits, ParseError, RecordedExit, Recording};
+pub use replayer::{NOT_IN_RECORDING, Note, Output, Replayer, Unmatched};
 #[cfg(feature = "transport")]
 pub use twin::{Twin, TwinStdin, TwinStdout, twin};
 

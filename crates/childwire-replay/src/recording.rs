@@ -10,11 +10,18 @@
 //! | `stderr` | `line` | [`Event::Stderr`] |
 //! | `exit` | `exit_code`, `signal`, `report` | [`Event::Exit`] |
 //!
-//! Timestamps (`t`, `ts`), `notice` records and anything else a reader does
+//! A `generation` record, or any record after an `exit` record, starts the
+//! next generation (see [`Recording::generations`]); a `notice` of kind
+//! `dropped` counts the records the recorder lost ([`Recording::dropped`]).
+//! Timestamps (`t`, `ts`), other notices and anything else a reader does
 //! not know are skipped, so recordings from newer writers stay readable.
+//!
+//! Reading is bounded ([`Limits`]): the file is read record by record, and
+//! a record over a limit is refused before anything is allocated for it.
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::io;
 use std::str::FromStr;
 
 use childwire_core::Exit;
@@ -85,55 +92,220 @@ impl Default for RecordedExit {
     }
 }
 
-/// A recorded session: the events the replay acts on, in order.
+/// How much of a recording is read before it is refused: every record is
+/// checked against these before anything is allocated for it, so a damaged
+/// or hostile file (or an endless stream such as `/dev/zero`) ends with an
+/// error instead of exhausting memory.
+///
+/// The replay keeps every recorded message in memory (any of them may be
+/// asked for), so what it holds is bounded by `max_file_size`, plus one
+/// record while it is read.
+///
+/// ```
+/// use childwire_replay::{Limits, Recording};
+///
+/// let limits = Limits { max_file_size: 100, ..Limits::default() };
+/// let text = r#"{"dir":"from_child","text":"a banner longer than the one hundred bytes this recording may have, in all"}"#;
+/// let err = Recording::read(text.as_bytes(), &limits).unwrap_err();
+/// assert!(err.to_string().contains("larger than the limit of 100 bytes"));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// The most bytes read from the file, all records together.
+    pub max_file_size: u64,
+    /// The longest record (one line), in bytes.
+    pub max_record_size: usize,
+    /// The largest message an `oversized` record may stand for: a replay
+    /// writes that many bytes in its place.
+    pub max_oversized: u64,
+}
+
+/// 1 GiB: the most a recording may hold, by default.
+pub const DEFAULT_MAX_FILE_SIZE: u64 = 1 << 30;
+/// 128 MiB: the longest record by default, room for a message at the
+/// relay's 64 MiB limit written as an escaped string.
+pub const DEFAULT_MAX_RECORD_SIZE: usize = 128 << 20;
+/// 1 GiB: the largest dropped message a recording may stand for by default.
+pub const DEFAULT_MAX_OVERSIZED: u64 = 1 << 30;
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self {
+            max_file_size: DEFAULT_MAX_FILE_SIZE,
+            max_record_size: DEFAULT_MAX_RECORD_SIZE,
+            max_oversized: DEFAULT_MAX_OVERSIZED,
+        }
+    }
+}
+
+/// One generation: where its events start, and what the recorder lost.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
+struct Generation {
+    start: usize,
+    dropped: u64,
+}
+
+/// A recorded session: the events the replay acts on, in order.
+///
+/// One file may hold several *generations*: the successive children of a
+/// supervised transport (each ends with its `exit` record, and the next
+/// starts with a `generation` record), or the sessions `relay --log`
+/// appended one after another. [`generations`](Self::generations) says how
+/// many, and [`generation`](Self::generation) takes one out to replay it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Recording {
     events: Vec<Event>,
+    /// At least one; the first starts at 0.
+    generations: Vec<Generation>,
+}
+
+impl Default for Recording {
+    fn default() -> Self {
+        Self::from_events(Vec::new())
+    }
 }
 
 impl Recording {
-    /// Reads a recording from its text.
+    /// Reads a recording from its text, within the default [`Limits`].
     ///
     /// # Errors
     /// A line that is not a JSON object, a record without a `dir`, a
-    /// message record with neither `msg`, `text` nor `oversized`, or a
-    /// record after the exit record (`relay --log` appends: one file may
-    /// hold several sessions, and a replay plays one).
+    /// message record with neither `msg`, `text` nor `oversized`, a `text`
+    /// holding a raw line break (it would replay as two messages), or a
+    /// record over a limit; the error names the line.
     pub fn parse(text: &str) -> Result<Self, ParseError> {
-        let mut events = Vec::new();
-        let mut exited = false;
-        for (index, line) in text.lines().enumerate() {
+        Self::read(text.as_bytes(), &Limits::default())
+    }
+
+    /// Reads a recording from `input` record by record, within `limits`:
+    /// a record over a limit is refused before anything is allocated for
+    /// it, and reading stops at `limits.max_file_size` bytes.
+    ///
+    /// # Errors
+    /// What [`parse`](Self::parse) refuses, a line that is not UTF-8, a
+    /// record or a file over its limit, and a failed read (the line it
+    /// failed on is named).
+    pub fn read(mut input: impl io::BufRead, limits: &Limits) -> Result<Self, ParseError> {
+        let mut reader = Reader::new(*limits);
+        let mut line: Vec<u8> = Vec::new();
+        let mut total: u64 = 0;
+        loop {
+            let number = reader.line + 1;
             let error = |reason: String| ParseError {
-                line: index + 1,
+                line: number,
                 reason,
             };
-            if line.trim().is_empty() {
-                continue;
+            line.clear();
+            let mut ended = false;
+            loop {
+                let buf = match input.fill_buf() {
+                    Ok(buf) => buf,
+                    Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
+                    Err(err) => return Err(error(format!("cannot read it: {err}"))),
+                };
+                if buf.is_empty() {
+                    break;
+                }
+                let (taken, content) = match buf.iter().position(|&byte| byte == b'\n') {
+                    Some(at) => (at + 1, at),
+                    None => (buf.len(), buf.len()),
+                };
+                total = total.saturating_add(taken as u64);
+                if total > limits.max_file_size {
+                    return Err(error(format!(
+                        "the recording is larger than the limit of {} bytes",
+                        limits.max_file_size
+                    )));
+                }
+                if line.len() + content > limits.max_record_size {
+                    return Err(error(format!(
+                        "a record longer than the limit of {} bytes",
+                        limits.max_record_size
+                    )));
+                }
+                line.extend_from_slice(&buf[..content]);
+                input.consume(taken);
+                if taken > content {
+                    ended = true;
+                    break;
+                }
             }
-            let Some(event) = parse_record(line).map_err(error)? else {
-                continue;
-            };
-            if exited {
-                return Err(error(
-                    "a record after the exit record: the file holds more than one session".into(),
-                ));
+            if !ended && line.is_empty() {
+                return Ok(reader.finish());
             }
-            exited = matches!(event, Event::Exit(_));
-            events.push(event);
+            let text =
+                std::str::from_utf8(&line).map_err(|err| error(format!("not UTF-8 ({err})")))?;
+            reader.line(text.strip_suffix('\r').unwrap_or(text))?;
         }
-        Ok(Self { events })
     }
 
-    /// A recording of these events.
+    /// A recording of these events, one generation (whatever exits they
+    /// hold).
     #[must_use]
     pub fn from_events(events: Vec<Event>) -> Self {
-        Self { events }
+        Self {
+            events,
+            generations: vec![Generation::default()],
+        }
     }
 
-    /// The events, in the order recorded.
+    /// The events, in the order recorded, every generation's.
     #[must_use]
     pub fn events(&self) -> &[Event] {
         &self.events
+    }
+
+    /// How many generations the recording holds: 1 for a single session
+    /// (or an empty recording).
+    #[must_use]
+    pub fn generations(&self) -> usize {
+        self.generations.len()
+    }
+
+    /// Generation `n` (from 1) alone, to replay it; `None` past the last.
+    #[must_use]
+    pub fn generation(&self, n: usize) -> Option<Recording> {
+        let generation = self.generations.get(n.checked_sub(1)?)?;
+        let end = self
+            .generations
+            .get(n)
+            .map_or(self.events.len(), |next| next.start);
+        Some(Self {
+            events: self.events[generation.start..end].to_vec(),
+            generations: vec![Generation {
+                start: 0,
+                dropped: generation.dropped,
+            }],
+        })
+    }
+
+    /// Takes the generations apart, in order.
+    #[must_use]
+    pub fn into_generations(self) -> Vec<Recording> {
+        let mut events = self.events;
+        let mut out = Vec::with_capacity(self.generations.len());
+        for generation in self.generations.iter().rev() {
+            out.push(Self {
+                events: events.split_off(generation.start),
+                generations: vec![Generation {
+                    start: 0,
+                    dropped: generation.dropped,
+                }],
+            });
+        }
+        out.reverse();
+        out
+    }
+
+    /// How many records the recorder dropped (its writer fell behind and
+    /// it said so in the recording): the replay may lack some of what
+    /// happened.
+    #[must_use]
+    pub fn dropped(&self) -> u64 {
+        self.generations
+            .iter()
+            .map(|generation| generation.dropped)
+            .sum()
     }
 
     /// The messages the host sent, in order: what a test sends the replay.
@@ -152,7 +324,8 @@ impl Recording {
         })
     }
 
-    /// The exit record, if the recording has one.
+    /// The first exit record, if the recording has one (the first
+    /// generation's end).
     #[must_use]
     pub fn exit(&self) -> Option<&RecordedExit> {
         self.events.iter().find_map(|event| match event {
@@ -176,6 +349,75 @@ impl FromStr for Recording {
     }
 }
 
+/// A recording being read, line by line.
+struct Reader {
+    limits: Limits,
+    /// Lines read so far.
+    line: usize,
+    recording: Recording,
+    /// The current generation ended (its exit record was read): the next
+    /// event starts a new one.
+    ended: bool,
+}
+
+impl Reader {
+    fn new(limits: Limits) -> Self {
+        Self {
+            limits,
+            line: 0,
+            recording: Recording::default(),
+            ended: false,
+        }
+    }
+
+    fn line(&mut self, text: &str) -> Result<(), ParseError> {
+        self.line += 1;
+        if text.trim().is_empty() {
+            return Ok(());
+        }
+        let error = |reason: String| ParseError {
+            line: self.line,
+            reason,
+        };
+        match parse_record(text, &self.limits).map_err(error)? {
+            None => {}
+            Some(Record::Event(event)) => {
+                if self.ended {
+                    self.start_generation();
+                }
+                self.ended = matches!(event, Event::Exit(_));
+                self.recording.events.push(event);
+            }
+            Some(Record::Generation) => {
+                let current = self.recording.generations.last().map_or(0, |g| g.start);
+                if self.ended || self.recording.events.len() > current {
+                    // After an exit, or after a generation cut short.
+                    self.start_generation();
+                }
+            }
+            Some(Record::Dropped(records)) => {
+                // After an exit too: counted in the generation that ended.
+                if let Some(generation) = self.recording.generations.last_mut() {
+                    generation.dropped = generation.dropped.saturating_add(records);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn start_generation(&mut self) {
+        self.ended = false;
+        self.recording.generations.push(Generation {
+            start: self.recording.events.len(),
+            dropped: 0,
+        });
+    }
+
+    fn finish(self) -> Recording {
+        self.recording
+    }
+}
+
 /// A recording that could not be read.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ParseError {
@@ -196,25 +438,37 @@ impl std::error::Error for ParseError {}
 /// One record as its raw fields.
 type Fields<'a> = BTreeMap<String, &'a RawValue>;
 
-/// The event a record line holds, `None` for a record the replay does not
-/// act on.
-fn parse_record(line: &str) -> Result<Option<Event>, String> {
+/// What a record line means to the replay.
+enum Record {
+    Event(Event),
+    /// A new generation starts (a supervised child was restarted).
+    Generation,
+    /// The recorder dropped this many records here.
+    Dropped(u64),
+}
+
+/// What a record line holds, `None` for a record the replay does not act
+/// on.
+fn parse_record(line: &str, limits: &Limits) -> Result<Option<Record>, String> {
     let fields: Fields<'_> = serde_json::from_str(line)
         .map_err(|err| format!("not a JSON object with a \"dir\" ({err})"))?;
     let dir: String = field(&fields, "dir")?.ok_or("no \"dir\"")?;
-    Ok(match dir.as_str() {
-        "to_child" => Some(message(&fields, Event::ToChild, Event::OversizedToChild)?),
-        "from_child" => Some(message(
-            &fields,
-            Event::FromChild,
-            Event::OversizedFromChild,
-        )?),
-        "stderr" => Some(Event::Stderr(
-            field(&fields, "line")?.ok_or("a stderr record without \"line\"")?,
-        )),
-        "exit" => Some(Event::Exit(exit(&fields)?)),
-        _ => None,
-    })
+    let event = match dir.as_str() {
+        "to_child" => message(limits, &fields, Event::ToChild, Event::OversizedToChild)?,
+        "from_child" => message(limits, &fields, Event::FromChild, Event::OversizedFromChild)?,
+        "stderr" => {
+            Event::Stderr(field(&fields, "line")?.ok_or("a stderr record without \"line\"")?)
+        }
+        "exit" => Event::Exit(exit(&fields)?),
+        "generation" => return Ok(Some(Record::Generation)),
+        "notice" if field::<String>(&fields, "kind")?.as_deref() == Some("dropped") => {
+            let records = field::<u64>(&fields, "records")?
+                .ok_or("a \"dropped\" notice without \"records\"")?;
+            return Ok(Some(Record::Dropped(records)));
+        }
+        _ => return Ok(None),
+    };
+    Ok(Some(Record::Event(event)))
 }
 
 /// Field `name` as a `T`; `None` when absent or `null`.
@@ -230,6 +484,7 @@ fn field<T: serde::de::DeserializeOwned>(
 }
 
 fn message(
+    limits: &Limits,
     fields: &Fields<'_>,
     whole: fn(Vec<u8>) -> Event,
     oversized: fn(u64) -> Event,
@@ -238,9 +493,22 @@ fn message(
         return Ok(whole(raw.get().as_bytes().to_vec()));
     }
     if let Some(text) = field::<String>(fields, "text")? {
+        if text.contains('\n') {
+            return Err(
+                "a \"text\" holding a raw line break: one line on the wire cannot hold one, \
+                 and it would replay as two messages"
+                    .into(),
+            );
+        }
         return Ok(whole(text.into_bytes()));
     }
     if let Some(len) = field::<u64>(fields, "oversized")? {
+        if len > limits.max_oversized {
+            return Err(format!(
+                "an \"oversized\" message of {len} bytes, over the limit of {} bytes",
+                limits.max_oversized
+            ));
+        }
         return Ok(oversized(len));
     }
     Err("a message record with neither \"msg\", \"text\" nor \"oversized\"".into())
@@ -329,9 +597,14 @@ mod tests {
     fn bad_records_name_their_line() {
         for (text, line, says) in [
             (
-                "{\"dir\":\"exit\",\"exit_code\":0}\n{\"dir\":\"to_child\",\"text\":\"x\"}",
+                "{\"dir\":\"to_child\",\"text\":\"ok\"}\n{\"dir\":\"from_child\",\"text\":\"a\\nb\"}",
                 2,
-                "more than one session",
+                "raw line break",
+            ),
+            (
+                "{\"dir\":\"notice\",\"kind\":\"dropped\"}",
+                1,
+                "without \"records\"",
             ),
             ("\n{\"dir\":\"to_child\"}", 2, "neither"),
             (
@@ -351,5 +624,119 @@ mod tests {
             assert_eq!(err.line, line, "{text}: {err}");
             assert!(err.to_string().contains(says), "{text}: {err}");
         }
+    }
+
+    #[test]
+    fn an_oversized_record_over_the_limit_is_refused_before_anything_is_allocated() {
+        // 5 GiB: allocating it would abort the test process.
+        let text = "{\"dir\":\"to_child\",\"text\":\"x\"}\n{\"dir\":\"from_child\",\"oversized\":5368709119}";
+        let err = Recording::parse(text).unwrap_err();
+        assert_eq!(err.line, 2, "{err}");
+        assert!(
+            err.reason.contains("5368709119 bytes, over the limit"),
+            "{err}"
+        );
+        let limits = Limits {
+            max_oversized: 6 << 30,
+            ..Limits::default()
+        };
+        let recording = Recording::read(text.as_bytes(), &limits).unwrap();
+        assert_eq!(
+            recording.events()[1],
+            Event::OversizedFromChild(5_368_709_119)
+        );
+    }
+
+    #[test]
+    fn a_file_or_a_record_over_its_limit_is_refused_where_it_goes_over() {
+        let record = "{\"dir\":\"from_child\",\"text\":\"0123456789\"}\n";
+        let text = record.repeat(100);
+        let limits = Limits {
+            max_file_size: 10 * record.len() as u64 + 5,
+            ..Limits::default()
+        };
+        let err = Recording::read(text.as_bytes(), &limits).unwrap_err();
+        assert_eq!(err.line, 11, "{err}");
+        assert!(err.reason.contains("larger than the limit"), "{err}");
+
+        let limits = Limits {
+            max_record_size: 20,
+            ..Limits::default()
+        };
+        let err = Recording::read(text.as_bytes(), &limits).unwrap_err();
+        assert_eq!(err.line, 1, "{err}");
+        assert!(err.reason.contains("longer than the limit of 20"), "{err}");
+        // Exactly at the limits: read.
+        let limits = Limits {
+            max_file_size: text.len() as u64,
+            max_record_size: record.len() - 1,
+            ..Limits::default()
+        };
+        let recording = Recording::read(text.as_bytes(), &limits).unwrap();
+        assert_eq!(recording.from_child().count(), 100);
+    }
+
+    /// An endless stream without a line break: stops at the record limit.
+    #[test]
+    fn an_endless_stream_stops_at_a_limit() {
+        let endless = std::io::repeat(b'x');
+        let limits = Limits {
+            max_record_size: 1 << 20,
+            ..Limits::default()
+        };
+        let err = Recording::read(std::io::BufReader::new(endless), &limits).unwrap_err();
+        assert_eq!(err.line, 1);
+        assert!(err.reason.contains("longer than the limit"), "{err}");
+        let lines = std::io::repeat(b'\n');
+        let limits = Limits {
+            max_file_size: 1 << 20,
+            ..Limits::default()
+        };
+        let err = Recording::read(std::io::BufReader::new(lines), &limits).unwrap_err();
+        assert!(err.reason.contains("larger than the limit"), "{err}");
+    }
+
+    #[test]
+    fn generations_split_at_exits_and_generation_records() {
+        let text = r#"{"dir":"to_child","msg":{"id":1,"method":"ping"}}
+{"dir":"from_child","msg":{"id":1,"result":{}}}
+{"dir":"exit","exit_code":1,"report":"exited with code 1 on its own after 3 ms"}
+{"dir":"generation","generation":2}
+{"dir":"to_child","msg":{"id":1,"method":"tools/list"}}
+{"dir":"notice","kind":"dropped","records":3,"text":"3 records dropped"}
+{"dir":"exit","exit_code":0,"report":"exited with code 0 after stdin was closed"}
+{"dir":"stderr","line":"an appended session, no marker"}
+{"dir":"generation","generation":2}
+{"dir":"to_child","text":"a session cut short, then a marker"}
+"#;
+        let recording = Recording::parse(text).unwrap();
+        assert_eq!(recording.generations(), 4);
+        assert_eq!(recording.dropped(), 3);
+        let first = recording.generation(1).unwrap();
+        assert_eq!(first.events().len(), 3);
+        assert_eq!(first.exit().unwrap().exit, Exit::Code(1));
+        let second = recording.generation(2).unwrap();
+        assert_eq!(
+            second.to_child().collect::<Vec<_>>(),
+            [&br#"{"id":1,"method":"tools/list"}"#[..]]
+        );
+        assert_eq!(
+            (second.dropped(), second.exit().unwrap().exit),
+            (3, Exit::Code(0))
+        );
+        assert_eq!(
+            recording.generation(3).unwrap().events(),
+            [Event::Stderr("an appended session, no marker".into())]
+        );
+        assert_eq!(recording.generation(4).unwrap().to_child().count(), 1);
+        assert_eq!(recording.generation(0), None);
+        assert_eq!(recording.generation(5), None);
+        let all = recording.clone().into_generations();
+        assert_eq!(all.len(), 4);
+        assert_eq!(all[1], second);
+        // A marker first, or a dropped notice after the last exit, starts nothing.
+        let one = "{\"dir\":\"generation\",\"generation\":1}\n{\"dir\":\"exit\",\"exit_code\":0}\n{\"dir\":\"notice\",\"kind\":\"dropped\",\"records\":1}";
+        let recording = Recording::parse(one).unwrap();
+        assert_eq!((recording.generations(), recording.dropped()), (1, 1));
     }
 }

@@ -31,6 +31,7 @@
 //! }
 //! ```
 
+use std::collections::VecDeque;
 use std::io;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Context, Poll, Waker};
@@ -39,7 +40,7 @@ use childwire_async::{PipeRead, PipeWrite};
 use childwire_core::{Frame, LineDecoder};
 
 use crate::recording::{RecordedExit, Recording};
-use crate::replayer::{Output, Replayer, Unmatched};
+use crate::replayer::{Note, Output, Replayer, Unmatched};
 
 /// Longest message the twin reads from the host: the relay's default, so
 /// whatever a relay recorded replays.
@@ -52,10 +53,10 @@ pub fn twin(recording: Recording) -> (TwinStdout, TwinStdin, Twin) {
     let mut state = State {
         replayer: Replayer::new(recording),
         decoder: LineDecoder::new(MAX_MESSAGE_SIZE),
-        stdout: Vec::new(),
-        read_at: 0,
+        stdout: VecDeque::new(),
         reader: None,
         stderr: Vec::new(),
+        notes: Vec::new(),
         exit: None,
     };
     state.drain();
@@ -93,6 +94,15 @@ impl Twin {
     pub fn unmatched(&self) -> Vec<Unmatched> {
         lock(&self.0).replayer.unmatched().to_vec()
     }
+
+    /// What a person should know about the replay so far (the first 1,024
+    /// notes): a request answered by rank rather than by name, a message
+    /// not in the recording, a recording of several generations. See
+    /// [`Note`].
+    #[must_use]
+    pub fn notes(&self) -> Vec<Note> {
+        lock(&self.0).notes.clone()
+    }
 }
 
 /// The twin's stdout: what the recorded server writes, ending at its exit.
@@ -111,14 +121,28 @@ pub struct TwinStdin {
 struct State {
     replayer: Replayer,
     decoder: LineDecoder,
-    /// Written by the server, not read yet from `read_at` on.
-    stdout: Vec<u8>,
-    read_at: usize,
+    /// Written by the server, not read yet.
+    stdout: VecDeque<Piece>,
     /// The reader waiting for stdout.
     reader: Option<Waker>,
     stderr: Vec<String>,
+    notes: Vec<Note>,
     exit: Option<RecordedExit>,
 }
+
+/// Part of the server's stdout, not read yet.
+#[derive(Debug)]
+enum Piece {
+    /// These bytes, from `.1` on.
+    Bytes(Vec<u8>, usize),
+    /// The filler of a message recorded only by its size: a JSON string,
+    /// `"` and `left - 2` bytes `x` and `"`, then the line break, made as
+    /// it is read (a recording may say gigabytes).
+    Filler { len: u64, at: u64 },
+}
+
+/// The most notes a twin keeps.
+const MAX_NOTES: usize = 1024;
 
 impl State {
     /// Moves what the replayer has to say to stdout, stderr and the exit,
@@ -126,23 +150,28 @@ impl State {
     fn drain(&mut self) {
         while let Some(output) = self.replayer.poll_output() {
             match output {
-                Output::Message(message) => {
-                    self.stdout.extend_from_slice(&message);
-                    self.stdout.push(b'\n');
+                Output::Message(mut message) => {
+                    message.push(b'\n');
+                    self.stdout.push_back(Piece::Bytes(message, 0));
                 }
                 Output::Oversized(len) => {
                     // A JSON string of `len` bytes: the host's framing sees
                     // the line it saw.
-                    let len = usize::try_from(len).unwrap_or(usize::MAX).max(2);
-                    self.stdout.push(b'"');
-                    self.stdout.resize(self.stdout.len() + len - 2, b'x');
-                    self.stdout.extend_from_slice(b"\"\n");
+                    self.stdout.push_back(Piece::Filler {
+                        len: len.max(2),
+                        at: 0,
+                    });
                 }
                 Output::Stderr(line) => self.stderr.push(line),
                 Output::Exit(exit) => self.exit = Some(exit),
             }
         }
-        if self.read_at < self.stdout.len() || self.exit.is_some() {
+        while let Some(note) = self.replayer.poll_note() {
+            if self.notes.len() < MAX_NOTES {
+                self.notes.push(note);
+            }
+        }
+        if !self.stdout.is_empty() || self.exit.is_some() {
             if let Some(reader) = self.reader.take() {
                 reader.wake();
             }
@@ -177,20 +206,37 @@ impl PipeRead for TwinStdout {
     fn poll_read(&mut self, cx: &mut Context<'_>, buf: &mut [u8]) -> Poll<io::Result<usize>> {
         let mut state = lock(&self.0);
         let state = &mut *state;
-        let unread = &state.stdout[state.read_at..];
-        if unread.is_empty() {
+        let Some(piece) = state.stdout.front_mut() else {
             if state.exit.is_some() {
                 return Poll::Ready(Ok(0));
             }
             state.reader = Some(cx.waker().clone());
             return Poll::Pending;
-        }
-        let len = unread.len().min(buf.len());
-        buf[..len].copy_from_slice(&unread[..len]);
-        state.read_at += len;
-        if state.read_at == state.stdout.len() {
-            state.stdout.clear();
-            state.read_at = 0;
+        };
+        let (len, done) = match piece {
+            Piece::Bytes(bytes, at) => {
+                let len = (bytes.len() - *at).min(buf.len());
+                buf[..len].copy_from_slice(&bytes[*at..*at + len]);
+                *at += len;
+                (len, *at == bytes.len())
+            }
+            Piece::Filler { len: total, at } => {
+                // `"`, the `x`s, `"` and the line break: `total + 1` bytes.
+                let left = *total + 1 - *at;
+                let len = usize::try_from(left).unwrap_or(usize::MAX).min(buf.len());
+                let window = *at..*at + len as u64;
+                buf[..len].fill(b'x');
+                for (position, byte) in [(0, b'"'), (*total - 1, b'"'), (*total, b'\n')] {
+                    if window.contains(&position) {
+                        buf[(position - *at) as usize] = byte;
+                    }
+                }
+                *at += len as u64;
+                (len, *at == *total + 1)
+            }
+        };
+        if done {
+            state.stdout.pop_front();
         }
         Poll::Ready(Ok(len))
     }

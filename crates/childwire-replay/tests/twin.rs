@@ -184,3 +184,147 @@ fn c40_a_server_that_crashed_ends_the_stream_where_it_did_with_its_stderr() {
         );
     }
 }
+
+/// A message recorded only by its size, 5 GiB of it: the twin makes the
+/// filler as it is read instead of allocating it (which aborted the test
+/// process).
+#[test]
+fn a_5_gib_oversized_record_is_streamed_not_allocated() {
+    use childwire::PipeRead;
+    use std::task::{Context, Waker};
+
+    let huge = 5u64 << 30;
+    let recording = Recording::from_events(vec![
+        Event::OversizedFromChild(huge),
+        Event::OversizedFromChild(6),
+    ]);
+    let (mut stdout, _stdin, _twin) = twin(recording);
+    let mut cx = Context::from_waker(Waker::noop());
+    let mut buf = vec![0; 64 * 1024];
+    let Poll::Ready(Ok(read)) = stdout.poll_read(&mut cx, &mut buf) else {
+        panic!("the filler is there at once")
+    };
+    assert_eq!(read, buf.len());
+    assert_eq!(buf[0], b'"');
+    assert!(buf[1..].iter().all(|&byte| byte == b'x'));
+
+    // A small one, whole, after nothing else.
+    let (mut stdout, _stdin, _twin) = twin(Recording::from_events(vec![
+        Event::OversizedFromChild(6),
+        Event::OversizedFromChild(1),
+    ]));
+    let mut all = Vec::new();
+    for _ in 0..4 {
+        let mut byte = [0; 3];
+        if let Poll::Ready(Ok(read)) = stdout.poll_read(&mut cx, &mut byte) {
+            all.extend_from_slice(&byte[..read]);
+        }
+    }
+    assert_eq!(all, b"\"xxxx\"\n\"\"\n");
+}
+
+fn ping(id: u32) -> String {
+    format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"ping"}}"#)
+}
+
+/// A supervised server's recording: generation 1 crashed after its first
+/// answer, generation 2 answered twice and was shut down.
+fn two_generations() -> Recording {
+    [
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":1,"result":{"generation":1}}}"#,
+        r#"{"dir":"stderr","line":"FATAL gone"}"#,
+        r#"{"dir":"exit","exit_code":3,"signal":null,"report":"exited with code 3 on its own after 5 ms"}"#,
+        r#"{"dir":"generation","generation":2}"#,
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":2,"method":"ping"}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":2,"result":{"generation":2}}}"#,
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":3,"method":"ping"}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":3,"result":{"generation":2,"again":true}}}"#,
+        r#"{"dir":"exit","exit_code":0,"signal":null,"report":"exited with code 0 after stdin was closed, 1 ms after shutdown"}"#,
+    ]
+    .join("\n")
+    .parse()
+    .unwrap()
+}
+
+#[test]
+fn a_two_generation_recording_replays_either_generation() {
+    let recording = two_generations();
+    assert_eq!(recording.generations(), 2);
+
+    let first = recording.generation(1).unwrap();
+    for (runtime, messages, twin) in on_every_runtime(&first, &[ping(10)], false) {
+        assert_eq!(
+            messages,
+            [serde_json::json!({"jsonrpc":"2.0","id":10,"result":{"generation":1}})],
+            "{runtime}"
+        );
+        assert_eq!(twin.stderr_lines(), ["FATAL gone"], "{runtime}");
+        assert_eq!(
+            twin.exit().map(|e| e.exit),
+            Some(Exit::Code(3)),
+            "{runtime}"
+        );
+        assert!(twin.notes().is_empty(), "{runtime}: {:?}", twin.notes());
+    }
+
+    let second = recording.generation(2).unwrap();
+    for (runtime, messages, twin) in on_every_runtime(&second, &[ping(20), ping(21)], true) {
+        assert_eq!(
+            messages,
+            [
+                serde_json::json!({"jsonrpc":"2.0","id":20,"result":{"generation":2}}),
+                serde_json::json!({"jsonrpc":"2.0","id":21,"result":{"generation":2,"again":true}}),
+            ],
+            "{runtime}"
+        );
+        assert!(twin.stderr_lines().is_empty(), "{runtime}");
+        assert_eq!(
+            twin.exit().map(|e| e.exit),
+            Some(Exit::Code(0)),
+            "{runtime}"
+        );
+    }
+
+    // The whole file: the first generation, and a note that says so.
+    for (runtime, messages, twin) in on_every_runtime(&recording, &[ping(30)], false) {
+        assert_eq!(messages.len(), 1, "{runtime}");
+        assert_eq!(messages[0]["result"]["generation"], 1, "{runtime}");
+        let notes: Vec<String> = twin.notes().iter().map(ToString::to_string).collect();
+        assert_eq!(
+            notes,
+            ["the recording holds 2 generations (a restarted child): replaying the first"],
+            "{runtime}"
+        );
+    }
+}
+
+/// Recorded: `get-sum`, then `echo`; the host calls them the other way
+/// round and gets each tool's own answer.
+#[test]
+fn tools_called_in_the_other_order_replay_by_name_on_every_runtime() {
+    let recording: Recording = [
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2}}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}]}}}"#,
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"Echo: hi"}]}}}"#,
+    ]
+    .join("\n")
+    .parse()
+    .unwrap();
+    let host = [
+        r#"{"jsonrpc":"2.0","id":"e","method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}"#.to_owned(),
+        r#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2}}}"#.to_owned(),
+    ];
+    for (runtime, messages, twin) in on_every_runtime(&recording, &host, true) {
+        assert_eq!(
+            messages,
+            [
+                serde_json::json!({"jsonrpc":"2.0","id":"e","result":{"content":[{"type":"text","text":"Echo: hi"}]}}),
+                serde_json::json!({"jsonrpc":"2.0","id":"s","result":{"content":[{"type":"text","text":"3"}]}}),
+            ],
+            "{runtime}"
+        );
+        assert!(twin.notes().is_empty(), "{runtime}: {:?}", twin.notes());
+    }
+}

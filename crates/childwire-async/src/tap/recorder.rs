@@ -1,8 +1,11 @@
 //! A [`Tap`] that writes a recording: one NDJSON record per event.
 
 use std::fmt;
-use std::io::{self, BufWriter, Write};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::io::{self, Write};
+use std::marker::PhantomData;
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
+use std::thread::JoinHandle;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use childwire_core::pollution::check_json;
@@ -31,8 +34,8 @@ impl Direction {
 }
 
 /// Writes what a [`Tap`] sees to `W` as a recording: NDJSON, one record
-/// per event, buffered, flushed at the exit record, by
-/// [`flush`](Self::flush) and on drop.
+/// per event, written by a thread of its own so that a slow writer never
+/// holds up the transport.
 ///
 /// Every record has `"t"` (seconds since the first record, from the
 /// runtime's clock, to the microsecond; never going back), `"ts"` (the
@@ -43,12 +46,17 @@ impl Direction {
 ///   space, so the record stays one line), else under `"text"` as a
 ///   string; a message dropped for its size has `"oversized"` (its length
 ///   in bytes) instead;
-/// - `"notice"`: `"kind"` (`"pollution"` or `"malformed"`), `"text"` (what
-///   the notice says), and for pollution `"bytes"` (the line's first bytes);
+/// - `"notice"`: `"kind"` (`"pollution"`, `"malformed"` or `"dropped"`),
+///   `"text"` (what the notice says), for pollution `"bytes"` (the line's
+///   first bytes), for dropped `"records"` (how many records are missing
+///   where it stands);
 /// - `"stderr"`: `"line"`, and `"level"` (`"error"`, `"warn"`, `"info"`,
 ///   `"debug"`, `"trace"`, or `null`; a fatal line counts as `"error"`);
 /// - `"exit"`: `"exit_code"` (`null` when a signal ended the child),
-///   `"signal"` (or `null`) and `"report"` (the exit report, as text).
+///   `"signal"` (or `null`) and `"report"` (the exit report, as text);
+/// - `"generation"`: `"generation"` (2, 3, ...): a new child starts after
+///   an exit, as the children of a supervised transport do one after the
+///   other.
 ///
 /// ```text
 /// {"t":0.000000,"ts":"2026-11-25T09:30:00.000100Z","dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}
@@ -57,8 +65,24 @@ impl Direction {
 /// {"t":0.500000,"ts":"2026-11-25T09:30:00.500100Z","dir":"exit","exit_code":0,"signal":null,"report":"exited with code 0 after 500 ms"}
 /// ```
 ///
+/// # A slow writer
+///
+/// The transport's task only formats each record into a queue; the
+/// recorder's thread writes the queue out and flushes `W` after each batch,
+/// so the recording keeps up with the session. When the writer falls
+/// behind (a pipe or socket nobody reads, a stalled disk) and the queue
+/// holds its limit ([`RECORDER_QUEUE_LIMIT`], or
+/// [`with_queue_limit`](Self::with_queue_limit)), new records are dropped
+/// and counted, and a `"dropped"` notice with their number stands where
+/// they are missing. Exit records are not dropped (a queue may hold twice
+/// its limit for them), and each exit record waits for the writer to take
+/// it, while the writer moves: at most [`RECORDER_STALL`] for a writer that takes
+/// nothing. So a recorder holds at most about three times its limit.
+///
 /// A failed write is said once through `tracing`, and recording stops;
-/// [`flush`](Self::flush) returns the error.
+/// [`flush`](Self::flush) returns the error. Dropping the recorder writes
+/// out what is queued, waiting as long as the writer moves; a writer that
+/// takes nothing for [`RECORDER_STALL`] is left to its thread.
 ///
 /// ```no_run
 /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
@@ -80,42 +104,128 @@ impl Direction {
 /// # Ok(()) }
 /// ```
 pub struct Recorder<W: Write + Send + 'static> {
-    /// Each record is written whole under it, so the records of senders
-    /// and the receiver in different tasks never interleave. Off the
-    /// transport's path: only a recorder set as a tap takes it.
-    inner: Mutex<Inner<W>>,
+    shared: Arc<Shared>,
+    /// The writer thread; `None` once it was left to finish on its own.
+    thread: Option<JoinHandle<()>>,
+    writer: PhantomData<fn(W)>,
 }
 
-struct Inner<W: Write> {
-    out: BufWriter<W>,
+/// 8 MiB: how much a [`Recorder`] queues for a writer that is behind before
+/// it drops records.
+pub const RECORDER_QUEUE_LIMIT: usize = 8 << 20;
+
+/// How long a writer may take nothing before it counts as stalled: an exit
+/// record, [`Recorder::flush`] and the recorder's drop wait no longer for
+/// one.
+pub const RECORDER_STALL: Duration = Duration::from_secs(1);
+
+/// The most bytes handed to the writer in one call: the writer's progress
+/// is checked at each.
+const SLICE: usize = 64 * 1024;
+
+/// What the transport's tasks and the writer thread share.
+struct Shared {
+    /// Each record is formatted whole under it, so the records of senders
+    /// and the receiver in different tasks never interleave. Off the
+    /// transport's path: only a recorder set as a tap takes it, and the
+    /// writer thread holds it only to swap the queue out.
+    state: Mutex<State>,
+    /// Wakes the writer thread: records are queued, or the recorder ends.
+    work: Condvar,
+    /// Wakes those waiting for the writer: it moved, or it failed.
+    progress: Condvar,
+}
+
+struct State {
+    /// Records not taken by the writer yet.
+    queue: Vec<u8>,
+    limit: usize,
+    /// Bytes ever queued, and ever written and flushed.
+    queued: u64,
+    written: u64,
+    /// When the writer last finished a slice (or started on a batch); `None`
+    /// while it waits for records.
+    moved: Option<Instant>,
+    /// The writer waits for work: queuing must wake it.
+    idle: bool,
+    /// The recorder is dropped: the writer ends once the queue is written.
+    closing: bool,
+    /// A write failed (or the writer panicked): said once, then recording
+    /// stops.
+    failed: Option<io::ErrorKind>,
+    /// Records dropped since the last `"dropped"` notice, and in all.
+    unnoted: u64,
+    dropped_in_all: u64,
     /// The first record's instant, and the wall-clock time then.
     origin: Option<(Instant, SystemTime)>,
     /// The last record's `t`: records written later never go back.
     last: Duration,
-    /// The record being written, kept for its allocation.
-    record: Vec<u8>,
-    /// A write failed: said once, then recording stops.
-    failed: Option<io::ErrorKind>,
+    /// The last record was an exit: the next one starts a generation.
+    after_exit: bool,
+    generation: u64,
+}
+
+/// Which records may go past the queue's limit.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Dropped when the queue is full.
+    Event,
+    /// An exit record: queued up to twice the limit, and waited for.
+    Exit,
 }
 
 impl<W: Write + Send + 'static> Recorder<W> {
-    /// A recorder writing to `out`.
+    /// A recorder writing to `out`, queuing up to [`RECORDER_QUEUE_LIMIT`]
+    /// for it.
     pub fn new(out: W) -> Self {
-        Self {
-            inner: Mutex::new(Inner {
-                out: BufWriter::with_capacity(64 * 1024, out),
+        Self::with_queue_limit(out, RECORDER_QUEUE_LIMIT)
+    }
+
+    /// A recorder writing to `out` that queues up to `limit` bytes of
+    /// records while `out` is behind, and drops records past that.
+    pub fn with_queue_limit(out: W, limit: usize) -> Self {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State {
+                queue: Vec::new(),
+                limit,
+                queued: 0,
+                written: 0,
+                moved: None,
+                idle: false,
+                closing: false,
+                failed: None,
+                unnoted: 0,
+                dropped_in_all: 0,
                 origin: None,
                 last: Duration::ZERO,
-                record: Vec::with_capacity(256),
-                failed: None,
+                after_exit: false,
+                generation: 1,
             }),
+            work: Condvar::new(),
+            progress: Condvar::new(),
+        });
+        let writer = Arc::clone(&shared);
+        let thread = std::thread::Builder::new()
+            .name("childwire-recorder".into())
+            .spawn(move || writer.run(out));
+        let thread = match thread {
+            Ok(thread) => Some(thread),
+            Err(err) => {
+                shared.lock().fail(&err);
+                None
+            }
+        };
+        Self {
+            shared,
+            thread,
+            writer: PhantomData,
         }
     }
 
     /// Records a message that went `dir` at `at`: for a caller that moves
     /// messages itself (a proxy) and records what no transport saw.
     pub fn message(&self, at: Instant, dir: Direction, message: &[u8]) {
-        self.write(at, dir.as_str(), false, |record| {
+        self.write(at, dir.as_str(), Kind::Event, |record| {
             write_message(record, message);
         });
     }
@@ -123,61 +233,203 @@ impl<W: Write + Send + 'static> Recorder<W> {
     /// Records a message of `len` bytes that was dropped for its size on
     /// its way `dir`.
     pub fn oversized(&self, at: Instant, dir: Direction, len: u64) {
-        self.write(at, dir.as_str(), false, |record| {
+        self.write(at, dir.as_str(), Kind::Event, |record| {
             record.extend_from_slice(format!(",\"oversized\":{len}").as_bytes());
         });
     }
 
-    /// Writes the buffered records out.
+    /// How many records were dropped so far because the writer was behind.
+    #[must_use]
+    pub fn dropped(&self) -> u64 {
+        self.shared.lock().dropped_in_all
+    }
+
+    /// Waits until every record so far is written and `W` flushed, as long
+    /// as the writer moves (it has [`RECORDER_STALL`] from the call to take
+    /// something). Records dropped since the last notice get one.
     ///
     /// # Errors
     ///
     /// The error of the write that failed, now or before (recording
-    /// stopped then).
+    /// stopped then); [`io::ErrorKind::TimedOut`] when the writer took
+    /// nothing for [`RECORDER_STALL`] (the records stay queued).
     pub fn flush(&self) -> io::Result<()> {
-        self.lock().flush()
+        let called = Instant::now();
+        let mut state = self.shared.lock();
+        state.note_dropped();
+        let target = state.queued;
+        self.shared.wake(&mut state);
+        let state = self.shared.wait_for(state, target, Some(called));
+        if let Some(kind) = state.failed {
+            return Err(io::Error::new(
+                kind,
+                "an earlier write of the recording failed",
+            ));
+        }
+        if state.written < target {
+            return Err(io::Error::new(
+                io::ErrorKind::TimedOut,
+                format!("the recording's writer took nothing for {RECORDER_STALL:?}"),
+            ));
+        }
+        Ok(())
     }
 
-    fn lock(&self) -> MutexGuard<'_, Inner<W>> {
-        // A panic while the lock was held (in a writer) leaves whole
-        // records behind at worst: go on.
-        self.inner.lock().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    /// Writes one record: its head, `body`'s fields, its end; flushed if
-    /// `flush`.
-    fn write(&self, at: Instant, dir: &str, flush: bool, body: impl FnOnce(&mut Vec<u8>)) {
-        let mut inner = self.lock();
-        if inner.failed.is_some() {
+    /// Queues one record: its head, `body`'s fields, its end.
+    fn write(&self, at: Instant, dir: &str, kind: Kind, body: impl FnOnce(&mut Vec<u8>)) {
+        let mut state = self.shared.lock();
+        if state.failed.is_some() {
             return;
         }
-        let (t, wall) = inner.stamp(at);
-        let mut record = std::mem::take(&mut inner.record);
-        record.clear();
-        record.extend_from_slice(
-            format!(
-                "{{\"t\":{}.{:06},\"ts\":\"{}\",\"dir\":\"{dir}\"",
-                t.as_secs(),
-                t.subsec_micros(),
-                rfc3339(wall)
-            )
-            .as_bytes(),
-        );
-        body(&mut record);
-        record.extend_from_slice(b"}\n");
-        let written = inner.out.write_all(&record);
-        inner.record = record;
-        match written {
-            Ok(()) if flush => {
-                let _ = inner.flush();
+        let start = state.queue.len();
+        let (t, wall) = state.stamp(at);
+        if state.after_exit {
+            state.generation += 1;
+            let generation = state.generation;
+            state.head(t, wall, "generation");
+            state
+                .queue
+                .extend_from_slice(format!(",\"generation\":{generation}}}\n").as_bytes());
+        }
+        state.note_dropped_at(t, wall);
+        state.head(t, wall, dir);
+        body(&mut state.queue);
+        state.queue.extend_from_slice(b"}\n");
+        let room = match kind {
+            Kind::Event => state.limit,
+            Kind::Exit => state.limit.saturating_mul(2),
+        };
+        if state.queue.len() > room && start > 0 {
+            // No room: the record, and what came with it, wait for the next.
+            // (One record alone always goes in: a message is bounded by the
+            // transport's size limit.)
+            state.queue.truncate(start);
+            if state.after_exit {
+                state.generation -= 1;
             }
-            Ok(()) => {}
-            Err(err) => inner.fail(&err),
+            state.unnoted += 1;
+            state.dropped_in_all += 1;
+            if state.dropped_in_all == 1 {
+                tracing::warn!(
+                    "the recording's writer is behind: records are dropped, and the recording says how many"
+                );
+            }
+            return;
+        }
+        state.unnoted = 0;
+        state.after_exit = kind == Kind::Exit;
+        state.queued += (state.queue.len() - start) as u64;
+        let target = state.queued;
+        self.shared.wake(&mut state);
+        if kind == Kind::Exit {
+            // The child's last event: written through while the writer
+            // moves, so the recording is whole when the report is out.
+            drop(self.shared.wait_for(state, target, None));
         }
     }
 }
 
-impl<W: Write> Inner<W> {
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while the lock was held leaves whole records behind at
+        // worst: go on.
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// Wakes the writer if it waits.
+    fn wake(&self, state: &mut State) {
+        if state.idle {
+            state.idle = false;
+            self.work.notify_one();
+        }
+    }
+
+    /// Waits until `target` bytes are written, the writer failed, or it took
+    /// nothing for [`RECORDER_STALL`] (counted from `patient_from` at the
+    /// earliest: a writer stuck for long gets that long again).
+    fn wait_for<'a>(
+        &self,
+        mut state: MutexGuard<'a, State>,
+        target: u64,
+        patient_from: Option<Instant>,
+    ) -> MutexGuard<'a, State> {
+        loop {
+            if state.written >= target || state.failed.is_some() {
+                return state;
+            }
+            let moved = state.moved.unwrap_or_else(Instant::now);
+            let since = patient_from.map_or(moved, |from| from.max(moved));
+            let left = RECORDER_STALL.saturating_sub(since.elapsed());
+            if left.is_zero() {
+                return state;
+            }
+            state = self
+                .progress
+                .wait_timeout(state, left)
+                .unwrap_or_else(PoisonError::into_inner)
+                .0;
+        }
+    }
+
+    /// The writer thread: writes out what is queued, in slices, until the
+    /// recorder is dropped and the queue is empty, or a write fails.
+    fn run<W: Write>(&self, mut out: W) {
+        let mut batch = Vec::new();
+        loop {
+            let mut state = self.lock();
+            while state.queue.is_empty() && !state.closing {
+                state.idle = true;
+                state.moved = None;
+                state = self
+                    .work
+                    .wait(state)
+                    .unwrap_or_else(PoisonError::into_inner);
+            }
+            state.idle = false;
+            if state.queue.is_empty() {
+                // Closing, and all written.
+                return;
+            }
+            std::mem::swap(&mut state.queue, &mut batch);
+            state.moved = Some(Instant::now());
+            drop(state);
+            let written = catch_unwind(AssertUnwindSafe(|| {
+                for slice in batch.chunks(SLICE) {
+                    out.write_all(slice)?;
+                    self.moved(slice.len());
+                }
+                out.flush()
+            }));
+            let mut state = self.lock();
+            match written {
+                Ok(Ok(())) => {}
+                Ok(Err(err)) => state.fail(&err),
+                Err(_) => state.fail(&io::Error::other("the writer panicked")),
+            }
+            self.progress.notify_all();
+            if state.failed.is_some() {
+                state.queue = Vec::new();
+                return;
+            }
+            drop(state);
+            batch.clear();
+            if batch.capacity() > 4 * SLICE {
+                // A burst's allocation is not kept for good.
+                batch = Vec::new();
+            }
+        }
+    }
+
+    /// The writer finished a slice of `len` bytes.
+    fn moved(&self, len: usize) {
+        let mut state = self.lock();
+        state.written += len as u64;
+        state.moved = Some(Instant::now());
+        self.progress.notify_all();
+    }
+}
+
+impl State {
     /// `t` of a record at `at`, and its wall-clock time.
     fn stamp(&mut self, at: Instant) -> (Duration, SystemTime) {
         let (origin, wall) = *self.origin.get_or_insert_with(|| (at, SystemTime::now()));
@@ -186,23 +438,55 @@ impl<W: Write> Inner<W> {
         (t, wall + t)
     }
 
-    fn flush(&mut self) -> io::Result<()> {
-        if let Some(kind) = self.failed {
-            return Err(io::Error::new(
-                kind,
-                "an earlier write of the recording failed",
-            ));
+    /// A record's head, up to its `"dir"`.
+    fn head(&mut self, t: Duration, wall: SystemTime, dir: &str) {
+        self.queue.extend_from_slice(
+            format!(
+                "{{\"t\":{}.{:06},\"ts\":\"{}\",\"dir\":\"{dir}\"",
+                t.as_secs(),
+                t.subsec_micros(),
+                rfc3339(wall)
+            )
+            .as_bytes(),
+        );
+    }
+
+    /// The `"dropped"` notice for the records dropped since the last one,
+    /// if any, at `t`.
+    fn note_dropped_at(&mut self, t: Duration, wall: SystemTime) {
+        if self.unnoted == 0 {
+            return;
         }
-        let flushed = self.out.flush();
-        if let Err(err) = &flushed {
-            self.fail(err);
+        let dropped = self.unnoted;
+        self.head(t, wall, "notice");
+        self.queue.extend_from_slice(
+            format!(
+                ",\"kind\":\"dropped\",\"records\":{dropped},\"text\":\"{dropped} records dropped here: the recording's writer was behind\"}}\n"
+            )
+            .as_bytes(),
+        );
+    }
+
+    /// The `"dropped"` notice, queued now (past the limit: it is small).
+    fn note_dropped(&mut self) {
+        if self.unnoted == 0 || self.failed.is_some() {
+            return;
         }
-        flushed
+        let start = self.queue.len();
+        let t = self.last;
+        let wall = self
+            .origin
+            .map_or_else(SystemTime::now, |(_, wall)| wall + t);
+        self.note_dropped_at(t, wall);
+        self.unnoted = 0;
+        self.queued += (self.queue.len() - start) as u64;
     }
 
     fn fail(&mut self, err: &io::Error) {
-        self.failed = Some(err.kind());
-        tracing::warn!("writing the recording failed, recording stops: {err}");
+        if self.failed.is_none() {
+            self.failed = Some(err.kind());
+            tracing::warn!("writing the recording failed, recording stops: {err}");
+        }
     }
 }
 
@@ -215,13 +499,13 @@ impl<W: Write + Send + 'static> Tap for Recorder<W> {
                 self.oversized(at, Direction::FromChild, notice.len);
             }
             TapEvent::Notice(Notice::Malformed(notice)) => {
-                self.write(at, "notice", false, |record| {
+                self.write(at, "notice", Kind::Event, |record| {
                     record.extend_from_slice(b",\"kind\":\"malformed\",\"text\":");
                     write_str(record, &notice.to_string());
                 });
             }
             TapEvent::Notice(Notice::Pollution(notice)) => {
-                self.write(at, "notice", false, |record| {
+                self.write(at, "notice", Kind::Event, |record| {
                     record.extend_from_slice(b",\"kind\":\"pollution\",\"text\":");
                     write_str(record, &notice.to_string());
                     record.extend_from_slice(b",\"bytes\":");
@@ -229,7 +513,7 @@ impl<W: Write + Send + 'static> Tap for Recorder<W> {
                 });
             }
             TapEvent::Stderr { line, level } => {
-                self.write(at, "stderr", false, |record| {
+                self.write(at, "stderr", Kind::Event, |record| {
                     record.extend_from_slice(b",\"line\":");
                     write_str(record, &String::from_utf8_lossy(line));
                     record.extend_from_slice(b",\"level\":");
@@ -254,7 +538,7 @@ impl<W: Write + Send + 'static> Recorder<W> {
             Exit::Code(code) => (code.to_string(), "null".to_owned()),
             Exit::Signal(signal) => ("null".to_owned(), signal.to_string()),
         };
-        self.write(at, "exit", true, |record| {
+        self.write(at, "exit", Kind::Exit, |record| {
             record.extend_from_slice(
                 format!(",\"exit_code\":{code},\"signal\":{signal},\"report\":").as_bytes(),
             );
@@ -264,9 +548,26 @@ impl<W: Write + Send + 'static> Recorder<W> {
 }
 
 impl<W: Write + Send + 'static> Drop for Recorder<W> {
+    /// Writes out what is queued (and a notice for records dropped at the
+    /// end), waiting as long as the writer moves.
     fn drop(&mut self) {
-        let inner = self.inner.get_mut().unwrap_or_else(PoisonError::into_inner);
-        let _ = inner.flush();
+        let mut state = self.shared.lock();
+        state.note_dropped();
+        state.closing = true;
+        let target = state.queued;
+        self.shared.wake(&mut state);
+        let state = self.shared.wait_for(state, target, None);
+        let done = state.written >= target || state.failed.is_some();
+        drop(state);
+        if let Some(thread) = self.thread.take() {
+            if done {
+                let _ = thread.join();
+            } else {
+                tracing::warn!(
+                    "the recording's writer took nothing for {RECORDER_STALL:?}: it finishes on its own thread"
+                );
+            }
+        }
     }
 }
 

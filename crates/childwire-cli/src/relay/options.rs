@@ -173,7 +173,7 @@ pub fn parse(args: impl IntoIterator<Item = std::ffi::OsString>) -> Result<Parse
 }
 
 /// Parses a size in bytes: `1000`, `512KiB`, `64MiB`, `1GiB`.
-fn parse_size(name: &str, text: &str) -> Result<usize, UsageError> {
+pub(crate) fn parse_size(name: &str, text: &str) -> Result<usize, UsageError> {
     let (digits, unit) = text
         .find(|c: char| !c.is_ascii_digit())
         .map_or((text, ""), |at| text.split_at(at));

@@ -225,6 +225,179 @@ fn a_recording_without_an_exit_exits_with_code_0_at_eof() {
     assert_eq!(drain(&mut server), [Output::Exit(RecordedExit::default())]);
 }
 
+fn notes(replayer: &mut Replayer) -> Vec<String> {
+    std::iter::from_fn(|| replayer.poll_note())
+        .map(|note| note.to_string())
+        .collect()
+}
+
+/// Recorded: `get-sum` then `echo`; the host calls `echo` first.
+#[test]
+fn tools_called_in_another_order_are_answered_by_name() {
+    let mut server = replayer(&[
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum","arguments":{"a":1,"b":2}}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"3"}]}}}"#,
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo","arguments":{"message":"hi"}}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":2,"result":{"content":[{"type":"text","text":"Echo: hi"}]}}}"#,
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":3,"method":"resources/read","params":{"uri":"file:///a"}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":3,"result":{"contents":["a"]}}}"#,
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":4,"method":"resources/read","params":{"uri":"file:///b"}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":4,"result":{"contents":["b"]}}}"#,
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":5,"method":"prompts/get","params":{"name":"p1"}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":5,"result":{"p":1}}}"#,
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":6,"method":"prompts/get","params":{"name":"p2"}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":6,"result":{"p":2}}}"#,
+    ]);
+    server.handle_message(
+        br#"{"jsonrpc":"2.0","id":"e","method":"tools/call","params":{"arguments":{"message":"yo"},"name":"echo"}}"#,
+    );
+    server.handle_message(
+        br#"{"jsonrpc":"2.0","id":"s","method":"tools/call","params":{"name":"get-sum"}}"#,
+    );
+    server.handle_message(
+        br#"{"jsonrpc":"2.0","id":"b","method":"resources/read","params":{"uri":"file:///b"}}"#,
+    );
+    server.handle_message(
+        br#"{"jsonrpc":"2.0","id":"a","method":"resources/read","params":{"uri":"file:///a"}}"#,
+    );
+    server.handle_message(
+        br#"{"jsonrpc":"2.0","id":"p2","method":"prompts/get","params":{"name":"p2"}}"#,
+    );
+    server.handle_message(
+        br#"{"jsonrpc":"2.0","id":"p1","method":"prompts/get","params":{"name":"p1"}}"#,
+    );
+    assert_eq!(
+        drain(&mut server),
+        [
+            message(
+                r#"{"jsonrpc":"2.0","id":"e","result":{"content":[{"type":"text","text":"Echo: hi"}]}}"#
+            ),
+            message(
+                r#"{"jsonrpc":"2.0","id":"s","result":{"content":[{"type":"text","text":"3"}]}}"#
+            ),
+            message(r#"{"jsonrpc":"2.0","id":"b","result":{"contents":["b"]}}"#),
+            message(r#"{"jsonrpc":"2.0","id":"a","result":{"contents":["a"]}}"#),
+            message(r#"{"jsonrpc":"2.0","id":"p2","result":{"p":2}}"#),
+            message(r#"{"jsonrpc":"2.0","id":"p1","result":{"p":1}}"#),
+        ]
+    );
+    assert_eq!(notes(&mut server), Vec::<String>::new());
+    assert!(server.unmatched().is_empty());
+}
+
+#[test]
+fn a_tool_not_in_the_recording_is_answered_by_rank_and_a_note_says_so() {
+    let mut server = replayer(&[
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"get-sum"}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":1,"result":{"sum":3}}}"#,
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":2,"method":"tools/call","params":{"name":"echo"}}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":2,"result":{"echo":"hi"}}}"#,
+    ]);
+    server.handle_message(
+        br#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"other"}}"#,
+    );
+    assert_eq!(
+        drain(&mut server),
+        [message(r#"{"jsonrpc":"2.0","id":7,"result":{"sum":3}}"#)]
+    );
+    assert_eq!(
+        notes(&mut server),
+        [
+            r#"`tools/call` #1 of "other" is not in the recording by name: answered as `tools/call` #1 of "get-sum", by rank"#
+        ]
+    );
+    server.handle_message(
+        br#"{"jsonrpc":"2.0","id":8,"method":"tools/call","params":{"name":"echo"}}"#,
+    );
+    server.handle_message(
+        br#"{"jsonrpc":"2.0","id":9,"method":"tools/call","params":{"name":"echo"}}"#,
+    );
+    let outputs = drain(&mut server);
+    assert_eq!(
+        outputs[0],
+        message(r#"{"jsonrpc":"2.0","id":8,"result":{"echo":"hi"}}"#)
+    );
+    let Output::Message(error) = &outputs[1] else {
+        panic!("{outputs:?}")
+    };
+    let error: Value = serde_json::from_slice(error).unwrap();
+    assert_eq!(
+        error["error"]["message"],
+        "replay: `tools/call` request #3 is not in the recording (it has 2)"
+    );
+    assert_eq!(
+        notes(&mut server),
+        ["not in the recording: `tools/call` #3"]
+    );
+}
+
+#[test]
+fn endless_unmatched_messages_cost_a_count_not_memory() {
+    let mut server = replayer(&[]);
+    let long = format!(
+        r#"{{"jsonrpc":"2.0","method":"x","params":"{}"}}"#,
+        "y".repeat(10_000)
+    );
+    for _ in 0..5000 {
+        server.handle_message(long.as_bytes());
+    }
+    assert_eq!(server.unmatched().len(), MAX_KEPT);
+    assert!(
+        server
+            .unmatched()
+            .iter()
+            .all(|unmatched| unmatched.message.len() <= KEPT_BYTES)
+    );
+    let notes: Vec<Note> = std::iter::from_fn(|| server.poll_note()).collect();
+    assert_eq!(notes.len(), MAX_KEPT + 1);
+    assert_eq!(notes[MAX_KEPT], Note::LeftOut(5000 - MAX_KEPT as u64));
+    assert_eq!(server.poll_note(), None);
+}
+
+#[test]
+fn a_recording_of_several_generations_replays_the_first_and_says_so() {
+    let text = [
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":1,"result":{"gen":1}}}"#,
+        r#"{"dir":"exit","exit_code":1,"report":"exited with code 1 on its own after 3 ms"}"#,
+        r#"{"dir":"generation","generation":2}"#,
+        r#"{"dir":"to_child","msg":{"jsonrpc":"2.0","id":1,"method":"ping"}}"#,
+        r#"{"dir":"from_child","msg":{"jsonrpc":"2.0","id":1,"result":{"gen":2}}}"#,
+        r#"{"dir":"notice","kind":"dropped","records":2,"text":"2 records dropped"}"#,
+        AFTER_STDIN_CLOSED,
+    ]
+    .join("\n");
+    let recording = Recording::parse(&text).unwrap();
+    let mut first = Replayer::new(recording.clone());
+    assert_eq!(
+        notes(&mut first),
+        ["the recording holds 2 generations (a restarted child): replaying the first"]
+    );
+    first.handle_message(br#"{"jsonrpc":"2.0","id":"x","method":"ping"}"#);
+    let outputs = drain(&mut first);
+    assert_eq!(
+        outputs[0],
+        message(r#"{"jsonrpc":"2.0","id":"x","result":{"gen":1}}"#)
+    );
+    assert!(matches!(&outputs[1], Output::Exit(exit) if exit.exit == Exit::Code(1)));
+
+    let mut second = Replayer::new(recording.generation(2).unwrap());
+    assert_eq!(
+        notes(&mut second),
+        [
+            "the recorder dropped 2 records (its writer fell behind): the replay may lack some of what happened"
+        ]
+    );
+    second.handle_message(br#"{"jsonrpc":"2.0","id":"y","method":"ping"}"#);
+    second.handle_eof();
+    let outputs = drain(&mut second);
+    assert_eq!(
+        outputs[0],
+        message(r#"{"jsonrpc":"2.0","id":"y","result":{"gen":2}}"#)
+    );
+    assert!(matches!(&outputs[1], Output::Exit(exit) if exit.exit == Exit::Code(0)));
+}
+
 /// One step of a generated session.
 #[derive(Debug, Clone)]
 enum Step {

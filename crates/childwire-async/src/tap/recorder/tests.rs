@@ -163,9 +163,12 @@ fn notices_stderr_and_the_exit_have_their_fields() {
     assert_eq!(records[6]["exit_code"], 3);
     assert_eq!(records[6]["signal"], Value::Null);
     assert_eq!(records[6]["report"], report.to_string());
-    assert_eq!(records[7]["exit_code"], Value::Null);
-    assert_eq!(records[7]["signal"], 9);
-    assert_eq!(records[7]["report"], killed.to_string());
+    // A second exit is a second child's.
+    assert_eq!(records[7]["dir"], "generation");
+    assert_eq!(records[7]["generation"], 2);
+    assert_eq!(records[8]["exit_code"], Value::Null);
+    assert_eq!(records[8]["signal"], 9);
+    assert_eq!(records[8]["report"], killed.to_string());
 }
 
 #[test]
@@ -198,18 +201,166 @@ fn t_counts_from_the_first_record_in_microseconds_and_never_goes_back() {
 }
 
 #[test]
-fn the_exit_record_is_flushed_at_once_and_the_rest_on_drop() {
+fn the_exit_record_is_written_through_and_the_rest_on_drop() {
     let out = Shared::default();
     let recorder = Recorder::new(out.clone());
     let at = Instant::now();
     recorder.event(at, TapEvent::Sent(b"{}"));
-    assert_eq!(out.text(), "", "records are buffered");
     let report = ExitReport::new(Exit::Code(0), EndedBy::StdinClose, Duration::ZERO);
     recorder.event(at, TapEvent::Exited(&report));
+    // No flush: the exit record is out when the tap returns.
     assert_eq!(out.text().lines().count(), 2);
     recorder.event(at, TapEvent::Received(b"{}"));
     drop(recorder);
-    assert_eq!(out.text().lines().count(), 3);
+    assert_eq!(out.text().lines().count(), 4, "{}", out.text());
+}
+
+/// A writer that blocks until the test opens its gate: a pipe nobody reads.
+#[derive(Clone, Default)]
+struct Gated {
+    out: Shared,
+    open: Arc<(Mutex<bool>, std::sync::Condvar)>,
+}
+
+impl Gated {
+    fn open(&self) {
+        *self.open.0.lock().unwrap() = true;
+        self.open.1.notify_all();
+    }
+}
+
+impl Write for Gated {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let mut open = self.open.0.lock().unwrap();
+        while !*open {
+            open = self.open.1.wait(open).unwrap();
+        }
+        self.out.write(buf)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn a_blocked_writer_costs_the_caller_nothing_and_the_recording_counts_what_was_dropped() {
+    let gated = Gated::default();
+    let recorder = Recorder::with_queue_limit(gated.clone(), 64 * 1024);
+    let at = Instant::now();
+    let message = format!(r#"{{"id":1,"result":"{}"}}"#, "x".repeat(1000));
+    let started = Instant::now();
+    for _ in 0..10_000 {
+        recorder.event(at, TapEvent::Received(message.as_bytes()));
+    }
+    // 10 MB of records against a 64 KiB queue: most are dropped, at once.
+    assert!(
+        started.elapsed() < RECORDER_STALL,
+        "{:?}",
+        started.elapsed()
+    );
+    let dropped = recorder.dropped();
+    assert!((9_000..10_000).contains(&dropped), "{dropped}");
+    // A flush waits for a writer that moves, not for one that takes nothing.
+    let err = recorder.flush().unwrap_err();
+    assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+
+    gated.open();
+    recorder.event(at, TapEvent::Sent(b"{}"));
+    recorder.flush().unwrap();
+    let records = gated.out.records();
+    let kept = records.iter().filter(|r| r["dir"] == "from_child").count() as u64;
+    assert_eq!(kept + dropped, 10_000);
+    // Each notice counts a run of dropped records (one per time the queue
+    // filled up: the writer may have taken a batch before it blocked).
+    let notices: Vec<&Value> = records.iter().filter(|r| r["dir"] == "notice").collect();
+    assert!(!notices.is_empty());
+    assert!(notices.iter().all(|notice| notice["kind"] == "dropped"));
+    let counted: u64 = notices.iter().map(|n| n["records"].as_u64().unwrap()).sum();
+    assert_eq!(counted, dropped);
+    // It stands where the records are missing: after the last one kept,
+    // before the next.
+    let last = records.len() - 1;
+    assert_eq!(records[last]["dir"], "to_child");
+    assert_eq!(records[last - 1]["kind"], "dropped");
+}
+
+#[test]
+fn records_dropped_at_the_end_are_counted_on_drop() {
+    let gated = Gated::default();
+    let recorder = Recorder::with_queue_limit(gated.clone(), 1024);
+    let at = Instant::now();
+    for _ in 0..100 {
+        recorder.event(at, TapEvent::Received(&[b'1'; 100]));
+    }
+    assert!(recorder.dropped() > 0);
+    let opener = gated.clone();
+    let open = std::thread::spawn(move || opener.open());
+    drop(recorder);
+    open.join().unwrap();
+    let records = gated.out.records();
+    let last = records.last().unwrap();
+    assert_eq!(last["kind"], "dropped", "{records:?}");
+    let kept = records.iter().filter(|r| r["dir"] == "from_child").count() as u64;
+    assert_eq!(kept + last["records"].as_u64().unwrap(), 100);
+}
+
+#[test]
+fn a_writer_that_never_moves_does_not_hold_the_drop_past_the_stall() {
+    let gated = Gated::default();
+    let recorder = Recorder::new(gated.clone());
+    let at = Instant::now();
+    recorder.event(at, TapEvent::Sent(b"{}"));
+    let report = ExitReport::new(Exit::Code(0), EndedBy::StdinClose, Duration::ZERO);
+    let started = Instant::now();
+    // The exit record waits for the writer, up to the stall.
+    recorder.event(at, TapEvent::Exited(&report));
+    drop(recorder);
+    let waited = started.elapsed();
+    assert!(waited < 3 * RECORDER_STALL, "{waited:?}");
+    // Its thread is still there: it writes once the writer moves.
+    gated.open();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while gated.out.text().lines().count() < 2 {
+        assert!(Instant::now() < deadline, "{}", gated.out.text());
+        std::thread::yield_now();
+    }
+}
+
+#[test]
+fn a_new_child_after_an_exit_starts_a_generation() {
+    let out = Shared::default();
+    let recorder = Recorder::new(out.clone());
+    let at = Instant::now();
+    let ended = ExitReport::new(Exit::Code(1), EndedBy::OnItsOwn, Duration::ZERO);
+    recorder.event(at, TapEvent::Sent(b"{}"));
+    recorder.event(at, TapEvent::Exited(&ended));
+    recorder.event(at, TapEvent::Sent(b"{}"));
+    recorder.event(at, TapEvent::Exited(&ended));
+    recorder.event(
+        at,
+        TapEvent::Stderr {
+            line: b"x",
+            level: None,
+        },
+    );
+    recorder.flush().unwrap();
+    let records = out.records();
+    let dirs: Vec<&str> = records.iter().map(|r| r["dir"].as_str().unwrap()).collect();
+    assert_eq!(
+        dirs,
+        [
+            "to_child",
+            "exit",
+            "generation",
+            "to_child",
+            "exit",
+            "generation",
+            "stderr"
+        ]
+    );
+    assert_eq!(records[2]["generation"], 2);
+    assert_eq!(records[5]["generation"], 3);
 }
 
 #[test]
