@@ -129,6 +129,34 @@ fn c15_log_records_both_directions_and_the_exit_code_is_mirrored() {
     assert!(t.windows(2).all(|w| w[0] <= w[1]), "{text}");
 }
 
+/// The log holds every message of the session: a new one is readable by its owner alone, and an
+/// existing one keeps the mode its owner gave it (never widened).
+#[test]
+fn c40_a_new_log_is_created_private_and_an_existing_one_is_not_widened() {
+    use std::os::unix::fs::PermissionsExt as _;
+
+    let mode = |log: &TempLog| std::fs::metadata(&log.0).unwrap().permissions().mode() & 0o777;
+    for runtime in ["tokio", "smol"] {
+        let new = TempLog::new(&format!("mode-new-{runtime}"));
+        let existing = TempLog::new(&format!("mode-existing-{runtime}"));
+        std::fs::write(&existing.0, b"").unwrap();
+        std::fs::set_permissions(&existing.0, std::fs::Permissions::from_mode(0o640)).unwrap();
+        for log in [&new, &existing] {
+            let out = run(
+                &example("relay"),
+                &["--runtime", runtime, "--log", log.path(), "cat"],
+                b"{\"id\":1,\"secret\":\"token\"}\n".to_vec(),
+                DEADLINE,
+            );
+            assert!(out.status.success(), "{runtime}: {out:?}");
+            // The message is in it: the mode guards what it should.
+            assert_eq!(log.records()[0]["msg"]["secret"], "token", "{runtime}");
+        }
+        assert_eq!(mode(&new), 0o600, "{runtime}: {:o}", mode(&new));
+        assert_eq!(mode(&existing), 0o640, "{runtime}: {:o}", mode(&existing));
+    }
+}
+
 #[test]
 fn c04_a_child_killed_mid_stream_loses_no_line_and_is_reported() {
     // Relays 1000 lines, then dies by SIGKILL while more are coming.

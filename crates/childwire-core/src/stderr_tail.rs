@@ -284,28 +284,35 @@ fn line_content(raw: &[u8], cut: bool) -> &[u8] {
     }
 }
 
-/// How many of a tail's last non-blank lines [`summary_line`] looks at.
-/// Runtimes print the error and then a trailer (node: the stack and its
-/// version; Rust: a backtrace hint; npm: where its log is), so the last
-/// line alone is often not the useful one.
+/// How many of a tail's last non-blank lines [`summary_line`] looks at,
+/// stack frames not counted. Runtimes print the error and then a trailer
+/// (node: the stack and its version; Rust: a backtrace hint; npm: where its
+/// log is), so the last line alone is often not the useful one.
 pub const SUMMARY_LOOKBACK: usize = 20;
 
 /// The line of `tail` (stderr lines joined with `\n`, as
 /// [`StderrTail::tail`] gives them) that best says why the child ended,
 /// trimmed; `None` if every line is blank.
 ///
-/// Among the last [`SUMMARY_LOOKBACK`] non-blank lines it picks, the most
-/// recent first within each rank:
+/// Among the last [`SUMMARY_LOOKBACK`] non-blank lines that are not stack
+/// frames it picks, the most recent first within each rank:
 ///
 /// 1. a line that says what failed: an exception (`ValueError: …`), a
-///    panic, or words such as "not found", "cannot", "denied", "failed",
-///    "no such";
+///    panic, the line a stack trace hangs from (`Error: connect
+///    ECONNREFUSED` above its `    at …` frames, the exception that ends a
+///    Python traceback), or words such as "not found", "cannot", "denied",
+///    "failed", "no such";
 /// 2. any other error-level line (see [`stderr_level`](crate::stderr_level))
 ///    or line with "error" in it;
 /// 3. a line that only points elsewhere, even at error level: "A complete
 ///    log of this run can be found in …", "see the log", "run with
 ///    `RUST_BACKTRACE=1`", "for more information";
-/// 4. else the last non-blank line.
+/// 4. else the last non-blank line that is not a frame;
+/// 5. a stack frame (`    at foo (file.js:1:2)`, `  File "x.py", line 3`
+///    and the source line under it, `   0: std::rt::lang_start`) only when
+///    nothing else is there: whatever words a frame holds
+///    (`at emitErrorNT`, `in map_exceptions`, `core::result::unwrap_failed`)
+///    name code, not what went wrong.
 ///
 /// A line whose level is below warn (`INFO: file not found, using
 /// defaults`) is never picked for its words.
@@ -322,18 +329,42 @@ pub const SUMMARY_LOOKBACK: usize = 20;
 ///     summary_line(npx),
 ///     Some("npm error 404 Not Found - GET https://registry.npmjs.org/nope - Not found")
 /// );
+///
+/// let node = "Error: connect ECONNREFUSED 127.0.0.1:5432
+///     at TCPConnectWrap.afterConnect [as oncomplete] (node:net:1607:16)
+///     at emitErrorNT (node:internal/streams/destroy:169:8)";
+/// assert_eq!(summary_line(node), Some("Error: connect ECONNREFUSED 127.0.0.1:5432"));
 /// ```
 #[must_use]
 pub fn summary_line(tail: &str) -> Option<&str> {
-    let mut best: Option<(Rank, &str)> = None;
-    for line in tail
+    let lines: Vec<&str> = tail
         .lines()
-        .map(str::trim)
-        .filter(|line| !line.is_empty())
-        .rev()
-        .take(SUMMARY_LOOKBACK)
-    {
-        let rank = rank(line);
+        .filter(|line| !line.trim().is_empty())
+        .collect();
+    let shapes = shapes(&lines);
+    let mut best: Option<(Rank, &str)> = None;
+    let mut looked = 0;
+    for (line, shape) in lines.iter().zip(shapes).rev() {
+        let line = line.trim();
+        let rank = match shape {
+            Shape::Frame => Rank::Frame,
+            Shape::Text => rank(line),
+            // What a trace hangs from says what went wrong, whatever its
+            // words, unless its level says it is not a failure.
+            Shape::Head => match rank(line) {
+                Rank::Pointer => Rank::Pointer,
+                _ if level_of(line.as_bytes()).is_some_and(|level| level < Level::Warn) => {
+                    Rank::Other
+                }
+                _ => Rank::Cause,
+            },
+        };
+        if rank != Rank::Frame {
+            looked += 1;
+            if looked > SUMMARY_LOOKBACK {
+                break;
+            }
+        }
         // Newest first: a later line wins a tie.
         if best.is_none_or(|(top, _)| rank > top) {
             best = Some((rank, line));
@@ -345,10 +376,124 @@ pub fn summary_line(tail: &str) -> Option<&str> {
 /// How telling a stderr line is, least first.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 enum Rank {
+    Frame,
     Other,
     Pointer,
     Error,
     Cause,
+}
+
+/// A line's place in a stack trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Shape {
+    /// Not part of a trace, or nothing more is known.
+    Text,
+    /// A stack frame, or the source line a Python frame shows.
+    Frame,
+    /// The line a trace hangs from: the error above JavaScript, Java or
+    /// Rust frames, the exception below a Python traceback's frames, a
+    /// Rust or Go panic.
+    Head,
+}
+
+/// The shape of each of `lines` (non-blank), from its neighbours.
+fn shapes(lines: &[&str]) -> Vec<Shape> {
+    let mut shapes = Vec::with_capacity(lines.len());
+    // The indentation of the Python frame whose source lines may follow.
+    let mut python_frame: Option<usize> = None;
+    // Inside the properties node prints after an error's last frame
+    // (`    at … {`, `  code: 'ECONNREFUSED',`, `}`).
+    let mut properties = false;
+    for line in lines {
+        let (indent, body) = split_indent(line);
+        if properties {
+            properties = body != "}";
+            shapes.push(Shape::Frame);
+            continue;
+        }
+        let shape = if is_python_frame(body) {
+            python_frame = Some(indent);
+            Shape::Frame
+        } else if let Some(frame_indent) = python_frame {
+            if indent > frame_indent {
+                // The source line under a frame, or its `^^^^` marks.
+                Shape::Frame
+            } else {
+                // The first line out of a traceback's frames: its exception.
+                python_frame = None;
+                Shape::Head
+            }
+        } else if is_frame(indent, body) {
+            Shape::Frame
+        } else if body.starts_with("thread '") && body.contains("' panicked at")
+            || body.starts_with("panic: ")
+        {
+            Shape::Head
+        } else {
+            Shape::Text
+        };
+        properties = shape == Shape::Frame && body.ends_with(" {") && python_frame.is_none();
+        shapes.push(shape);
+    }
+    // An error right above frames (JavaScript, Java, Rust's `at` lines) is
+    // what they trace.
+    for at in 1..lines.len() {
+        if shapes[at] == Shape::Frame
+            && shapes[at - 1] == Shape::Text
+            && !is_python_frame(split_indent(lines[at]).1)
+            && looks_like_error(lines[at - 1].trim())
+        {
+            shapes[at - 1] = Shape::Head;
+        }
+    }
+    shapes
+}
+
+/// A line's indentation (spaces, tabs, and the `|` of Python's exception
+/// group drawing) and the rest.
+fn split_indent(line: &str) -> (usize, &str) {
+    let body = line.trim_start_matches([' ', '\t', '|']);
+    (line.len() - body.len(), body.trim_end())
+}
+
+/// `File "/srv/server.py", line 3, in <module>`.
+fn is_python_frame(body: &str) -> bool {
+    body.starts_with("File \"") && body.contains("\", line ")
+}
+
+/// An indented stack frame: `at foo (file.js:1:2)` (JavaScript), `at
+/// com.x.Y.run(Y.java:10)` and `... 12 more` (Java), `at ./src/main.rs:5:9`
+/// and `0: std::rt::lang_start` (a Rust backtrace), `/srv/main.go:12
+/// +0x1d` (Go).
+fn is_frame(indent: usize, body: &str) -> bool {
+    if indent == 0 {
+        return false;
+    }
+    if body.starts_with("at ") || body.starts_with("... ") && body.ends_with(" more") {
+        return true;
+    }
+    // Go: a file and line, then the offset in the function.
+    if body.rsplit_once(" +0x").is_some_and(|(_, offset)| {
+        !offset.is_empty() && offset.bytes().all(|b| b.is_ascii_hexdigit())
+    }) {
+        return true;
+    }
+    // Rust: `N: symbol`; a symbol has no spaces outside its `<… as …>::`
+    // paths (anyhow's `0: could not open config` is a message, not a frame).
+    body.split_once(": ").is_some_and(|(index, symbol)| {
+        !index.is_empty()
+            && index.bytes().all(|b| b.is_ascii_digit())
+            && (!symbol.contains(' ') || symbol.contains("::"))
+    })
+}
+
+/// Whether a line above frames is an error, not a note that precedes its
+/// own frames (node's `Emitted 'error' event on Client instance at:`).
+fn looks_like_error(line: &str) -> bool {
+    level_of(line.as_bytes()).is_some_and(|level| level >= Level::Warn)
+        || looks_like_exception(line)
+        || line.starts_with("Caused by: ")
+        || line.starts_with("Uncaught ")
 }
 
 fn rank(line: &str) -> Rank {

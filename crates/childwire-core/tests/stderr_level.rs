@@ -285,6 +285,212 @@ fn c39_summary_falls_back_to_the_last_line_and_skips_pointers() {
     assert_eq!(summary_line(&long), Some("line 29"));
 }
 
+// ---- Stack traces: the line that says what went wrong, never a frame ----
+
+/// A pg client that could not connect, node 20: the frames mention errors
+/// (`_handleErrorEvent`, `emitErrorNT`) after the line that says what
+/// happened.
+const NODE_ECONNREFUSED: &str = "\
+node:events:497
+      throw er; // Unhandled 'error' event
+      ^
+
+Error: connect ECONNREFUSED 127.0.0.1:5432
+    at TCPConnectWrap.afterConnect [as oncomplete] (node:net:1607:16)
+Emitted 'error' event on Client instance at:
+    at Client._handleErrorEvent (/srv/node_modules/pg/lib/client.js:336:10)
+    at Client._handleErrorWhileConnecting (/srv/node_modules/pg/lib/client.js:318:19)
+    at Object.onceWrapper (node:events:634:26)
+    at Connection.emit (node:events:519:28)
+    at Socket.reportStreamError (/srv/node_modules/pg/lib/connection.js:57:12)
+    at Socket.emit (node:events:519:28)
+    at emitErrorNT (node:internal/streams/destroy:169:8)
+    at emitErrorCloseNT (node:internal/streams/destroy:128:3)
+    at process.processTicksAndRejections (node:internal/process/task_queues:82:21) {
+  errno: -111,
+  code: 'ECONNREFUSED',
+  syscall: 'connect',
+  address: '127.0.0.1',
+  port: 5432
+}
+
+Node.js v20.11.1";
+
+/// An unhandled rejection in an ES module server: a deep async stack.
+const NODE_TYPE_ERROR: &str = "\
+file:///srv/build/index.js:41
+    const tools = config.tools.map((t) => t.name);
+                               ^
+
+TypeError: Cannot read properties of undefined (reading 'map')
+    at loadTools (file:///srv/build/index.js:41:32)
+    at main (file:///srv/build/index.js:88:19)
+    at async Promise.all (index 0)
+    at async startServer (file:///srv/build/server.js:12:5)
+    at async handleErrors (file:///srv/build/server.js:30:9)
+
+Node.js v22.3.0";
+
+/// httpx's exception has no `Error` suffix and no telling words, and the
+/// frames above it say `map_httpcore_exceptions`; the traceback is chained.
+const PYTHON_CHAINED: &str = "\
+INFO:server:fetching the tool registry
+Traceback (most recent call last):
+  File \"/srv/.venv/lib/python3.12/site-packages/httpx/_transports/default.py\", line 69, in map_httpcore_exceptions
+    yield
+  File \"/srv/.venv/lib/python3.12/site-packages/httpx/_transports/default.py\", line 233, in handle_request
+    resp = self._pool.handle_request(req)
+           ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+httpcore.ConnectTimeout: timed out
+
+The above exception was the direct cause of the following exception:
+
+Traceback (most recent call last):
+  File \"/srv/server.py\", line 18, in <module>
+    tools = fetch_tools()
+            ^^^^^^^^^^^^^
+  File \"/srv/server.py\", line 11, in fetch_tools
+    r = httpx.get(REGISTRY_URL, timeout=5)
+        ^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^^
+  File \"/srv/.venv/lib/python3.12/site-packages/httpx/_api.py\", line 198, in get
+    return request(
+           ^^^^^^^^
+  File \"/srv/.venv/lib/python3.12/site-packages/httpx/_transports/default.py\", line 86, in map_httpcore_exceptions
+    raise mapped_exc(message) from exc
+httpx.ConnectTimeout: timed out";
+
+/// An exception group from anyio (MCP's Python SDK runs its server in a
+/// task group), drawn with `|`.
+const PYTHON_GROUP: &str = "\
+  + Exception Group Traceback (most recent call last):
+  |   File \"/srv/server.py\", line 30, in <module>
+  |     anyio.run(main)
+  |   File \"/srv/.venv/lib/python3.12/site-packages/anyio/_core/_exceptions.py\", line 17, in run
+  |     raise exceptions[0]
+  | ExceptionGroup: unhandled errors in a TaskGroup (1 sub-exception)
+  +-+---------------- 1 ----------------
+    | Traceback (most recent call last):
+    |   File \"/srv/server.py\", line 22, in main
+    |     await server.run(read, write, options)
+    |   File \"/srv/.venv/lib/python3.12/site-packages/mcp/server/lowlevel/server.py\", line 500, in _handle_exceptions
+    |     raise err
+    | PermissionError: [Errno 13] Permission denied: '/var/lib/notes.db'
+    +------------------------------------";
+
+/// A Rust server's `unwrap` with `RUST_BACKTRACE=1`: the frames say
+/// `unwrap_failed` and `panic_fmt`.
+const RUST_BACKTRACE: &str = "\
+thread 'main' panicked at src/main.rs:10:5:
+called `Result::unwrap()` on an `Err` value: Os { code: 2, kind: NotFound, message: \"No such file or directory\" }
+stack backtrace:
+   0: rust_begin_unwind
+             at /rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/std/src/panicking.rs:665:5
+   1: core::panicking::panic_fmt
+             at /rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/core/src/panicking.rs:74:14
+   2: core::result::unwrap_failed
+             at /rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/core/src/result.rs:1700:5
+   3: core::result::Result<T,E>::unwrap
+             at /rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/core/src/result.rs:1104:23
+   4: notes_server::main
+             at ./src/main.rs:10:5
+   5: <fn() as core::ops::function::FnOnce<()>>::call_once
+             at /rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/core/src/ops/function.rs:250:5
+note: Some details are omitted, run with `RUST_BACKTRACE=full` for a verbose backtrace.";
+
+/// A panic whose message names nothing, with a full backtrace (whose
+/// frames say `panicking`, `begin_panic_handler`, `error`).
+const RUST_PANIC_FULL: &str = "\
+thread 'tokio-runtime-worker' panicked at src/handler.rs:88:17:
+index out of bounds: the len is 3 but the index is 7
+stack backtrace:
+   0:     0x55d1c0a1b2c3 - std::backtrace_rs::backtrace::libunwind::trace::h1b2c3d4e5f6a7b8c
+                               at /rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/std/src/../../backtrace/src/backtrace/libunwind.rs:116:5
+   1:     0x55d1c0a1b2c4 - std::panicking::begin_panic_handler::{{closure}}::h2c3d4e5f6a7b8c9d
+                               at /rustc/90b35a6239c3d8bdabc530a6a0816f7ff89a0aaf/library/std/src/panicking.rs:665:13
+   2:     0x55d1c0a1b2c5 - core::panicking::panic_bounds_check::h3d4e5f6a7b8c9d0e
+   3:     0x55d1c0a1b2c6 - notes_server::handler::on_error::h4e5f6a7b8c9d0e1f
+                               at ./src/handler.rs:88:17";
+
+#[test]
+fn c39_node_traces_summary_is_the_error_not_a_frame() {
+    assert_eq!(
+        summary_line(NODE_ECONNREFUSED),
+        Some("Error: connect ECONNREFUSED 127.0.0.1:5432")
+    );
+    assert_eq!(
+        summary_line(NODE_TYPE_ERROR),
+        Some("TypeError: Cannot read properties of undefined (reading 'map')")
+    );
+    // The report quotes it too.
+    let report = report_with(NODE_ECONNREFUSED);
+    assert!(
+        report
+            .to_string()
+            .ends_with("; last stderr: Error: connect ECONNREFUSED 127.0.0.1:5432"),
+        "{report}"
+    );
+}
+
+#[test]
+fn c39_python_traces_summary_is_the_final_exception_not_a_frame() {
+    assert_eq!(
+        summary_line(PYTHON_CHAINED),
+        Some("httpx.ConnectTimeout: timed out")
+    );
+    assert_eq!(
+        summary_line(PYTHON_GROUP),
+        Some("| PermissionError: [Errno 13] Permission denied: '/var/lib/notes.db'")
+    );
+}
+
+#[test]
+fn c39_rust_backtraces_summary_is_the_panic_not_a_frame() {
+    // The panic's message, which says what failed, rather than the frame
+    // `core::result::unwrap_failed`.
+    assert_eq!(
+        summary_line(RUST_BACKTRACE),
+        Some(
+            "called `Result::unwrap()` on an `Err` value: Os { code: 2, kind: NotFound, message: \"No such file or directory\" }"
+        )
+    );
+    // A message without telling words: the panic line above it.
+    assert_eq!(
+        summary_line(RUST_PANIC_FULL),
+        Some("thread 'tokio-runtime-worker' panicked at src/handler.rs:88:17:")
+    );
+}
+
+#[test]
+fn c39_frames_do_not_count_against_the_lookback_and_win_only_alone() {
+    // Forty frames between the error and the end.
+    let mut deep = String::from("Error: listen EADDRINUSE: address already in use :::3000\n");
+    for n in 0..40 {
+        deep.push_str(&format!("    at handleError{n} (/srv/server.js:{n}:1)\n"));
+    }
+    deep.push_str("\nNode.js v20.11.1\n");
+    assert_eq!(
+        summary_line(&deep),
+        Some("Error: listen EADDRINUSE: address already in use :::3000")
+    );
+    // Nothing but frames: the last one, rather than nothing.
+    assert_eq!(
+        summary_line("    at a (x.js:1:1)\n    at b (x.js:2:1)"),
+        Some("at b (x.js:2:1)")
+    );
+    // A line that merely starts with "at" is not a frame.
+    assert_eq!(
+        summary_line("Error: cannot bind\nat least one listener failed"),
+        Some("at least one listener failed")
+    );
+    // Node's note that precedes a second stack is not what failed.
+    assert_eq!(
+        summary_line(
+            "Error: boom\n    at a (x.js:1:1)\nEmitted 'error' event at:\n    at b (x.js:2:1)"
+        ),
+        Some("Error: boom")
+    );
+}
+
 proptest! {
     #[test]
     fn c39_level_reading_never_panics_and_prefix_is_bounded(

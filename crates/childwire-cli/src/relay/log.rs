@@ -43,12 +43,13 @@ pub struct Log {
 }
 
 impl Log {
-    /// Opens `path` for appending, creating it if needed; records are
+    /// Opens `path` for appending, creating it if needed, readable and
+    /// writable by its owner alone (see [`open_private`]); records are
     /// stamped with the clock of the runtime `R` this is called on. A
     /// failure to write is said on stderr after `name` (the program's).
     pub fn create<R: Runtime>(path: &Path, name: &'static str) -> io::Result<Self> {
         let rt = R::current().map_err(io::Error::other)?;
-        let file = OpenOptions::new().create(true).append(true).open(path)?;
+        let file = open_private(path)?;
         Ok(Self {
             recorder: Arc::new(Recorder::new(file)),
             now: Arc::new(move || rt.now()),
@@ -93,6 +94,18 @@ impl std::fmt::Debug for Log {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Log").finish_non_exhaustive()
     }
+}
+
+/// Opens `path` for appending. A new file is created with mode 0600 on
+/// Unix: it holds every message of the session, which may carry tokens,
+/// file contents and prompts. An existing file keeps its mode: it is
+/// never widened, nor narrowed behind its owner's back.
+pub fn open_private(path: &Path) -> io::Result<File> {
+    let mut options = OpenOptions::new();
+    options.create(true).append(true);
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+    options.open(path)
 }
 
 /// The recorder as the child transport's tap.
@@ -145,5 +158,26 @@ mod tests {
         assert_eq!(records[1]["text"], "not \"json\"");
         assert_eq!(records[2]["dir"], "to_child");
         assert_eq!(records[2]["oversized"], 42);
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn a_new_log_is_private_and_an_existing_one_keeps_its_mode() {
+        use std::os::unix::fs::PermissionsExt as _;
+
+        let mode = |path: &Path| std::fs::metadata(path).unwrap().permissions().mode() & 0o777;
+        let dir = std::env::temp_dir().join(format!("childwire-log-mode-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let new = dir.join("new.ndjson");
+        let _ = std::fs::remove_file(&new);
+        drop(open_private(&new).unwrap());
+        let existing = dir.join("existing.ndjson");
+        std::fs::write(&existing, b"").unwrap();
+        std::fs::set_permissions(&existing, std::fs::Permissions::from_mode(0o640)).unwrap();
+        drop(open_private(&existing).unwrap());
+        let (new_mode, existing_mode) = (mode(&new), mode(&existing));
+        std::fs::remove_dir_all(&dir).unwrap();
+        assert_eq!(new_mode, 0o600, "{new_mode:o}");
+        assert_eq!(existing_mode, 0o640, "{existing_mode:o}");
     }
 }
