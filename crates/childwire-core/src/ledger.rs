@@ -55,8 +55,11 @@ pub struct Identity {
     pub cgroup: Option<String>,
     /// What it runs (for the report).
     pub program: Option<String>,
-    /// The host that spawned it (for the report).
+    /// The host that spawned it: an entry whose host still runs (the same
+    /// PID with the same start time) is that host's, and left alone.
     pub host: Option<u32>,
+    /// When that host started, in the unit of [`started`](Self::started).
+    pub host_started: Option<u64>,
 }
 
 impl Identity {
@@ -105,10 +108,11 @@ impl Identity {
         self
     }
 
-    /// With the host that spawned it.
+    /// With the host that spawned it, and when that host started.
     #[must_use]
-    pub fn with_host(mut self, host: Option<u32>) -> Self {
+    pub fn with_host(mut self, host: Option<u32>, started: Option<u64>) -> Self {
         self.host = host;
+        self.host_started = started;
         self
     }
 
@@ -131,6 +135,7 @@ impl Identity {
             ("group", self.group.map(u64::from)),
             ("session", self.session.map(u64::from)),
             ("host", self.host.map(u64::from)),
+            ("host-started", self.host_started),
         ];
         for (key, value) in numbers {
             if let Some(value) = value {
@@ -182,6 +187,7 @@ impl Identity {
                 "group" => identity.group = Some(small()?),
                 "session" => identity.session = Some(small()?),
                 "host" => identity.host = Some(small()?),
+                "host-started" => identity.host_started = Some(number()?),
                 "boot" => identity.boot_id = Some(unescape(value)),
                 "cgroup" => identity.cgroup = Some(unescape(value)),
                 "program" => identity.program = Some(unescape(value)),
@@ -256,6 +262,8 @@ pub struct Process {
 #[cfg_attr(feature = "arbitrary", derive(arbitrary::Arbitrary))]
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Seen {
+    /// The live process with the PID of the entry's host, if there is one.
+    pub host: Option<Process>,
     /// The live process with the entry's PID, if there is one.
     pub leader: Option<Process>,
     /// The live members of the entry's process group (the leader may be
@@ -331,6 +339,9 @@ pub enum ReapVerdict {
     Unprovable,
     /// Still alive after SIGKILL and the kill grace: these PIDs.
     Survived(Vec<u32>),
+    /// The host that recorded it still runs: the entry is that host's,
+    /// left alone and kept.
+    HostAlive,
 }
 
 /// One entry settled, from [`Reaper::poll_outcome`].
@@ -349,10 +360,13 @@ pub struct Reaped {
 
 impl Reaped {
     /// Whether its ledger file should be removed: always, unless something
-    /// survived (the next run tries again).
+    /// survived (the next run tries again) or its host still runs.
     #[must_use]
     pub fn remove_entry(&self) -> bool {
-        !matches!(self.verdict, ReapVerdict::Survived(_))
+        !matches!(
+            self.verdict,
+            ReapVerdict::Survived(_) | ReapVerdict::HostAlive
+        )
     }
 }
 
@@ -383,6 +397,11 @@ impl fmt::Display for Reaped {
                 f,
                 "{who}: cannot be proved to be the process recorded; left alone"
             ),
+            ReapVerdict::HostAlive => write!(
+                f,
+                "{who}: the host that recorded it (pid {}) still runs; left alone",
+                who.host.unwrap_or_default()
+            ),
             ReapVerdict::Survived(left) => write!(
                 f,
                 "{who}: still alive after SIGKILL: {}; the entry is kept",
@@ -412,7 +431,7 @@ impl fmt::Display for Reaped {
 ///
 /// # What it ends
 ///
-/// An entry's processes are its own only if the process with its PID has
+/// Nothing of an entry whose host still runs. Otherwise an entry's processes are its own only if the process with its PID has
 /// its start time (then that process, the live members of its group that
 /// started no earlier, and its cgroup's members), or if no process has its
 /// PID any more (then what is left of its group, which keeps the PID from
@@ -543,6 +562,15 @@ impl Reaper {
         }
         slot.looking = false;
         let first = slot.stage == Stage::First;
+        let identity = &slot.identity;
+        if first
+            && identity.host_started.is_some()
+            && seen.host.is_some_and(|host| {
+                Some(host.pid) == identity.host && host.started == identity.host_started
+            })
+        {
+            return self.settle(entry, ReapVerdict::HostAlive);
+        }
         let alive = match claim(&slot.identity, seen) {
             Claim::Ours(alive) => alive,
             Claim::Reused if first => return self.settle(entry, ReapVerdict::PidReused),
@@ -844,7 +872,7 @@ mod tests {
                     process(102, 5001),
                     process(99, 4000),
                 ],
-                cgroup: vec![],
+                ..Seen::default()
             }
         });
         assert_eq!(
@@ -864,13 +892,37 @@ mod tests {
     }
 
     #[test]
+    fn an_entry_whose_host_still_runs_is_left_alone_and_kept() {
+        let start = Instant::now();
+        let identity = child().with_host(Some(7), Some(33));
+        let mut reaper = Reaper::new([identity.clone(), identity], Some("boot-a"), config());
+        // The first entry's host runs; the second's PID 7 is a later one.
+        let (actions, outcomes) = drive(&mut reaper, start, |entry, _, done| Seen {
+            host: Some(process(7, if entry == 0 { 33 } else { 34 })),
+            leader: (!sent(done, Signal::Term)).then_some(process(100, 5000)),
+            ..Seen::default()
+        });
+        assert_eq!(
+            signals(&actions),
+            [(Duration::ZERO, Signal::Term, vec![100])]
+        );
+        assert!(matches!(
+            actions[..2],
+            [(_, ReapAction::Look(0)), (_, ReapAction::Look(1))]
+        ));
+        assert_eq!(outcomes[0].verdict, ReapVerdict::HostAlive);
+        assert!(!outcomes[0].remove_entry());
+        assert_eq!(outcomes[1].verdict, ReapVerdict::Ended(Signal::Term));
+    }
+
+    #[test]
     fn a_reused_pid_is_left_alone_with_its_group() {
         let start = Instant::now();
         let mut reaper = Reaper::new([child()], Some("boot-a"), config());
         let (actions, outcomes) = drive(&mut reaper, start, |_, _, _| Seen {
             leader: Some(process(100, 9000)),
             group: vec![process(100, 9000), process(130, 9100)],
-            cgroup: vec![],
+            ..Seen::default()
         });
         assert!(signals(&actions).is_empty(), "{actions:?}");
         assert_eq!(outcomes[0].verdict, ReapVerdict::PidReused);
@@ -891,6 +943,7 @@ mod tests {
                 leader: (!killed).then_some(process(100, 5000)),
                 group: vec![],
                 cgroup: vec![process(7, 6000)],
+                ..Seen::default()
             }
         });
         let signals = signals(&actions);
@@ -931,7 +984,7 @@ mod tests {
             Seen {
                 leader: None,
                 group,
-                cgroup: vec![],
+                ..Seen::default()
             }
         });
         let signals = signals(&actions);
@@ -987,11 +1040,11 @@ mod tests {
     fn an_entry_reads_back_as_written_and_bad_files_are_refused() {
         let identity = child()
             .with_session(Some(90))
-            .with_host(Some(7))
+            .with_host(Some(7), Some(33))
             .with_cgroup(Some("/sys/fs/cgroup/a b\\c\nd".into()));
         let text = identity.encode();
         assert!(text.starts_with("childwire-ledger 1\npid 100\n"), "{text}");
-        assert_eq!(text.lines().count(), 9, "{text}");
+        assert_eq!(text.lines().count(), 10, "{text}");
         assert_eq!(Identity::decode(&text), Ok(identity.clone()));
         // Unknown keys are skipped.
         let later = format!("{text}future-key whatever\n");
