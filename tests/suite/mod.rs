@@ -26,6 +26,7 @@ mod containment;
 mod content_length;
 mod end;
 mod hatches;
+mod hosts;
 mod inbound;
 mod kill;
 mod lifecycle;

@@ -31,9 +31,11 @@ use std::time::Duration;
 pub const LOGIN_SHELL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The most a login shell may print before its environment is refused.
+#[cfg(not(windows))]
 const MAX_OUTPUT: usize = 4 * 1024 * 1024;
 
 /// Variables of the shell's own, not the user's.
+#[cfg(any(not(windows), test))]
 const SHELL_OWN: &[&str] = &["PWD", "OLDPWD", "SHLVL", "_"];
 
 /// The login shell's environment, as its variables in order.
@@ -151,6 +153,7 @@ fn parse(output: &[u8], marker: &[u8]) -> Option<Vec<(OsString, OsString)>> {
 }
 
 /// The variables `env -0` printed: each `NAME=VALUE` ends with a NUL.
+#[cfg(any(not(windows), test))]
 fn parse_vars(printed: &[u8]) -> Vec<(OsString, OsString)> {
     printed
         .split(|&b| b == 0)
@@ -165,6 +168,7 @@ fn parse_vars(printed: &[u8]) -> Vec<(OsString, OsString)> {
         .collect()
 }
 
+#[cfg(any(not(windows), test))]
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack
         .windows(needle.len())
@@ -177,7 +181,7 @@ fn bytes_to_os(bytes: &[u8]) -> OsString {
     OsString::from_vec(bytes.to_vec())
 }
 
-#[cfg(not(unix))]
+#[cfg(all(not(unix), test))]
 fn bytes_to_os(bytes: &[u8]) -> OsString {
     String::from_utf8_lossy(bytes).into_owned().into()
 }
