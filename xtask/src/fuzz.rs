@@ -30,6 +30,10 @@ const MAX_LEN: &[(&str, usize)] = &[
     ("pollution", 4096),
     // A few bytes per operation: 4 KiB is hundreds of starts and exits.
     ("restart", 4096),
+    // Six entries of up to 17 processes each fit in 1 KiB; more only repeats them.
+    ("ledger", 2048),
+    // A few bytes per operation: 4 KiB is hundreds of clock steps and events.
+    ("liveness", 4096),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 

@@ -285,7 +285,8 @@ pub struct ReapConfig {
     /// surviving (a process stuck in the kernel). Default 2 s.
     pub kill_grace: Duration,
     /// How often to look again while waiting for the processes to die.
-    /// Default 20 ms.
+    /// Default 20 ms; zero is taken as 1 ms, so that a run never looks
+    /// again and again at one instant.
     pub look_every: Duration,
 }
 
@@ -461,6 +462,8 @@ struct Slot {
     look_at: Option<Instant>,
     /// What the last look showed alive.
     alive: Vec<Process>,
+    /// The kill grace is over: the look asked last decides what survived.
+    last_look: bool,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -471,7 +474,8 @@ enum Stage {
     Terminating {
         deadline: Option<Instant>,
     },
-    /// SIGKILL sent; survivors reported at the deadline.
+    /// SIGKILL sent; at the deadline, what one more look still shows
+    /// alive is reported as surviving.
     Killing {
         deadline: Option<Instant>,
     },
@@ -487,8 +491,9 @@ impl Reaper {
     pub fn new(
         entries: impl IntoIterator<Item = Identity>,
         boot_id: Option<&str>,
-        config: ReapConfig,
+        mut config: ReapConfig,
     ) -> Self {
+        config.look_every = config.look_every.max(Duration::from_millis(1));
         let mut reaper = Self {
             config,
             boot_id: boot_id.map(str::to_owned),
@@ -505,6 +510,7 @@ impl Reaper {
                 looking: false,
                 look_at: None,
                 alive: Vec::new(),
+                last_look: false,
             });
             reaper.first_look(entry);
         }
@@ -605,6 +611,10 @@ impl Reaper {
         if alive.is_empty() {
             return self.settle(entry, ReapVerdict::Ended(signal));
         }
+        if slot.last_look {
+            let left = alive.iter().map(|process| process.pid).collect();
+            return self.settle(entry, ReapVerdict::Survived(left));
+        }
         slot.alive = alive;
         slot.look_at = now.checked_add(self.config.look_every);
         if !newcomers.is_empty() {
@@ -648,9 +658,10 @@ impl Reaper {
             }
         }
         if let Stage::Killing { deadline } = slot.stage {
-            if reached(deadline) {
-                let left = slot.alive.iter().map(|process| process.pid).collect();
-                return self.settle(entry, ReapVerdict::Survived(left));
+            if reached(deadline) && !slot.last_look {
+                // One more look says what survived, whenever the last was.
+                slot.last_look = true;
+                slot.look_at = Some(now);
             }
         }
         let in_ladder = matches!(
@@ -710,6 +721,7 @@ impl Reaper {
                 else {
                     return None;
                 };
+                let deadline = deadline.filter(|_| !slot.last_look);
                 let look = if slot.looking { None } else { slot.look_at };
                 [deadline, look].into_iter().flatten().min()
             })
