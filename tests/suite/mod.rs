@@ -30,6 +30,7 @@ mod flush;
 #[cfg(unix)]
 mod goodbye;
 mod hatches;
+mod hosts;
 mod inbound;
 mod kill;
 mod lifecycle;

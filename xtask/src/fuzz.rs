@@ -34,6 +34,10 @@ const MAX_LEN: &[(&str, usize)] = &[
     ("generations", 4096),
     // A shutdown's goodbye: a few bytes per operation.
     ("goodbye", 2048),
+    // Six entries of up to 17 processes each fit in 1 KiB; more only repeats them.
+    ("ledger", 2048),
+    // A few bytes per operation: 4 KiB is hundreds of clock steps and events.
+    ("liveness", 4096),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 

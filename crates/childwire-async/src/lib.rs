@@ -63,3 +63,11 @@ pub use supervised::{
     Supervision,
 };
 pub use transport::{Receiver, RequestError, Sender, ShutdownError, Transport};
+// Hosts that never leak and never hang: the spawn ledger, the CPU time
+// liveness reads, the login shell's environment.
+pub use childwire_core::ledger::{Identity, ReapConfig, ReapVerdict, Reaped};
+pub use childwire_core::liveness::{Liveness, LivenessConfig, Verdict};
+pub use os::cpu::tree_cpu_time;
+pub use os::identity::identity_of;
+pub use os::ledger::{Ledger, LedgerEntry, reap_leftovers};
+pub use os::login_shell::{LOGIN_SHELL_TIMEOUT, LoginEnv, LoginShellError, login_shell_env};

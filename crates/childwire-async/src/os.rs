@@ -49,6 +49,11 @@ mod linux;
 mod sweeper;
 #[cfg(windows)]
 mod windows;
+// Spawn ledger, liveness and login shell (issue 39).
+pub(crate) mod cpu;
+pub(crate) mod identity;
+pub(crate) mod ledger;
+pub(crate) mod login_shell;
 
 use crate::runtime::PipeIds;
 

@@ -26,6 +26,13 @@ use childwire_core::{Command, EnvPolicy, SpawnError, StderrMode};
 /// The `std::process::Command` that carries `command` out, with stdin and
 /// stdout piped and stderr as its mode says. Runtimes convert it to their
 /// own process type.
+///
+/// With [`EnvPolicy::LoginShell`] the login shell is asked first (once per
+/// process, see [`login_shell_env`](crate::login_shell_env)); if it could
+/// not give the environment, the command returned refuses to spawn (an
+/// argument holds a NUL byte: `std` fails with `InvalidInput` before it
+/// forks), and [`spawn_error`] names the shell. [`try_to_std`] says so at
+/// once instead.
 pub fn to_std(command: &Command) -> std::process::Command {
     let mut std = std::process::Command::new(command.get_program());
     configure(&mut std, command);
@@ -39,11 +46,54 @@ pub fn to_std(command: &Command) -> std::process::Command {
     std
 }
 
+/// [`to_std`], or the error that spawning it would give: with
+/// [`EnvPolicy::LoginShell`], the login shell's failure, naming the shell.
+pub fn try_to_std(command: &Command) -> Result<std::process::Command, SpawnError> {
+    match login_shell_failure(command) {
+        Some(err) => Err(err),
+        None => Ok(to_std(command)),
+    }
+}
+
+/// The login shell's failure, if `command` takes its environment and the
+/// shell could not give it (asking it if nobody did yet).
+fn login_shell_failure(command: &Command) -> Option<SpawnError> {
+    if cfg!(windows) || command.get_env_policy() != EnvPolicy::LoginShell {
+        return None;
+    }
+    let Err(err) =
+        crate::os::login_shell::login_shell_env(crate::os::login_shell::LOGIN_SHELL_TIMEOUT)
+    else {
+        return None;
+    };
+    Some(SpawnError::login_shell_failed(
+        command,
+        err.shell().to_owned(),
+        err.to_io_error(),
+    ))
+}
+
 /// Sets `command`'s arguments, environment and working directory on `std`.
 fn configure(std: &mut std::process::Command, command: &Command) {
     std.args(command.get_args());
     match command.get_env_policy() {
         EnvPolicy::Inherit => {}
+        // Windows has no login shell: inherited.
+        EnvPolicy::LoginShell if cfg!(windows) => {}
+        EnvPolicy::LoginShell => {
+            match crate::os::login_shell::login_shell_env(
+                crate::os::login_shell::LOGIN_SHELL_TIMEOUT,
+            ) {
+                Ok(vars) => {
+                    std.env_clear();
+                    std.envs(vars.iter().map(|(key, value)| (key, value)));
+                }
+                // Refuses to spawn; `spawn_error` says why.
+                Err(_) => {
+                    std.arg("\0");
+                }
+            }
+        }
         EnvPolicy::Minimal => {
             std.env_clear();
             std.envs(minimal_env(std::env::vars_os()));
@@ -77,7 +127,10 @@ const DEFAULT_PATHEXT: &str = ".COM;.EXE;.BAT;.CMD";
 /// as it does).
 #[cfg(windows)]
 fn windows_program(command: &Command, std: &std::process::Command) -> Option<PathBuf> {
-    let inherits = command.get_env_policy() == EnvPolicy::Inherit;
+    let inherits = matches!(
+        command.get_env_policy(),
+        EnvPolicy::Inherit | EnvPolicy::LoginShell
+    );
     let var = |name: &str| child_var(std, inherits, name);
     let path = var("PATH")?;
     find_with_pathext(
@@ -192,9 +245,15 @@ pub fn adopt(std: &mut std::process::Command, command: &Command) {
 /// The error for `command` failing to start with `err`, saying what was
 /// missing when the OS only says "not found": the working directory, or a
 /// script's `#!` interpreter (Unix); or, on Windows, which argument of a
-/// batch file `std` refused.
+/// batch file `std` refused; or which login shell could not give the
+/// environment ([`EnvPolicy::LoginShell`]).
 pub fn spawn_error(command: &Command, err: io::Error) -> SpawnError {
     let kind = err.kind();
+    if kind == io::ErrorKind::InvalidInput {
+        if let Some(login_shell) = login_shell_failure(command) {
+            return login_shell;
+        }
+    }
     let error = SpawnError::new(command, err);
     if kind == io::ErrorKind::InvalidInput && cfg!(windows) {
         // The program as `std` was given it: found with the child's PATH.

@@ -72,6 +72,16 @@ pub enum EnvPolicy {
     AllowList,
     /// The child inherits nothing ([`Command::env_clear`]).
     Empty,
+    /// The child gets the environment of the user's login shell (`$SHELL`,
+    /// else the user's entry in `/etc/passwd`, else `/bin/sh`), asked once
+    /// per process with a timeout and kept: what a terminal would give it,
+    /// `PATH` with what the shell's startup files add (`npx`, `uvx`, version
+    /// managers), which a host started from a desktop lacks. The shell's
+    /// own output is ignored. If the shell fails or does not answer in
+    /// time, spawning fails with an error naming the shell; nothing is
+    /// started. On Windows, where there is no login shell, it acts as
+    /// [`Inherit`](Self::Inherit).
+    LoginShell,
 }
 
 /// What happens to the child's stderr.
@@ -435,6 +445,9 @@ enum SpawnFailure {
     NoRuntime(&'static str),
     /// The containment asked for is not available here; why.
     NoContainment(Containment, io::Error),
+    /// The login shell did not give the environment; which shell, and why
+    /// (its message names the shell).
+    LoginShell(PathBuf, io::Error),
 }
 
 impl SpawnError {
@@ -474,6 +487,25 @@ impl SpawnError {
         Self {
             program: command.program.clone(),
             reason: SpawnFailure::NoContainment(command.containment, source),
+        }
+    }
+
+    /// `command` was not started: its environment was to come from the
+    /// login shell `shell` ([`EnvPolicy::LoginShell`]), which could not give
+    /// it, for the reason `source` gives (`TimedOut` for a shell that did
+    /// not answer in time).
+    pub fn login_shell_failed(command: &Command, shell: PathBuf, source: io::Error) -> Self {
+        Self {
+            program: command.program.clone(),
+            reason: SpawnFailure::LoginShell(shell, source),
+        }
+    }
+
+    /// The login shell that failed to give the environment, if that is why.
+    pub fn login_shell(&self) -> Option<&Path> {
+        match &self.reason {
+            SpawnFailure::LoginShell(shell, _) => Some(shell),
+            _ => None,
         }
     }
 
@@ -523,10 +555,11 @@ impl SpawnError {
     /// The error's kind, to match on: the OS error's (`NotFound`,
     /// `PermissionDenied`, ...), `InvalidInput` for a config that makes no
     /// sense, `Unsupported` outside the runtime or when the containment
-    /// asked for is not available.
+    /// asked for is not available, the login shell's (`TimedOut`, ...) when
+    /// it could not give the environment.
     pub fn kind(&self) -> io::ErrorKind {
         match &self.reason {
-            SpawnFailure::Os { source, .. } => source.kind(),
+            SpawnFailure::Os { source, .. } | SpawnFailure::LoginShell(_, source) => source.kind(),
             SpawnFailure::Config(_) => io::ErrorKind::InvalidInput,
             SpawnFailure::NoRuntime(_) | SpawnFailure::NoContainment(..) => {
                 io::ErrorKind::Unsupported
@@ -535,12 +568,12 @@ impl SpawnError {
     }
 
     /// The OS error, if the OS refused (to start the child, or to contain
-    /// it).
+    /// it), or the login shell's.
     pub fn io_error(&self) -> Option<&io::Error> {
         match &self.reason {
-            SpawnFailure::Os { source, .. } | SpawnFailure::NoContainment(_, source) => {
-                Some(source)
-            }
+            SpawnFailure::Os { source, .. }
+            | SpawnFailure::NoContainment(_, source)
+            | SpawnFailure::LoginShell(_, source) => Some(source),
             _ => None,
         }
     }
@@ -567,6 +600,13 @@ impl fmt::Display for SpawnError {
                 return write!(
                     f,
                     "{containment:?} containment is not available on this host ({source}); nothing was started"
+                );
+            }
+            SpawnFailure::LoginShell(shell, source) => {
+                return write!(
+                    f,
+                    "its environment was to come from the login shell `{}`, which could not give it ({source}); nothing was started",
+                    shell.display()
                 );
             }
             SpawnFailure::Os {
@@ -631,9 +671,9 @@ impl fmt::Debug for Excerpt<'_> {
 impl std::error::Error for SpawnError {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match &self.reason {
-            SpawnFailure::Os { source, .. } | SpawnFailure::NoContainment(_, source) => {
-                Some(source)
-            }
+            SpawnFailure::Os { source, .. }
+            | SpawnFailure::NoContainment(_, source)
+            | SpawnFailure::LoginShell(_, source) => Some(source),
             SpawnFailure::Config(error) => Some(error),
             SpawnFailure::NoRuntime(_) => None,
         }
@@ -738,6 +778,23 @@ mod tests {
         let command = Command::new("./server.sh");
         let err = SpawnError::new(&command, io::Error::from(io::ErrorKind::PermissionDenied));
         assert!(err.to_string().contains("permission denied"), "{err}");
+    }
+
+    #[test]
+    fn a_login_shell_that_failed_is_named_with_the_reason() {
+        let command = Command::new("npx");
+        let err = SpawnError::login_shell_failed(
+            &command,
+            "/bin/zsh".into(),
+            io::Error::new(io::ErrorKind::TimedOut, "no answer within 5s"),
+        );
+        let text = err.to_string();
+        assert!(
+            text.contains("`npx`") && text.contains("`/bin/zsh`") && text.contains("no answer"),
+            "{text}"
+        );
+        assert_eq!(err.kind(), io::ErrorKind::TimedOut);
+        assert_eq!(err.login_shell(), Some(Path::new("/bin/zsh")));
     }
 
     #[test]

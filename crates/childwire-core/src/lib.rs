@@ -121,3 +121,10 @@ pub mod pollution;
 pub mod stderr_level;
 pub use pollution::{PollutionDetector, PollutionPolicy};
 pub use stderr_level::StderrLine;
+
+// Hosts that never leak and never hang: the spawn ledger's decisions, and
+// whether a running server answers, works or hangs.
+pub mod ledger;
+pub mod liveness;
+pub use ledger::{Identity, ReapConfig, Reaper};
+pub use liveness::{Liveness, LivenessConfig, Verdict};

@@ -31,6 +31,7 @@
 //! they are usage errors.
 //! | `stderr-flood MIB`           | write MIB MiB to stderr from a thread while echoing; `{"stderr_done":BYTES}` when written, `{"stderr_failed":..}` if a write fails |
 //! | `no-read`                    | print `{"ready":true}`, block forever without reading stdin |
+//! | `spin`                       | print `{"spinning":true}`, then compute forever (one core busy) without reading stdin or writing |
 //! | `fail-start`                 | `Error: Cannot find module 'x'` on stderr, exit 1 |
 //! | `slow-start N MS`            | N stderr lines `starting I of N`, one every MS ms (a first `npx -y` run), then `{"ready":true}`, then echo |
 //! | `stderr-then-exit CODE`      | three stderr lines, exit with CODE |
@@ -282,6 +283,10 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             say(b"{\"ready\":true}\n")?;
             block_forever();
         }
+        "spin" => {
+            say(b"{\"spinning\":true}\n")?;
+            spin();
+        }
         "fail-start" => {
             writeln!(io::stderr(), "Error: Cannot find module 'x'")?;
             return Ok(1);
@@ -404,6 +409,14 @@ fn say_lines(lines: &[Vec<u8>]) -> io::Result<()> {
         out.write_all(b"\n")?;
     }
     out.flush()
+}
+
+/// Computes forever: CPU time advances, nothing is read or written.
+fn spin() -> ! {
+    let mut x: u64 = 1;
+    loop {
+        x = std::hint::black_box(x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1));
+    }
 }
 
 fn block_forever() -> ! {
