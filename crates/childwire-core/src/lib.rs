@@ -114,3 +114,7 @@ pub mod pollution;
 pub mod stderr_level;
 pub use pollution::{PollutionDetector, PollutionPolicy};
 pub use stderr_level::StderrLine;
+
+// One server shared by many clients: ids, routing, initialization, bounds.
+pub mod share;
+pub use share::{ClientId, Share, ShareConfig};
