@@ -30,6 +30,9 @@ const MAX_LEN: &[(&str, usize)] = &[
     ("pollution", 4096),
     // A few bytes per operation: 4 KiB is hundreds of starts and exits.
     ("restart", 4096),
+    // One to four bytes per operation: 4 KiB is a thousand joins, requests,
+    // answers and ends, far past the model's small bounds.
+    ("share", 4096),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 

@@ -101,8 +101,8 @@
 //!
 //! // The answer to the server's id 2 goes to b, with b's id.
 //! share.handle_server(now, br#"{"jsonrpc":"2.0","id":2,"result":{}}"#);
-//! assert_eq!(share.poll_client(b).unwrap(), &br#"{"jsonrpc":"2.0","id":1,"result":{}}"#[..]);
-//! assert_eq!(share.poll_client(a), None);
+//! assert_eq!(share.poll_client(now, b).unwrap(), &br#"{"jsonrpc":"2.0","id":1,"result":{}}"#[..]);
+//! assert_eq!(share.poll_client(now, a), None);
 //! ```
 
 use std::collections::{HashMap, HashSet, VecDeque};
@@ -112,6 +112,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
+use crate::frame::Oversized;
+use crate::jsonrpc::oversized_error;
 use crate::pending::{EndCause, unanswered_error};
 
 mod json;
@@ -163,9 +165,15 @@ pub struct ShareConfig {
     /// message larger than the bound does not disconnect a client that
     /// reads.
     pub client_queue_bytes: usize,
+    /// How long a client that read within this time counts as reading:
+    /// while such a client has more than half its bound queued, the share
+    /// holds off reading the server ([`Share::poll_read_pause`]), so a
+    /// client that reads slower than the server writes slows the server
+    /// down instead of being disconnected. A client that read nothing for
+    /// longer holds no one up, and is disconnected at its bound.
+    pub read_grace: Duration,
     /// How long the server is kept after the last client leaves, for one
-    /// that comes back (also counted from the share's creation until the
-    /// first client joins).
+    /// that comes back.
     pub linger: Duration,
 }
 
@@ -175,6 +183,7 @@ impl Default for ShareConfig {
             max_clients: 64,
             max_in_flight: 4096,
             client_queue_bytes: 8 << 20,
+            read_grace: Duration::from_millis(500),
             linger: Duration::ZERO,
         }
     }
@@ -329,6 +338,8 @@ struct Client {
     caps: Option<u8>,
     /// When it last sent a message (the share's message count).
     active: u64,
+    /// When it last read a message (or joined).
+    last_read: Option<Instant>,
 }
 
 /// Where the server's initialization is.
@@ -381,9 +392,10 @@ pub struct Share {
 }
 
 impl Share {
-    /// A share with no client yet; the linger runs from `now`.
+    /// A share with no client yet. The linger starts when the last client
+    /// leaves: a share no client ever joined waits for one.
     pub fn new(config: ShareConfig, now: Instant) -> Self {
-        let linger_until = Some(now + config.linger);
+        let linger_until = None;
         Self {
             config,
             clients: HashMap::new(),
@@ -423,7 +435,13 @@ impl Share {
         }
         let id = ClientId(self.next_client);
         self.next_client += 1;
-        self.clients.insert(id, Client::default());
+        self.clients.insert(
+            id,
+            Client {
+                last_read: Some(now),
+                ..Client::default()
+            },
+        );
         self.linger_until = None;
         Ok(id)
     }
@@ -471,17 +489,44 @@ impl Share {
         self.ended.is_some()
     }
 
+    /// Messages waiting for the server
+    /// ([`poll_server`](Self::poll_server)).
+    pub fn server_pending(&self) -> usize {
+        self.to_server.len()
+    }
+
     /// The next message for the server, in order.
     pub fn poll_server(&mut self) -> Option<Bytes> {
         self.to_server.pop_front()
     }
 
-    /// The next message for `client`.
-    pub fn poll_client(&mut self, client: ClientId) -> Option<Bytes> {
+    /// The next message for `client`, read at `now`.
+    pub fn poll_client(&mut self, now: Instant, client: ClientId) -> Option<Bytes> {
         let c = self.clients.get_mut(&client)?;
         let message = c.queue.pop_front()?;
         c.queued -= message.len() + QUEUED_ITEM_OVERHEAD;
+        c.last_read = Some(now);
         Some(message)
+    }
+
+    /// Whether to hold off reading the server's output, and until when:
+    /// while a client that is reading (it read within
+    /// [`read_grace`](ShareConfig::read_grace)) has more than half its
+    /// bound queued. Ask again at the instant given, or as soon as a
+    /// client reads. `None`: read on.
+    ///
+    /// This is the share's backpressure: a client that reads slowly slows
+    /// the server down to its pace; one that stopped reading holds the
+    /// others up for at most `read_grace`, then is disconnected at its
+    /// bound.
+    pub fn poll_read_pause(&self, now: Instant) -> Option<Instant> {
+        let high_water = self.config.client_queue_bytes / 2;
+        self.clients
+            .values()
+            .filter(|c| c.queued > high_water)
+            .filter_map(|c| c.last_read.map(|read| read + self.config.read_grace))
+            .filter(|until| *until > now)
+            .min()
     }
 
     /// The next event.
@@ -821,10 +866,7 @@ impl Share {
     /// The server answered the first `initialize`: the clients waiting get
     /// the same answer, each under its own id.
     fn initialize_answered(&mut self, message: &[u8], parsed: &Parsed<'_>, id_span: Range<usize>) {
-        let Init::Pending {
-            requested, waiting, ..
-        } = std::mem::replace(&mut self.init, Init::None)
-        else {
+        let Some((requested, waiting)) = self.take_pending_init() else {
             return;
         };
         let answers: Vec<(ClientId, Bytes)> = match parsed.result.clone() {
@@ -1017,7 +1059,7 @@ impl Share {
             .into_iter()
             .map(|(_, entry)| (entry.client, unanswered_error(&entry.id, cause)))
             .collect();
-        if let Init::Pending { waiting, .. } = std::mem::replace(&mut self.init, Init::None) {
+        if let Some((_, waiting)) = self.take_pending_init() {
             self.init_message = None;
             answers.extend(
                 waiting
@@ -1049,6 +1091,38 @@ impl Share {
         }
     }
 
+    /// The server wrote a message over the size limit (`limit` bytes), and
+    /// the transport dropped it: if it was the answer to a client's
+    /// request, the client gets the error [`oversized_error`] makes
+    /// instead, under its own id.
+    ///
+    /// [`oversized_error`]: crate::jsonrpc::oversized_error
+    pub fn handle_server_oversized(&mut self, now: Instant, notice: &Oversized, limit: usize) {
+        self.now = now;
+        let entry = notice
+            .json_rpc_id()
+            .and_then(|id| json::share_number(id))
+            .and_then(|share_id| self.in_flight.remove(&share_id));
+        let Some(entry) = entry else {
+            self.counters.server_dropped += 1;
+            return;
+        };
+        if let (Some(c), Some(key)) = (self.clients.get_mut(&entry.client), json::id_key(&entry.id))
+        {
+            c.pending.remove(&key);
+        }
+        if entry.initialize {
+            if let Some((_, waiting)) = self.take_pending_init() {
+                self.init_message = None;
+                for (client, id, _) in waiting {
+                    self.deliver(client, oversized_error(&id, notice.len, limit));
+                }
+            }
+        }
+        self.counters.failed += 1;
+        self.deliver(entry.client, oversized_error(&entry.id, notice.len, limit));
+    }
+
     /// `message` (as [`poll_server`](Self::poll_server) gave it) could not
     /// be sent to the server: if it is a client's request, the client gets
     /// an error saying `why` instead of an answer.
@@ -1076,7 +1150,7 @@ impl Share {
             json::error_response(&entry.id, GONE_ERROR_CODE, &why, None),
         )];
         if entry.initialize {
-            if let Init::Pending { waiting, .. } = std::mem::replace(&mut self.init, Init::None) {
+            if let Some((_, waiting)) = self.take_pending_init() {
                 self.init_message = None;
                 answers.extend(waiting.into_iter().map(|(client, id, _)| {
                     (
@@ -1177,6 +1251,21 @@ impl Share {
         }
         if let Init::Pending { waiting, .. } = &mut self.init {
             waiting.retain(|(waiter, ..)| *waiter != client);
+        }
+    }
+
+    /// The initialization in progress, if one is: the state goes back to
+    /// none (a done one stays).
+    #[allow(clippy::type_complexity)]
+    fn take_pending_init(
+        &mut self,
+    ) -> Option<(Option<Bytes>, Vec<(ClientId, Bytes, Option<Bytes>)>)> {
+        if !matches!(self.init, Init::Pending { .. }) {
+            return None;
+        }
+        match std::mem::replace(&mut self.init, Init::None) {
+            Init::Pending { requested, waiting } => Some((requested, waiting)),
+            _ => None,
         }
     }
 

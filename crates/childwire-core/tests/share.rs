@@ -35,7 +35,8 @@ fn server_got(share: &mut Share) -> Vec<Value> {
 }
 
 fn client_got(share: &mut Share, client: ClientId) -> Vec<Value> {
-    std::iter::from_fn(|| share.poll_client(client))
+    let now = Instant::now();
+    std::iter::from_fn(|| share.poll_client(now, client))
         .map(|m| serde_json::from_slice(&m).expect("the share sends JSON"))
         .collect()
 }
@@ -106,7 +107,7 @@ fn the_rewrite_changes_nothing_but_the_id() {
     );
     share.handle_server(now, br#"{"result":{"id":1},"id":1,"jsonrpc":"2.0"}"#);
     assert_eq!(
-        share.poll_client(a).unwrap(),
+        share.poll_client(now, a).unwrap(),
         r#"{"result":{"id":1},"id":"a-1","jsonrpc":"2.0"}"#
     );
 }
@@ -591,7 +592,10 @@ fn the_server_stops_after_the_linger_with_no_client() {
     let mut config = ShareConfig::default();
     config.linger = Duration::from_secs(5);
     let mut share = Share::new(config, now);
-    assert_eq!(share.poll_timeout(), Some(now + Duration::from_secs(5)));
+    // No one joined yet: the share waits for a first client.
+    assert_eq!(share.poll_timeout(), None);
+    share.handle_timeout(now + Duration::from_secs(60));
+    assert!(events(&mut share).is_empty());
     let a = share.join(now).unwrap();
     assert_eq!(share.poll_timeout(), None);
     share.leave(a, now + Duration::from_secs(1));
@@ -645,4 +649,61 @@ proptest! {
             panic!("{violation}");
         }
     }
+}
+
+#[test]
+fn an_answer_over_the_size_limit_becomes_an_error_for_the_client_that_asked() {
+    use childwire_core::{Frame, LineDecoder};
+    let (mut share, now) = start();
+    let a = share.join(now).unwrap();
+    send_client(&mut share, now, a, request(json!("big"), "resources/read"));
+    let sent: Value = serde_json::from_slice(&share.poll_server().unwrap()).unwrap();
+    let mut decoder = LineDecoder::new(64);
+    let answer = json!({"jsonrpc": "2.0", "id": sent["id"], "result": {"text": "x".repeat(100)}});
+    decoder.handle_data(format!("{answer}\n").as_bytes());
+    let Some(Frame::Oversized(notice)) = decoder.poll_frame() else {
+        panic!("the decoder drops it")
+    };
+    share.handle_server_oversized(now, &notice, 64);
+    let got = client_got(&mut share, a);
+    assert_eq!(got[0]["id"], json!("big"));
+    assert_eq!(got[0]["error"]["code"], json!(-32013));
+    assert_eq!(share.in_flight(), 0);
+}
+
+#[test]
+fn a_client_that_reads_holds_the_server_back_one_that_stopped_does_not() {
+    let now = Instant::now();
+    let mut config = ShareConfig::default();
+    config.client_queue_bytes = 4096;
+    config.read_grace = Duration::from_millis(500);
+    let mut share = Share::new(config, now);
+    let reader = share.join(now).unwrap();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+        "params": {"data": "x".repeat(200)}});
+    assert_eq!(share.poll_read_pause(now), None);
+    for _ in 0..10 {
+        send_server(&mut share, now, note.clone());
+    }
+    // Over half its bound, and it read (joined) just now: the server waits.
+    assert!(share.queued(reader) > 2048);
+    let until = now + Duration::from_millis(500);
+    assert_eq!(share.poll_read_pause(now), Some(until));
+    // It reads one: the pause is counted from that read.
+    let later = now + Duration::from_millis(100);
+    share.poll_client(later, reader).unwrap();
+    assert_eq!(
+        share.poll_read_pause(later),
+        Some(later + Duration::from_millis(500))
+    );
+    // It stops: after the grace it holds no one up.
+    assert_eq!(
+        share.poll_read_pause(later + Duration::from_millis(500)),
+        None
+    );
+    // Reading down to half lifts the pause at once.
+    while share.queued(reader) > 2048 {
+        share.poll_client(later, reader).unwrap();
+    }
+    assert_eq!(share.poll_read_pause(later), None);
 }

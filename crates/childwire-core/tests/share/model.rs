@@ -88,6 +88,8 @@ struct Model {
     next_ask: u64,
     note_seq: u64,
     initialized: u32,
+    /// The server answered an `initialize` with a result.
+    init_done: bool,
     stopped: bool,
     /// Clients that left in the current operation (cancellations for
     /// their requests are expected).
@@ -117,6 +119,7 @@ pub(crate) fn run(ops: &[u8]) -> Result<(), Violation> {
         next_ask: 1,
         note_seq: 0,
         initialized: 0,
+        init_done: false,
         stopped: false,
         leaving: HashSet::new(),
         cancelling: None,
@@ -203,7 +206,7 @@ impl Model {
                     self.now += Duration::from_millis(u64::from(arg()));
                     self.share.handle_timeout(self.now);
                 }
-                1 => self.server_end(arg() % 2 == 0),
+                1 => self.server_end(arg() % 2 == 0)?,
                 2 => {
                     // The server gives up one of its requests.
                     let pick = usize::from(arg());
@@ -402,6 +405,7 @@ impl Model {
         let message = if error {
             json!({"jsonrpc": "2.0", "id": sid, "error": {"code": -1, "message": "no", "data": {"k": k}}})
         } else if req.init {
+            self.init_done = true;
             json!({"jsonrpc": "2.0", "id": sid, "result": {"protocolVersion": "v1", "k": k}})
         } else {
             json!({"jsonrpc": "2.0", "id": sid, "result": {"k": k}})
@@ -459,7 +463,7 @@ impl Model {
         self.server_send(&json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}));
     }
 
-    fn server_end(&mut self, restarting: bool) {
+    fn server_end(&mut self, restarting: bool) -> Result<(), Violation> {
         for (_, k) in std::mem::take(&mut self.server) {
             let req = self.reqs.get_mut(&k).unwrap();
             if req.state == State::Pending {
@@ -477,9 +481,13 @@ impl Model {
             restarting,
         };
         self.share.handle_server_ended(self.now, &cause, restarting);
+        if restarting && self.init_done && self.share.reinit_request(b"0").is_none() {
+            return Err("no initialize for the restarted server".into());
+        }
         if !restarting {
             self.stopped = true;
         }
+        Ok(())
     }
 
     /// The share's output after an operation: events, then what reached
@@ -613,7 +621,7 @@ impl Model {
         let Some(client) = self.slots[slot].client else {
             return Ok(());
         };
-        while let Some(message) = self.share.poll_client(client) {
+        while let Some(message) = self.share.poll_client(self.now, client) {
             let message: Value = serde_json::from_slice(&message)
                 .map_err(|err| format!("{client} got no JSON: {err}"))?;
             self.at_client(slot, client, &message)?;
@@ -723,7 +731,7 @@ impl Model {
     fn finish(mut self) -> Result<(), Violation> {
         self.leaving.clear();
         self.cancelling = None;
-        self.server_end(false);
+        self.server_end(false)?;
         self.settle()?;
         for slot in 0..SLOTS {
             self.drain(slot)?;
