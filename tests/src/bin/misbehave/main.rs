@@ -45,6 +45,7 @@
 //! | `garbage BYTES SEED`         | BYTES pseudo-random bytes (dense in `\n`, `\r`, invalid UTF-8), `\n{"after":"garbage"}`, echo |
 //! | `banner`                     | `Starting server on stdio...` and `Listening for JSON-RPC on stdin`, then echo (stdout pollution) |
 //! | `lsp`                        | three Content-Length frames `{"jsonrpc":"2.0","method":"n","params":I}` (an LSP server), then echo |
+//! | `mcp`                        | a small MCP server for the share's tests: `slow`, `flood`, `crash` and `stats` tools, cancellations recorded (see `mcp.rs`) |
 //! | `content-length-lie KIND`    | Content-Length framing: one lie (`short`: a header claiming fewer bytes than its body; `over-long`: a 9000-byte header block; `lf-only`: every other frame's header lines end with `\n`), then 20 good frames `{"jsonrpc":"2.0","method":"n","params":I}`, exit 0 |
 //!
 //! "Block forever" never ends on its own: only a signal does. Write errors (the reader went away)
@@ -57,6 +58,7 @@
 
 mod content_length;
 mod echo;
+mod mcp;
 mod unix;
 
 use std::ffi::OsString;
@@ -108,6 +110,7 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
         .ok_or_else(|| Failure::Usage("scenario name is not UTF-8".into()))?;
     match scenario {
         "echo" => echo(ECHO)?,
+        "mcp" => mcp::serve()?,
         "echo-crlf" => echo(Echo::Lines { eol: b"\r\n" })?,
         "flood" => {
             flood(
