@@ -86,7 +86,7 @@ fn call(id: Value, name: &str, arguments: Value) -> String {
     .to_string()
 }
 
-async fn recv_json<R: Runtime>(client: &mut Client<R>) -> Value {
+async fn recv_json<R: Runtime>(client: &Client<R>) -> Value {
     let message = client.recv().await.expect("a message");
     serde_json::from_slice(&message).expect("JSON")
 }

@@ -39,3 +39,5 @@ pub mod protocol;
 pub mod relay;
 pub mod replay;
 pub mod rt;
+// `childwire share` and `childwire connect`: one server for many host sessions.
+pub mod share;

@@ -394,7 +394,7 @@ impl<R: Runtime, F: Framing> Client<R, F> {
     /// notification, a request from the server. `None` once the client was
     /// disconnected ([`disconnected`](Self::disconnected) says why) or the
     /// server ended for good and everything for this client was read.
-    pub async fn recv(&mut self) -> Option<Bytes> {
+    pub async fn recv(&self) -> Option<Bytes> {
         poll_fn(|cx| {
             let mut state = lock(&self.inner.state);
             let now = self.inner.rt.now();
