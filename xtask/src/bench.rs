@@ -29,6 +29,7 @@ const WALL_CLOCK: &[(&str, &str)] = &[
     ("childwire-bench", "shutdown"),
     ("childwire-bench", "containment"),
     ("childwire-bench", "per_message"),
+    ("childwire-bench", "share"),
 ];
 
 /// Which benches a run takes.

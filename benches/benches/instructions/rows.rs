@@ -18,6 +18,7 @@ use childwire_core::{ContentLength, ContentLengthDecoder, LineDecoder, Lines};
 use childwire_core::{DEFAULT_MAX_MESSAGE_SIZE, Frame};
 use tokio_util::codec::{Decoder as _, Encoder as _, LinesCodec};
 
+use super::share_rows::{self, ShareTrip};
 use super::transport_rows::{self, RecvWay, RoundTrip, SendWay};
 
 /// One pipe read's or write's worth: decoders get their input in chunks of
@@ -62,6 +63,8 @@ pub(crate) enum Row {
     Encode(Format, Contender, usize),
     IdScan,
     RoundTrip(RoundTrip),
+    /// A shared server's client against the transport it shares.
+    Share(ShareTrip),
 }
 
 impl Row {
@@ -96,6 +99,7 @@ impl Row {
         }
         rows.push(Row::IdScan);
         rows.extend(RoundTrip::ALL.map(Row::RoundTrip));
+        rows.extend(ShareTrip::ALL.map(Row::Share));
         rows
     }
 
@@ -143,6 +147,11 @@ impl Row {
                 size_name(TYPICAL),
                 trip.name()
             ),
+            Row::Share(trip) => format!(
+                "round trip {}, answering pipe: {}",
+                size_name(TYPICAL),
+                trip.name()
+            ),
         }
     }
 
@@ -154,7 +163,7 @@ impl Row {
             Row::Send(way) => way.is_childwire(),
             Row::Recv(way) => way.is_childwire(),
             Row::Decode(_, codec, _) | Row::Encode(_, codec, _) => codec == Contender::Childwire,
-            Row::IdScan | Row::RoundTrip(_) => true,
+            Row::IdScan | Row::RoundTrip(_) | Row::Share(_) => true,
         }
     }
 
@@ -200,7 +209,7 @@ impl Row {
             // run to run (the runtimes' bookkeeping), a tenth of a percent
             // over this many.
             Row::Recv(_) => 32_768,
-            Row::RoundTrip(_) => 4096,
+            Row::RoundTrip(_) | Row::Share(_) => 4096,
             // A unit is a 64 KiB block of messages: 1 to 1024 of them.
             Row::Decode(..) => 8,
             Row::Encode(_, _, size) => (CHUNK * 8 / size).max(8),
@@ -215,6 +224,7 @@ impl Row {
             Row::Send(way) => transport_rows::send(way, &payload, units),
             Row::Recv(way) => transport_rows::recv(way, &payload, units),
             Row::RoundTrip(trip) => transport_rows::round_trips(trip, &payload, units),
+            Row::Share(trip) => share_rows::round_trips(trip, &payload, units),
             Row::Decode(format, codec, size) => Ok(decode(format, codec, size, units)),
             Row::Encode(format, codec, size) => Ok(encode(format, codec, size, units)),
             Row::IdScan => Ok(id_scan(units)),

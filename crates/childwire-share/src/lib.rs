@@ -59,6 +59,7 @@ use std::fmt;
 use std::future::poll_fn;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 use bytes::Bytes;
 use childwire_async::{
@@ -73,6 +74,9 @@ use childwire_core::{RestartPolicy, RestartVerdict};
 /// The id the share gives the `initialize` it re-initializes a restarted
 /// server with: a string, so it never meets the share's numbered ids.
 const REINIT_ID: &[u8] = br#""childwire-share-reinit""#;
+
+/// How long a restarted server has to answer the re-initialization.
+const REINIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One server shared by many clients. See [the crate](crate).
 ///
@@ -629,10 +633,11 @@ impl<R: Runtime, F: Framing> Inner<R, F> {
                                 receiver = next;
                                 continue 'generations;
                             }
-                            Err(report) => {
+                            Err(_why) => {
+                                // This generation failed: the policy decides
+                                // whether another comes.
                                 let now = self.rt.now();
                                 restart.policy.handle_exit(now, true);
-                                let _ = report;
                                 restart.policy.poll_timeout()
                             }
                         }
@@ -675,15 +680,35 @@ impl<R: Runtime, F: Framing> Inner<R, F> {
     /// a client initialized the share), swallowing the answer, then
     /// `notifications/initialized`. What else the server says meanwhile
     /// goes to the share.
-    async fn reinitialize(
+    async fn reinitialize(self: &Arc<Self>, transport: &mut Transport<R, F>) -> Result<(), String> {
+        // A server that never answers fails this generation.
+        let deadline = self.rt.now() + REINIT_TIMEOUT;
+        let mut timer = self.rt.timer(deadline);
+        let mut step = std::pin::pin!(self.reinitialize_now(transport));
+        poll_fn(|cx| {
+            if let Poll::Ready(done) = step.as_mut().poll(cx) {
+                return Poll::Ready(done);
+            }
+            timer
+                .as_mut()
+                .poll(cx)
+                .map(|()| Err(format!("no answer to initialize within {REINIT_TIMEOUT:?}")))
+        })
+        .await
+    }
+
+    async fn reinitialize_now(
         self: &Arc<Self>,
         transport: &mut Transport<R, F>,
-    ) -> Result<(), Option<ExitReport>> {
+    ) -> Result<(), String> {
         let initialize = lock(&self.state).share.reinit_request(REINIT_ID);
         let Some(initialize) = initialize else {
             return Ok(());
         };
-        transport.send(initialize).await.map_err(|_| None)?;
+        transport
+            .send(initialize)
+            .await
+            .map_err(|err| err.to_string())?;
         loop {
             match transport.recv().await {
                 Some(Received::Message(message)) => {
@@ -694,15 +719,17 @@ impl<R: Runtime, F: Framing> Inner<R, F> {
                     }
                     self.server_item(Received::Message(message));
                 }
-                Some(Received::Exited(report)) => return Err(Some(*report)),
+                Some(Received::Exited(report)) => {
+                    return Err(format!("it ended before it answered initialize: {report}"));
+                }
                 Some(_) => {}
-                None => return Err(None),
+                None => return Err("its output ended before it answered initialize".into()),
             }
         }
         transport
             .send(&br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#[..])
             .await
-            .map_err(|_| None)
+            .map_err(|err| err.to_string())
     }
 
     /// One item from the server, not its end.
