@@ -107,6 +107,7 @@
 
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::fmt;
+use std::hash::{BuildHasherDefault, Hasher};
 use std::ops::Range;
 use std::time::{Duration, Instant};
 
@@ -366,11 +367,11 @@ enum Init {
 #[derive(Debug)]
 pub struct Share {
     config: ShareConfig,
-    clients: HashMap<ClientId, Client>,
+    clients: NumberMap<ClientId, Client>,
     next_client: u64,
     /// Share id of the next request (ids the server sees).
     next_id: u64,
-    in_flight: HashMap<u64, InFlight>,
+    in_flight: NumberMap<u64, InFlight>,
     asked: HashMap<IdKey, Asked>,
     init: Init,
     /// The `initialize` the server was initialized with, as the first
@@ -398,10 +399,10 @@ impl Share {
         let linger_until = None;
         Self {
             config,
-            clients: HashMap::new(),
+            clients: NumberMap::default(),
             next_client: 1,
             next_id: 1,
-            in_flight: HashMap::new(),
+            in_flight: NumberMap::default(),
             asked: HashMap::new(),
             init: Init::None,
             init_message: None,
@@ -833,7 +834,7 @@ impl Share {
     /// answered by the share; see [the module](self).
     pub fn handle_server(&mut self, now: Instant, message: &[u8]) {
         self.now = now;
-        let Some(parsed) = Parsed::of(message) else {
+        let Some(parsed) = Parsed::of_structure(message) else {
             self.counters.server_dropped += 1;
             return;
         };
@@ -914,7 +915,10 @@ impl Share {
     fn server_request(&mut self, message: &[u8], parsed: &Parsed<'_>, id_span: Range<usize>) {
         let raw_id = &message[id_span];
         let method = parsed.method.as_deref().unwrap_or_default();
-        let Some(key) = json::id_key(raw_id).filter(|_| json::is_request_id(raw_id)) else {
+        // Read by its structure only: the id is checked on its own, as the
+        // share's answers to the server carry it.
+        let valid = json::is_request_id(raw_id) && crate::json_shape::check(raw_id).is_json;
+        let Some(key) = json::id_key(raw_id).filter(|_| valid) else {
             self.counters.server_dropped += 1;
             return;
         };
@@ -1278,6 +1282,39 @@ impl Share {
                 self.linger_until = Some(self.now + self.config.linger);
             }
         }
+    }
+}
+
+/// A map keyed by the share's own numbers (share ids, client ids): no peer
+/// chooses them, so they need no keyed hash (SipHash is kept for the ids
+/// clients and the server choose).
+type NumberMap<K, V> = HashMap<K, V, BuildHasherDefault<NumberHasher>>;
+
+/// The multiply-rotate hash of rustc's `FxHasher`, for [`NumberMap`].
+#[derive(Debug, Default, Clone, Copy)]
+struct NumberHasher(u64);
+
+impl NumberHasher {
+    const K: u64 = 0x517c_c1b7_2722_0a95;
+
+    fn add(&mut self, n: u64) {
+        self.0 = (self.0.rotate_left(5) ^ n).wrapping_mul(Self::K);
+    }
+}
+
+impl Hasher for NumberHasher {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        for &byte in bytes {
+            self.add(u64::from(byte));
+        }
+    }
+
+    fn write_u64(&mut self, n: u64) {
+        self.add(n);
     }
 }
 

@@ -636,6 +636,74 @@ fn clients_are_bounded() {
     assert!(share.join(now).is_err());
 }
 
+/// Bytes that look like JSON-RPC more often than random ones do.
+fn jsonish() -> impl Strategy<Value = Vec<u8>> {
+    const PIECES: [&[u8]; 23] = [
+        b"{",
+        b"}",
+        b"[",
+        b"]",
+        b",",
+        b":",
+        b"\"",
+        b"\\",
+        br#""id""#,
+        br#""method""#,
+        br#""params""#,
+        br#""result""#,
+        br#""_meta""#,
+        br#""progressToken""#,
+        br#""requestId""#,
+        br#""notifications/progress""#,
+        br#""notifications/cancelled""#,
+        br#""initialize""#,
+        b"1",
+        b"2",
+        b"null",
+        b" ",
+        b"\xff",
+    ];
+    prop::collection::vec(prop::sample::select(&PIECES[..]), 0..40)
+        .prop_map(|pieces| pieces.concat())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        cases: 2048,
+        failure_persistence: None,
+        ..ProptestConfig::default()
+    })]
+    /// Whatever the server and the clients send, the share does not panic,
+    /// sends the server only what parses as a JSON object, and keeps its
+    /// books bounded.
+    #[test]
+    fn anything_in_nothing_breaks(
+        messages in prop::collection::vec((any::<bool>(), jsonish()), 0..40),
+    ) {
+        let now = Instant::now();
+        let mut share = Share::new(ShareConfig::default(), now);
+        let a = share.join(now).unwrap();
+        let b = share.join(now).unwrap();
+        // Requests in flight for the server's messages to name.
+        send_client(&mut share, now, a, json!({"jsonrpc": "2.0", "id": 1, "method": "x",
+            "params": {"_meta": {"progressToken": 1}}}));
+        send_client(&mut share, now, b, request(json!(1), "initialize"));
+        share.poll_server();
+        share.poll_server();
+        for (from_server, message) in &messages {
+            if *from_server {
+                share.handle_server(now, message);
+            } else {
+                share.handle_client(now, a, message);
+            }
+            while let Some(out) = share.poll_server() {
+                prop_assert!(serde_json::from_slice::<Value>(&out).is_ok(), "{:?}", out);
+            }
+            prop_assert!(share.in_flight() <= 2 + messages.len());
+        }
+    }
+}
+
 proptest! {
     #![proptest_config(ProptestConfig {
         cases: 512,
@@ -706,4 +774,14 @@ fn a_client_that_reads_holds_the_server_back_one_that_stopped_does_not() {
         share.poll_client(later, reader).unwrap();
     }
     assert_eq!(share.poll_read_pause(later), None);
+}
+
+#[test]
+fn a_server_request_with_a_broken_id_is_dropped_not_answered() {
+    let (mut share, now) = start();
+    let _a = share.join(now).unwrap();
+    share.handle_server(now, br#"{"id":1null,"method":"ping"}"#);
+    share.handle_server(now, br#"{"id":"\x","method":"ping"}"#);
+    assert_eq!(share.poll_server(), None);
+    assert_eq!(share.counters().server_dropped, 2);
 }

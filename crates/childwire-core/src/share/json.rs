@@ -34,11 +34,25 @@ pub(crate) struct Parsed<'a> {
 }
 
 impl<'a> Parsed<'a> {
-    /// `message` read, or `None` if it is not one JSON object.
+    /// `message` read, or `None` if it is not one JSON object (checked
+    /// whole, as JSON's grammar says).
     pub(crate) fn of(message: &'a [u8]) -> Option<Self> {
         if !json_shape::check(message).is_json {
             return None;
         }
+        Self::walk(message)
+    }
+
+    /// `message` read by its structure alone (brackets balanced outside
+    /// strings, members `"key": value`), for the server's messages: the
+    /// share only routes them, so a value broken inside stays the
+    /// server's business, and the full check's cost is saved on every
+    /// answer. `None` if it is not structurally one object.
+    pub(crate) fn of_structure(message: &'a [u8]) -> Option<Self> {
+        Self::walk(message)
+    }
+
+    fn walk(message: &'a [u8]) -> Option<Self> {
         let mut parsed = Parsed::default();
         let complete = for_each_member(message, 0..message.len(), |key, value| {
             if key_is(key, "id") {
@@ -54,13 +68,21 @@ impl<'a> Parsed<'a> {
                 parsed.has_error = true;
             }
         });
-        complete.then_some(parsed)
+        let end = object_end(message)?;
+        (complete && message[end..].iter().all(u8::is_ascii_whitespace)).then_some(parsed)
     }
 
     /// The id's raw JSON text.
     pub(crate) fn id_text<'m>(&self, message: &'m [u8]) -> Option<&'m [u8]> {
         self.id.clone().map(|span| &message[span])
     }
+}
+
+/// Where the object that `message` starts with (after whitespace) ends.
+fn object_end(message: &[u8]) -> Option<usize> {
+    let start = message.iter().position(|b| !b.is_ascii_whitespace())?;
+    (message[start] == b'{').then_some(())?;
+    skip_value(message, start)
 }
 
 /// Whether the raw id text is one a request may carry: a string or a
@@ -194,19 +216,30 @@ pub(crate) fn splice(message: &[u8], edits: &mut [(Range<usize>, &[u8])]) -> Byt
 }
 
 /// A key for an id (raw JSON text) under which JSON-RPC's equal ids are
-/// equal: a string's decoded characters, or a number's text as written.
+/// equal: a string's decoded characters, or a number's text as written
+/// (a small integer, the usual id, without an allocation).
 pub(crate) fn id_key(raw: &[u8]) -> Option<IdKey> {
     match raw.first()? {
         b'"' => {
             let inner = &raw[1..raw.len().saturating_sub(1).max(1)];
-            let mut key = vec![b's'];
-            key.extend_from_slice(unescape(inner).as_bytes());
-            Some(IdKey(key.into_boxed_slice()))
+            Some(IdKey::Text(unescape(inner).into_owned().into_boxed_str()))
         }
         b'-' | b'0'..=b'9' => {
-            let mut key = vec![b'n'];
-            key.extend_from_slice(raw);
-            Some(IdKey(key.into_boxed_slice()))
+            // Digits only, at most 18 of them and no leading zero: its text
+            // is exactly what `i64` prints.
+            let digits = raw.strip_prefix(b"-").unwrap_or(raw);
+            let plain = !digits.is_empty()
+                && digits.len() <= 18
+                && (digits[0] != b'0' || digits.len() == 1)
+                && digits.iter().all(u8::is_ascii_digit)
+                && raw != b"-0";
+            if plain {
+                let value = digits
+                    .iter()
+                    .fold(0i64, |n, d| n * 10 + i64::from(d - b'0'));
+                return Some(IdKey::Int(if raw[0] == b'-' { -value } else { value }));
+            }
+            Some(IdKey::Number(raw.to_vec().into_boxed_slice()))
         }
         _ => None,
     }
@@ -214,7 +247,14 @@ pub(crate) fn id_key(raw: &[u8]) -> Option<IdKey> {
 
 /// See [`id_key`].
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub(crate) struct IdKey(Box<[u8]>);
+pub(crate) enum IdKey {
+    /// A number that is a small integer, written plainly.
+    Int(i64),
+    /// Any other number, as written (`1.0` is not `1`).
+    Number(Box<[u8]>),
+    /// A string's characters.
+    Text(Box<str>),
+}
 
 /// The number a share wrote as an id or a token: plain decimal digits, no
 /// sign, no leading zero.
@@ -312,15 +352,37 @@ mod tests {
 
     #[test]
     fn refuses_what_is_not_one_object() {
-        for bad in [&b"[1]"[..], b"{", b"nope", b"{\"id\":1}x", b""] {
+        for bad in [
+            &b"[1]"[..],
+            b"{",
+            b"nope",
+            b"{\"id\":1}x",
+            b"",
+            b"{\"id\":1} {}",
+        ] {
             assert!(Parsed::of(bad).is_none(), "{bad:?}");
+            assert!(Parsed::of_structure(bad).is_none(), "{bad:?}");
         }
+        // Broken inside a value: refused whole, routed by its structure.
+        let inside = br#"{"id":1,"result":{"n":01}}"#;
+        assert!(Parsed::of(inside).is_none());
+        assert_eq!(
+            Parsed::of_structure(inside).unwrap().id_text(inside),
+            Some(&b"1"[..])
+        );
     }
 
     #[test]
     fn ids_compare_as_json() {
         assert_eq!(id_key(br#""\u0061""#), id_key(br#""a""#));
         assert_ne!(id_key(b"1"), id_key(br#""1""#));
+        assert_eq!(id_key(b"-12"), Some(IdKey::Int(-12)));
+        assert_ne!(id_key(b"1.0"), id_key(b"1"));
+        assert_ne!(id_key(b"-0"), id_key(b"0"));
+        assert!(matches!(
+            id_key(b"1234567890123456789"),
+            Some(IdKey::Number(_))
+        ));
         assert_eq!(share_number(b"12"), Some(12));
         assert_eq!(share_number(b"012"), None);
         assert_eq!(share_number(b"-1"), None);
