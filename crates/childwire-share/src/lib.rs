@@ -128,17 +128,19 @@ impl std::error::Error for ClientError {}
 /// The running server's sending half; `None` while a supervised server
 /// is down.
 struct Link<R: Runtime, F: Framing> {
-    current: Mutex<Option<Sender<R, F>>>,
+    /// Shared, not cloned, per send: a `Sender`'s clone and drop cost a
+    /// lock, and a dropped one may leave its bytes to a background flush.
+    current: Mutex<Option<Arc<Sender<R, F>>>>,
 }
 
 impl<R: Runtime, F: Framing> Link<R, F> {
     fn new(sender: Sender<R, F>) -> Self {
         Self {
-            current: Mutex::new(Some(sender)),
+            current: Mutex::new(Some(Arc::new(sender))),
         }
     }
 
-    fn sender(&self) -> Option<Sender<R, F>> {
+    fn sender(&self) -> Option<Arc<Sender<R, F>>> {
         self.current
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
@@ -146,7 +148,7 @@ impl<R: Runtime, F: Framing> Link<R, F> {
     }
 
     fn set(&self, sender: Option<Sender<R, F>>) {
-        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = sender;
+        *self.current.lock().unwrap_or_else(PoisonError::into_inner) = sender.map(Arc::new);
     }
 
     /// Sends `message`; on failure, it back with the reason.
@@ -576,12 +578,17 @@ impl<R: Runtime, F: Framing> Inner<R, F> {
                     break;
                 }
                 for item in batch.drain(..) {
-                    // Each message waits for a client that reads and is
-                    // behind, so none is pushed past its bound by a batch.
-                    self.read_pause().await;
-                    match item {
-                        Received::Exited(exit) => report = Some(*exit),
+                    let behind = match item {
+                        Received::Exited(exit) => {
+                            report = Some(*exit);
+                            false
+                        }
                         item => self.server_item(item),
+                    };
+                    // The next message waits while a client that reads is
+                    // behind, so none is pushed past its bound by a batch.
+                    if behind {
+                        self.read_pause().await;
                     }
                 }
             }
@@ -717,7 +724,7 @@ impl<R: Runtime, F: Framing> Inner<R, F> {
                     if !scanner.has_method() && scanner.id().as_deref() == Some(REINIT_ID) {
                         break;
                     }
-                    self.server_item(Received::Message(message));
+                    let _ = self.server_item(Received::Message(message));
                 }
                 Some(Received::Exited(report)) => {
                     return Err(format!("it ended before it answered initialize: {report}"));
@@ -732,8 +739,9 @@ impl<R: Runtime, F: Framing> Inner<R, F> {
             .map_err(|err| err.to_string())
     }
 
-    /// One item from the server, not its end.
-    fn server_item(self: &Arc<Self>, item: Received) {
+    /// One item from the server, not its end; whether the share holds off
+    /// reading the next one (a client that reads is behind).
+    fn server_item(self: &Arc<Self>, item: Received) -> bool {
         let mut state = lock(&self.state);
         let now = self.rt.now();
         match item {
@@ -747,7 +755,9 @@ impl<R: Runtime, F: Framing> Inner<R, F> {
             // nothing reaches a client.
             _ => {}
         }
+        let behind = state.share.poll_read_pause(now).is_some();
         self.after_server_input(state);
+        behind
     }
 
     /// The server ended with `report`; a new generation follows when

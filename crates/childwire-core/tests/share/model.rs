@@ -96,6 +96,8 @@ struct Model {
     leaving: HashSet<ClientId>,
     /// The client whose own cancellation of this share id is expected.
     cancelling: Option<(ClientId, u64)>,
+    /// Requests for the server in this operation are reported unsent.
+    unsent: bool,
 }
 
 /// Runs the operations `ops` encodes, then ends the server and drains
@@ -123,6 +125,7 @@ pub(crate) fn run(ops: &[u8]) -> Result<(), Violation> {
         stopped: false,
         leaving: HashSet::new(),
         cancelling: None,
+        unsent: false,
     };
     let mut bytes = ops.iter().copied();
     while let Some(op) = bytes.next() {
@@ -136,6 +139,7 @@ impl Model {
     fn step(&mut self, op: u8, arg: &mut impl FnMut() -> u8) -> Result<(), Violation> {
         self.leaving.clear();
         self.cancelling = None;
+        self.unsent = false;
         match op % 18 {
             0 | 1 => self.join()?,
             2 => {
@@ -201,7 +205,7 @@ impl Model {
                 let (kind, pick) = (arg(), arg());
                 self.server_request(kind, pick);
             }
-            _ => match arg() % 4 {
+            _ => match arg() % 6 {
                 0 => {
                     self.now += Duration::from_millis(u64::from(arg()));
                     self.share.handle_timeout(self.now);
@@ -226,7 +230,14 @@ impl Model {
                         self.asks.remove(&text);
                     }
                 }
-                _ => self.server_send(&json!({"jsonrpc": "2.0", "id": "p", "method": "ping"})),
+                3 => self.server_send(&json!({"jsonrpc": "2.0", "id": "p", "method": "ping"})),
+                4 => {
+                    // The next requests for the server cannot be sent.
+                    self.unsent = true;
+                    let (slot, how) = (usize::from(arg()) % SLOTS, arg());
+                    self.request(slot, how, how % 7 == 0);
+                }
+                _ => self.server_oversized(arg()),
             },
         }
         self.settle()
@@ -413,6 +424,27 @@ impl Model {
         self.server_send(&message);
     }
 
+    /// The server's answer to one of its requests is over the size limit:
+    /// the transport drops it and says so.
+    fn server_oversized(&mut self, pick: u8) {
+        let sids: Vec<u64> = self.server.keys().copied().collect();
+        let Some(&sid) = sids.get(usize::from(pick) % sids.len().max(1)) else {
+            return;
+        };
+        let k = self.server.remove(&sid).unwrap();
+        let req = self.reqs.get_mut(&k).unwrap();
+        if req.state == State::Pending {
+            req.state = State::Answered;
+        }
+        let mut decoder = childwire_core::LineDecoder::new(64);
+        let line = json!({"jsonrpc": "2.0", "id": sid, "result": {"k": k, "pad": "x".repeat(80)}});
+        decoder.handle_data(format!("{line}\n").as_bytes());
+        let Some(childwire_core::Frame::Oversized(notice)) = decoder.poll_frame() else {
+            unreachable!("a line over 64 bytes");
+        };
+        self.share.handle_server_oversized(self.now, &notice, 64);
+    }
+
     fn server_progress(&mut self, pick: u8) {
         let with_token: Vec<(u64, u64)> = self
             .server
@@ -493,6 +525,11 @@ impl Model {
     /// The share's output after an operation: events, then what reached
     /// the server.
     fn settle(&mut self) -> Result<(), Violation> {
+        self.settle_events()?;
+        self.settle_server()
+    }
+
+    fn settle_events(&mut self) -> Result<(), Violation> {
         while let Some(event) = self.share.poll_event() {
             match event {
                 Event::Disconnected { client, .. } => {
@@ -505,9 +542,20 @@ impl Model {
                 _ => {}
             }
         }
-        while let Some(message) = self.share.poll_server() {
-            let message: Value = serde_json::from_slice(&message)
+        Ok(())
+    }
+
+    fn settle_server(&mut self) -> Result<(), Violation> {
+        while let Some(bytes) = self.share.poll_server() {
+            let message: Value = serde_json::from_slice(&bytes)
                 .map_err(|err| format!("the server got no JSON: {err}"))?;
+            if self.unsent && message.get("method").is_some() && message.get("id").is_some() {
+                // Its client gets an error instead of an answer.
+                self.share
+                    .handle_unsent(self.now, &bytes, "the server is down");
+                self.settle_events()?;
+                continue;
+            }
             self.at_server(&message)?;
         }
         // Every request of a client that left, and a cancelled one, was
