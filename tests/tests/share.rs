@@ -428,3 +428,46 @@ fn a_client_that_stops_reading_is_disconnected_and_the_other_gets_everything() {
         }
     });
 }
+
+async fn dropped_unused<R: Runtime>(runtime: &str) {
+    let server =
+        SharedServer::<R>::spawn(&server_command(), Config::default(), ShareConfig::default())
+            .expect("spawned");
+    let pid = server.id().expect("a child");
+    let exit = server.clone();
+    within::<R, _>("an unused share's end", async {
+        drop(server);
+        // Another handle still there: the server stays.
+        pause::<R>(Duration::from_millis(50)).await;
+        assert!(process_runs(pid), "{runtime}: the server stopped early");
+        drop(exit);
+        while process_runs(pid) {
+            pause::<R>(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+}
+
+/// Whether `pid` is a process that has not ended (a zombie has).
+fn process_runs(pid: u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
+        !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z')
+    })
+}
+
+#[cfg(target_os = "linux")]
+#[test]
+fn a_share_no_one_can_join_any_more_stops_its_server() {
+    on_every_runtime(|runtime| async move {
+        match runtime {
+            "tokio" => dropped_unused::<childwire_tokio::Tokio>(runtime).await,
+            "smol" => dropped_unused::<childwire_smol::Smol>(runtime).await,
+            _ => dropped_unused::<childwire_async_std::AsyncStd>(runtime).await,
+        }
+    });
+}

@@ -57,6 +57,7 @@
 use std::collections::HashMap;
 use std::fmt;
 use std::future::poll_fn;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Waker};
 use std::time::Duration;
@@ -80,18 +81,32 @@ const REINIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One server shared by many clients. See [the crate](crate).
 ///
-/// Cloning it gives another handle to the same share. The server's life
-/// does not depend on these handles: it ends when the last [`Client`] has
-/// left and the linger has passed ([`ShareConfig::linger`]), or on
-/// [`shutdown`](Self::shutdown). Until a first client joins, it waits.
+/// Cloning it gives another handle to the same share. The server ends
+/// when the last [`Client`] has left and the linger has passed
+/// ([`ShareConfig::linger`]), on [`shutdown`](Self::shutdown), or when the
+/// last handle is dropped with no client connected (no one could join any
+/// more). Until a first client joins, it waits.
 pub struct SharedServer<R: Runtime, F: Framing = Lines> {
     inner: Arc<Inner<R, F>>,
 }
 
 impl<R: Runtime, F: Framing> Clone for SharedServer<R, F> {
     fn clone(&self) -> Self {
+        self.inner.handles.fetch_add(1, Ordering::Relaxed);
         Self {
             inner: Arc::clone(&self.inner),
+        }
+    }
+}
+
+impl<R: Runtime, F: Framing> Drop for SharedServer<R, F> {
+    /// The last handle gone with no client connected: no one can join any
+    /// more, so the server is shut down (the MCP way) now.
+    fn drop(&mut self) {
+        if self.inner.handles.fetch_sub(1, Ordering::AcqRel) == 1
+            && lock(&self.inner.state).share.clients() == 0
+        {
+            self.inner.start_shutdown();
         }
     }
 }
@@ -180,6 +195,8 @@ struct Inner<R: Runtime, F: Framing> {
     /// The transport's message size limit, named in the error that answers
     /// a request whose answer was over it.
     max_message_size: usize,
+    /// `SharedServer` handles alive: without one, no client can join.
+    handles: AtomicUsize,
 }
 
 struct State {
@@ -306,6 +323,12 @@ impl<R: Runtime, F: Framing> SharedServer<R, F> {
             inner: Arc::clone(&self.inner),
             id,
         })
+    }
+
+    /// The running server's process ID; `None` while a supervised server
+    /// is down, or for a server over a pipe pair.
+    pub fn id(&self) -> Option<u32> {
+        self.inner.link.sender().and_then(|sender| sender.id())
     }
 
     /// Clients connected.
@@ -476,6 +499,7 @@ impl<R: Runtime, F: Framing> Inner<R, F> {
             writer: futures_util::lock::Mutex::new(()),
             link,
             max_message_size,
+            handles: AtomicUsize::new(1),
         })
     }
 
