@@ -68,21 +68,17 @@ impl<'a> Parsed<'a> {
                 parsed.has_error = true;
             }
         });
-        let end = object_end(message)?;
-        (complete && message[end..].iter().all(u8::is_ascii_whitespace)).then_some(parsed)
+        let end = complete?;
+        message[end..]
+            .iter()
+            .all(u8::is_ascii_whitespace)
+            .then_some(parsed)
     }
 
     /// The id's raw JSON text.
     pub(crate) fn id_text<'m>(&self, message: &'m [u8]) -> Option<&'m [u8]> {
         self.id.clone().map(|span| &message[span])
     }
-}
-
-/// Where the object that `message` starts with (after whitespace) ends.
-fn object_end(message: &[u8]) -> Option<usize> {
-    let start = message.iter().position(|b| !b.is_ascii_whitespace())?;
-    (message[start] == b'{').then_some(())?;
-    skip_value(message, start)
 }
 
 /// Whether the raw id text is one a request may carry: a string or a
@@ -99,7 +95,7 @@ pub(crate) fn member(message: &[u8], object: Range<usize>, name: &str) -> Option
         if key_is(key, name) {
             found = Some(value);
         }
-    });
+    })?;
     found
 }
 
@@ -127,17 +123,21 @@ pub(crate) fn keys(message: &[u8], object: Range<usize>, max: usize) -> Vec<Stri
 pub(crate) fn string_value(message: &[u8], span: Range<usize>) -> Option<Cow<'_, str>> {
     let raw = &message[span];
     let inner = raw.strip_prefix(b"\"")?.strip_suffix(b"\"")?;
+    if !inner.contains(&b'\\') {
+        return Some(String::from_utf8_lossy(inner));
+    }
     Some(unescape(inner))
 }
 
 /// Calls `f` with each member of the object whose value spans `object` in
 /// `message` (already checked to be JSON): the key's raw text between its
-/// quotes, and the value's span. `false` if `object` is not an object.
+/// quotes, and the value's span. Where the object ends (past its `}`), or
+/// `None` if `object` is not an object.
 fn for_each_member(
     message: &[u8],
     object: Range<usize>,
     mut f: impl FnMut(&[u8], Range<usize>),
-) -> bool {
+) -> Option<usize> {
     let end = object.end;
     let bytes = &message[..end];
     let ws = |at: &mut usize| {
@@ -148,31 +148,27 @@ fn for_each_member(
     let mut at = object.start;
     ws(&mut at);
     if bytes.get(at) != Some(&b'{') {
-        return false;
+        return None;
     }
     at += 1;
     ws(&mut at);
     if bytes.get(at) == Some(&b'}') {
-        return true;
+        return Some(at + 1);
     }
     loop {
         if bytes.get(at) != Some(&b'"') {
-            return false;
+            return None;
         }
-        let Some(key_end) = skip_value(bytes, at) else {
-            return false;
-        };
+        let key_end = skip_value(bytes, at)?;
         let key = &bytes[at + 1..key_end - 1];
         at = key_end;
         ws(&mut at);
         if bytes.get(at) != Some(&b':') {
-            return false;
+            return None;
         }
         at += 1;
         ws(&mut at);
-        let Some(value_end) = skip_value(bytes, at) else {
-            return false;
-        };
+        let value_end = skip_value(bytes, at)?;
         f(key, at..value_end);
         at = value_end;
         ws(&mut at);
@@ -181,18 +177,19 @@ fn for_each_member(
                 at += 1;
                 ws(&mut at);
             }
-            Some(b'}') => return true,
-            _ => return false,
+            Some(b'}') => return Some(at + 1),
+            _ => return None,
         }
     }
 }
 
-/// Whether a key's raw text (between its quotes) reads as `name`.
+/// Whether a key's raw text (between its quotes) reads as `name`. Keys
+/// are short: a byte loop beats `memchr`'s set-up.
 fn key_is(raw: &[u8], name: &str) -> bool {
-    if memchr::memchr(b'\\', raw).is_none() {
-        return raw == name.as_bytes();
+    if raw == name.as_bytes() {
+        return true;
     }
-    unescape(raw) == name
+    raw.contains(&b'\\') && unescape(raw) == name
 }
 
 fn decode_key(raw: &[u8]) -> Cow<'_, str> {
