@@ -32,6 +32,8 @@ mod callgrind;
 mod gate;
 #[path = "instructions/rows.rs"]
 mod rows;
+#[path = "instructions/share_rows.rs"]
+mod share_rows;
 #[path = "instructions/syscalls.rs"]
 mod syscalls;
 #[path = "instructions/transport_rows.rs"]

@@ -30,6 +30,7 @@ const WALL_CLOCK: &[(&str, &str)] = &[
     ("childwire-bench", "containment"),
     ("childwire-bench", "per_message"),
     ("childwire-bench", "users_shape"),
+    ("childwire-bench", "share"),
 ];
 
 /// Which benches a run takes.

@@ -38,6 +38,9 @@ const MAX_LEN: &[(&str, usize)] = &[
     ("ledger", 2048),
     // A few bytes per operation: 4 KiB is hundreds of clock steps and events.
     ("liveness", 4096),
+    // One to four bytes per operation: 4 KiB is a thousand joins, requests,
+    // answers and ends, far past the model's small bounds.
+    ("share", 4096),
 ];
 const DEFAULT_MAX_LEN: usize = 4096;
 

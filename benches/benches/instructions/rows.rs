@@ -18,6 +18,7 @@ use childwire_core::{ContentLength, ContentLengthDecoder, LineDecoder, Lines};
 use childwire_core::{DEFAULT_MAX_MESSAGE_SIZE, Frame};
 use tokio_util::codec::{Decoder as _, Encoder as _, LinesCodec};
 
+use super::share_rows::{self, ShareTrip};
 use super::transport_rows::{self, RecvWay, RoundTrip, SendWay, Setting};
 
 /// One pipe read's or write's worth: decoders get their input in chunks of
@@ -71,6 +72,8 @@ pub(crate) enum Row {
     RecvWith(RecvWay, Setting),
     /// A round trip through a transport set otherwise.
     RoundTripWith(RoundTrip, Setting),
+    /// A shared server's client against the transport it shares.
+    Share(ShareTrip),
 }
 
 impl Row {
@@ -114,6 +117,7 @@ impl Row {
         rows.push(Row::IdScan);
         rows.extend(RoundTrip::ALL.map(Row::RoundTrip));
         rows.extend(RoundTrip::ALL.map(|trip| Row::RoundTripWith(trip, Setting::ChildDefault)));
+        rows.extend(ShareTrip::ALL.map(Row::Share));
         rows
     }
 
@@ -179,6 +183,11 @@ impl Row {
                 trip.name(),
                 setting.suffix()
             ),
+            Row::Share(trip) => format!(
+                "round trip {}, answering pipe: {}",
+                size_name(TYPICAL),
+                trip.name()
+            ),
         }
     }
 
@@ -194,7 +203,8 @@ impl Row {
             | Row::RoundTrip(_)
             | Row::SendWith(_)
             | Row::RecvWith(..)
-            | Row::RoundTripWith(..) => true,
+            | Row::RoundTripWith(..)
+            | Row::Share(_) => true,
         }
     }
 
@@ -243,7 +253,7 @@ impl Row {
             // run to run (the runtimes' bookkeeping), a tenth of a percent
             // over this many.
             Row::Recv(_) | Row::RecvWith(..) => 32_768,
-            Row::RoundTrip(_) | Row::RoundTripWith(..) => 4096,
+            Row::RoundTrip(_) | Row::RoundTripWith(..) | Row::Share(_) => 4096,
             // A unit is a 64 KiB block of messages: 1 to 1024 of them.
             Row::Decode(..) => 8,
             Row::Encode(_, _, size) => (CHUNK * 8 / size).max(8),
@@ -265,6 +275,7 @@ impl Row {
             Row::RoundTripWith(trip, setting) => {
                 transport_rows::round_trips(trip, setting, &payload, units)
             }
+            Row::Share(trip) => share_rows::round_trips(trip, &payload, units),
             Row::Decode(format, codec, size) => Ok(decode(format, codec, size, units)),
             Row::Encode(format, codec, size) => Ok(encode(format, codec, size, units)),
             Row::IdScan => Ok(id_scan(units)),

@@ -21,6 +21,13 @@
 //!   `PIDFILE`, and exits: the pipe outlives the child, and is being
 //!   written when the child's exit is seen.
 //!
+//! - `answer`: answers each request line: `"method":"echo","params":`
+//!   becomes `"result":` (the rest of the line as it was); a request
+//!   `{"jsonrpc":"2.0","id":ID,"method":"flood","params":N}` gets N
+//!   `notifications/message` lines of 200 B, then `{"jsonrpc":"2.0","id":ID,
+//!   "result":N}`. Writes once per read's worth of requests. The share
+//!   bench's server.
+//!
 //! The pipes are used as raw file descriptors: `std::io::stdout()` is line
 //! buffered, which would add copies and syscalls the bench would then
 //! measure.
@@ -44,6 +51,7 @@ fn main() -> ExitCode {
             None => Err(io::Error::other("flood needs a byte count")),
         },
         Some("eof-exit") => eof_exit(),
+        Some("answer") => answer(),
         Some("ignore-term") => ignore_term(),
         Some("ones") => ones(args.get(1).is_some_and(|arg| arg == "started")),
         Some("escape") => match args.get(1) {
@@ -51,7 +59,7 @@ fn main() -> ExitCode {
             None => Err(io::Error::other("escape needs a PID file")),
         },
         _ => Err(io::Error::other(
-            "usage: bench-child cat | flood BYTES | eof-exit | ignore-term | ones | escape PIDFILE",
+            "usage: bench-child cat | flood BYTES | eof-exit | ignore-term | ones | escape PIDFILE | answer",
         )),
     };
     match result {
@@ -82,6 +90,46 @@ fn cat() -> io::Result<()> {
             Ok(n) => output.write_all(&buf[..n])?,
             Err(err) if err.kind() == io::ErrorKind::Interrupted => {}
             Err(err) => return Err(err),
+        }
+    }
+}
+
+fn answer() -> io::Result<()> {
+    const ECHO: &[u8] = br#","method":"echo","params":"#;
+    const FLOOD: &[u8] = br#","method":"flood","params":"#;
+    let find = |line: &[u8], what: &[u8]| line.windows(what.len()).position(|w| w == what);
+    let mut input = io::BufReader::with_capacity(CHUNK, raw_stdin()?);
+    let mut output = io::BufWriter::with_capacity(CHUNK, raw_stdout()?);
+    let mut line = Vec::new();
+    loop {
+        line.clear();
+        if io::BufRead::read_until(&mut input, b'\n', &mut line)? == 0 {
+            return output.flush();
+        }
+        if let Some(at) = find(&line, ECHO) {
+            output.write_all(&line[..at])?;
+            output.write_all(br#","result":"#)?;
+            output.write_all(&line[at + ECHO.len()..])?;
+        } else if let Some(at) = find(&line, FLOOD) {
+            let count: u64 = std::str::from_utf8(&line[at + FLOOD.len()..])
+                .ok()
+                .and_then(|rest| rest.trim_end().trim_end_matches('}').parse().ok())
+                .unwrap_or(0);
+            let note = format!(
+                r#"{{"jsonrpc":"2.0","method":"notifications/message","params":{{"level":"info","data":"{}"}}}}"#,
+                "x".repeat(120)
+            );
+            for _ in 0..count {
+                output.write_all(note.as_bytes())?;
+                output.write_all(b"\n")?;
+            }
+            output.write_all(&line[..at])?;
+            output.write_all(format!(r#","result":{count}}}"#).as_bytes())?;
+            output.write_all(b"\n")?;
+        }
+        // Nothing more read ahead: what was answered goes out now.
+        if input.buffer().is_empty() {
+            output.flush()?;
         }
     }
 }

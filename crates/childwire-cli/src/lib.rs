@@ -56,3 +56,7 @@ pub mod relay;
 pub mod replay;
 pub mod rt;
 pub mod signals;
+// `childwire share` and `childwire connect`: one server for many host sessions
+// (on Tokio).
+#[cfg(feature = "tokio")]
+pub mod share;

@@ -38,6 +38,9 @@ Commands:
   replay   act as the server recorded in FILE (by relay --log): answer
            each request the way it did, ids rewritten, and exit with its
            exit code
+  share    run CMD once for every host that connects to --endpoint PATH
+  connect  what a host runs instead of CMD: joins the share at PATH,
+           starting one when no one listens there
 
 `childwire <COMMAND> --help` lists a command's options. Options come first;
 from CMD on (or after `--`), every argument goes to CMD unchanged.
@@ -78,6 +81,14 @@ fn main() -> ExitCode {
             },
         ),
         Some(name) if name == "replay" => childwire_cli::replay::main(rest),
+        #[cfg(feature = "tokio")]
+        Some(name) if name == "share" => childwire_cli::share::share_main(rest),
+        #[cfg(feature = "tokio")]
+        Some(name) if name == "connect" => childwire_cli::share::connect_main(rest),
+        #[cfg(not(feature = "tokio"))]
+        Some(name) if name == "share" || name == "connect" => {
+            usage_error("share and connect run on Tokio: build with the `tokio` feature")
+        }
         Some(name) if name == "-h" || name == "--help" || name == "help" => {
             // A closed stdout (`--help | head`) is not worth a panic.
             let _ = std::io::stdout().write_all(USAGE.as_bytes());
@@ -88,7 +99,7 @@ fn main() -> ExitCode {
             ExitCode::SUCCESS
         }
         Some(other) => usage_error(&format!("unknown command `{other}`")),
-        None => usage_error("missing the command: probe, relay or replay"),
+        None => usage_error("missing the command: probe, relay, replay, share or connect"),
     }
 }
 

@@ -128,3 +128,7 @@ pub mod ledger;
 pub mod liveness;
 pub use ledger::{Identity, ReapConfig, Reaper};
 pub use liveness::{Liveness, LivenessConfig, Verdict};
+
+// One server shared by many clients: ids, routing, initialization, bounds.
+pub mod share;
+pub use share::{ClientId, Share, ShareConfig};

@@ -47,6 +47,7 @@
 //! | `banner`                     | `Starting server on stdio...` and `Listening for JSON-RPC on stdin`, then echo (stdout pollution) |
 //! | `polite lsp\|dap`             | echo, but answer LSP's `shutdown` (then exit 0 on `exit`, 1 on `exit` without `shutdown`) or DAP's `disconnect` (then exit 0); exit 3 at stdin EOF |
 //! | `lsp`                        | three Content-Length frames `{"jsonrpc":"2.0","method":"n","params":I}` (an LSP server), then echo |
+//! | `mcp`                        | a small MCP server for the share's tests: `slow`, `flood`, `crash` and `stats` tools, cancellations recorded (see `mcp.rs`) |
 //! | `content-length-lie KIND`    | Content-Length framing: one lie (`short`: a header claiming fewer bytes than its body; `over-long`: a 9000-byte header block; `lf-only`: every other frame's header lines end with `\n`), then 20 good frames `{"jsonrpc":"2.0","method":"n","params":I}`, exit 0 |
 //!
 //! "Block forever" never ends on its own: only a signal does. Write errors (the reader went away)
@@ -59,6 +60,7 @@
 
 mod content_length;
 mod echo;
+mod mcp;
 mod polite;
 mod unix;
 
@@ -111,6 +113,7 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
         .ok_or_else(|| Failure::Usage("scenario name is not UTF-8".into()))?;
     match scenario {
         "echo" => echo(ECHO)?,
+        "mcp" => mcp::serve()?,
         "echo-crlf" => echo(Echo::Lines { eol: b"\r\n" })?,
         "answer" => {
             let pause_ms: u64 = number(rest, 0, "PAUSE_MS", Some(0))?;
