@@ -15,7 +15,7 @@
 
 #![no_main]
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::time::{Duration, Instant};
 
 use arbitrary::Arbitrary;
@@ -57,6 +57,8 @@ enum Op {
     Advance(u16),
     /// The caller ends the supervision.
     Stop,
+    /// The running generation is found hung: its owner kills it.
+    Hung,
 }
 
 /// A send under way.
@@ -90,6 +92,11 @@ struct Model {
     /// Since an idle stop, until the next generation is initialized: sends
     /// wait whatever `WhileDown` says.
     resting: bool,
+    /// Whether each generation's report must say it was killed for hanging,
+    /// in the order they end.
+    hung_marks: VecDeque<bool>,
+    /// The running or starting generation was found hung.
+    hung: bool,
 }
 
 impl Model {
@@ -156,7 +163,14 @@ impl Model {
                         .expect("a number");
                     self.untracked.insert(id);
                 }
-                GenerationEvent::Exited(_) | GenerationEvent::GaveUp(_) => {}
+                GenerationEvent::Exited(report) => {
+                    let expected = self.hung_marks.pop_front().expect("a report per end");
+                    assert_eq!(report.killed_when_hung, expected, "{report}");
+                    if expected {
+                        assert!(report.unexpected(), "killed for hanging is a crash");
+                    }
+                }
+                GenerationEvent::GaveUp(_) => {}
             }
         }
     }
@@ -233,6 +247,13 @@ impl Model {
                 if *on_its_own {
                     report.exit = Exit::Code(0);
                 }
+                let stopping = self.stopping.is_some();
+                if self.hung && !stopping {
+                    // Killed by its owner: asked for, yet a crash.
+                    report.shutdown_requested = true;
+                }
+                self.hung_marks.push_back(self.hung && !stopping);
+                self.hung = false;
                 self.gens.handle_ended(report, self.now);
                 if self.stopping.take().is_none() {
                     // A crash (or a failed initialization): not resting.
@@ -274,6 +295,12 @@ impl Model {
                     self.gens.handle_init_failed();
                     self.starting = Some(generation);
                     self.apply(&Op::Dies(false));
+                }
+            }
+            Op::Hung => {
+                if self.running.is_some() || self.starting.is_some() {
+                    self.gens.handle_hung();
+                    self.hung = true;
                 }
             }
             Op::Advance(ms) => {
@@ -373,6 +400,8 @@ fuzz_target!(|input: Input| {
         starting: None,
         stopping: None,
         resting: false,
+        hung_marks: VecDeque::new(),
+        hung: false,
     };
     for op in &input.ops {
         model.apply(op);

@@ -785,3 +785,101 @@ fn an_idle_server_is_stopped_and_the_next_send_restarts_it_and_gets_its_answer()
         assert_reaped(second).await;
     });
 }
+
+/// Pings often, hung after 400 ms without an answer, CPU time or output.
+fn watched(budget: u32) -> Supervision {
+    let mut liveness = rt::LivenessConfig::default();
+    liveness.ping_every = Duration::from_millis(50);
+    liveness.ping_timeout = Duration::from_millis(100);
+    liveness.hung_after = Duration::from_millis(400);
+    liveness.cpu_every = Duration::from_millis(50);
+    let mut supervision = supervision(budget);
+    supervision.restart_when_hung = Some(liveness);
+    supervision
+}
+
+/// A request the `answer` child answers with `{"jsonrpc":"2.0","id":ID,"result":{}}`.
+async fn answered(s: &mut Supervised, id: u32) {
+    let request = format!(r#"{{"jsonrpc":"2.0","id":{id},"method":"work"}}"#);
+    within(STEP, "send", s.send(request)).await.expect("send");
+    assert_eq!(
+        text_of(s).await,
+        format!(r#"{{"jsonrpc":"2.0","id":{id},"result":{{}}}}"#),
+        "its answer, and no ping's answer, comes out of recv"
+    );
+}
+
+/// A server that answers its pings runs on, their answers kept out of `recv`; stopped with
+/// SIGSTOP it is found hung within the configured time, killed, its report says so, and the next
+/// generation answers.
+#[test]
+#[cfg(unix)]
+fn a_server_stopped_with_sigstop_is_found_hung_killed_and_restarted() {
+    run(async {
+        let mut s = Supervised::spawn(&misbehave(&["answer", "0"]), config(), watched(3), |_| {
+            Box::pin(async { Ok(()) })
+        })
+        .expect("spawn");
+        started(&mut s).await;
+        answered(&mut s, 1).await;
+        // Answering its pings for twice the hung time: nothing happens, nothing comes out.
+        let quiet = rt::timeout(Duration::from_millis(800), s.recv()).await;
+        assert!(
+            quiet.is_none(),
+            "an answering server was disturbed: {quiet:?}"
+        );
+        answered(&mut s, 2).await;
+
+        let first = s.id().expect("a pid");
+        let status = std::process::Command::new("kill")
+            .args(["-STOP", &first.to_string()])
+            .status()
+            .expect("kill -STOP");
+        assert!(status.success());
+        let stopped = std::time::Instant::now();
+        let report = exited(&mut s).await;
+        let found = stopped.elapsed();
+        assert!(report.killed_when_hung, "{report}");
+        assert!(
+            report.unexpected(),
+            "a hung child's end is a crash: {report}"
+        );
+        assert!(report.to_string().contains("hung"), "{report}");
+        assert!(
+            found < Duration::from_millis(400 + 1000),
+            "found hung {found:?} after the stop (hung after 400 ms)"
+        );
+        assert_reaped(first).await;
+        restarted(&mut s, 2).await;
+        answered(&mut s, 3).await;
+        let second = s.id().expect("the new generation's pid");
+        assert_ne!(first, second);
+        within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
+        assert_reaped(second).await;
+    });
+}
+
+/// A server that answers no ping but computes for twice the hung time (its CPU time advancing)
+/// is busy, not hung: it is not killed.
+#[test]
+#[cfg(target_os = "linux")]
+fn a_server_computing_for_twice_the_hung_time_is_not_killed() {
+    run(async {
+        let mut s = Supervised::spawn(&misbehave(&["spin"]), config(), watched(3), |_| {
+            Box::pin(async { Ok(()) })
+        })
+        .expect("spawn");
+        started(&mut s).await;
+        assert_eq!(text_of(&mut s).await, r#"{"spinning":true}"#);
+        let quiet = rt::timeout(Duration::from_millis(800), s.recv()).await;
+        assert!(quiet.is_none(), "a computing server was ended: {quiet:?}");
+        let pid = s.id().expect("still running");
+        let report = within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("shutdown");
+        assert!(!report.killed_when_hung, "{report}");
+        assert_reaped(pid).await;
+    });
+}

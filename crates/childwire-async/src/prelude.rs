@@ -16,7 +16,7 @@
 //! [`RecvJsonError`]), the traits a pipe implements ([`PipeRead`],
 //! [`PipeWrite`]), [`Bytes`], the type the `Sink` takes, and what a
 //! supervised child is configured with and hands out ([`Supervision`],
-//! [`RestartConfig`], [`WhileDown`], [`SupervisedEvent`], [`GaveUp`],
+//! [`RestartConfig`], [`WhileDown`], [`LivenessConfig`], [`SupervisedEvent`], [`GaveUp`],
 //! [`UnansweredRequest`]), what a start-up is waited for with and
 //! ends in ([`StartupConfig`], [`StartupVerdict`]), and the wire tap
 //! ([`Tap`], [`TapEvent`], and the [`tap`] module with its recorder).
@@ -35,6 +35,7 @@
 //! ```
 
 pub use bytes::Bytes;
+pub use childwire_core::liveness::LivenessConfig;
 pub use childwire_core::pending::UnansweredRequest;
 pub use childwire_core::{
     ChannelConfig, Closed, Command, ConfigError, Containment, ContentLength, Counters,

@@ -11,6 +11,7 @@ use std::future::poll_fn;
 use std::sync::Arc;
 use std::task::Poll;
 
+use childwire_core::liveness::LivenessConfig;
 use childwire_core::{
     Command, ExitReport, Framing, GenerationEvent, Generations, Lines, Received, SendError,
     SpawnError,
@@ -22,11 +23,13 @@ use crate::transport::{Config, Receiver, ShutdownError, Transport};
 mod config;
 mod event;
 mod slot;
+mod watch;
 
 pub use config::{DEFAULT_SEED, Supervision};
 pub use event::{ReinitError, ReinitFuture, SupervisedEvent};
 use slot::Shared;
 pub use slot::SupervisedSender;
+use watch::Watch;
 
 type Reinit<R, F> =
     Box<dyn for<'a> FnMut(&'a mut Transport<R, F>) -> ReinitFuture<'a> + Send + 'static>;
@@ -121,6 +124,10 @@ pub struct Supervised<R: Runtime, F: Framing = Lines> {
     /// A generation's report from its shutdown after a failed
     /// initialization: the step may have received the receiver's copy.
     reinit_end: Option<ExitReport>,
+    /// How a running generation is watched for hanging, if it is.
+    liveness: Option<LivenessConfig>,
+    /// The running generation's watch.
+    watch: Option<Watch<R, F>>,
     rt: R,
 }
 
@@ -172,6 +179,8 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
             config,
             reinit: Box::new(reinit),
             reinit_end: None,
+            liveness: supervision.restart_when_hung.clone(),
+            watch: None,
             rt,
         })
     }
@@ -224,27 +233,29 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
                         return Some(event);
                     }
                 }
-                Phase::Running(rx) => match next_or_idle(rx, &self.shared, &self.rt).await {
-                    Next::Idle => self.stop_idle(),
-                    Next::Item(Some(Received::Exited(report))) => {
-                        self.reinit_end = None;
-                        self.ended(*report);
+                Phase::Running(rx) => {
+                    match next_or_idle(rx, &self.shared, &self.rt, self.watch.as_mut()).await {
+                        Next::Idle => self.stop_idle(),
+                        Next::Item(Some(Received::Exited(report))) => {
+                            self.reinit_end = None;
+                            self.ended(*report);
+                        }
+                        Next::Item(Some(item)) => {
+                            self.shared
+                                .lock()
+                                .core
+                                .handle_received(&item, self.rt.now());
+                            return Some(SupervisedEvent::Received(item));
+                        }
+                        // A child's stream ends with its report, unless a failed
+                        // initialization received it; without one the driver is
+                        // gone: nothing more will come.
+                        Next::Item(None) => match self.reinit_end.take() {
+                            Some(report) => self.ended(report),
+                            None => self.finish(),
+                        },
                     }
-                    Next::Item(Some(item)) => {
-                        self.shared
-                            .lock()
-                            .core
-                            .handle_received(&item, self.rt.now());
-                        return Some(SupervisedEvent::Received(item));
-                    }
-                    // A child's stream ends with its report, unless a failed
-                    // initialization received it; without one the driver is
-                    // gone: nothing more will come.
-                    Next::Item(None) => match self.reinit_end.take() {
-                        Some(report) => self.ended(report),
-                        None => self.finish(),
-                    },
-                },
+                }
                 Phase::Down => {
                     if self.wait_for_restart().await {
                         self.respawn();
@@ -260,6 +271,7 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
     /// decides what comes next.
     fn ended(&mut self, report: ExitReport) {
         let now = self.rt.now();
+        self.watch = None;
         let mut state = self.shared.lock();
         state.sender = None;
         state.core.handle_ended(report, now);
@@ -275,6 +287,7 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
     /// graceful way (its end, read as usual, is not restarted until a send
     /// asks for it); new sends wait for the next one.
     fn stop_idle(&mut self) {
+        self.watch = None;
         let sender = self.shared.lock().sender.take();
         if let Some(sender) = sender {
             sender.begin_shutdown();
@@ -358,8 +371,13 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
         let stopped = {
             let mut state = self.shared.lock();
             if !state.core.is_stopped() {
-                state.core.handle_initialized(self.rt.now());
+                let now = self.rt.now();
+                state.core.handle_initialized(now);
                 state.sender = Some(Arc::clone(&tx));
+                self.watch = self
+                    .liveness
+                    .clone()
+                    .map(|config| Watch::new(config, Arc::clone(&tx), now));
                 state.wake_all();
             }
             state.core.is_stopped()
@@ -408,27 +426,46 @@ enum Next {
 
 /// The running generation's next item, or the core's idle stop if its
 /// deadline comes first (checked again whenever the timer fires: traffic
-/// meanwhile moves it).
+/// meanwhile moves it). With a `watch`, the pings it writes are answered
+/// here, out of sight, and a child it finds hung is killed (its end comes
+/// as an item, marked in the core).
 async fn next_or_idle<R: Runtime, F: Framing>(
     rx: &mut Receiver<R, F>,
     shared: &Shared<R, F>,
     rt: &R,
+    mut watch: Option<&mut Watch<R, F>>,
 ) -> Next {
     let mut timer: Option<std::pin::Pin<Box<dyn crate::runtime::Timer>>> = None;
     poll_fn(|cx| {
-        if let Poll::Ready(item) = rx.poll_recv(cx) {
-            return Poll::Ready(Next::Item(item));
+        while let Poll::Ready(item) = rx.poll_recv(cx) {
+            let taken = match (&mut watch, &item) {
+                (Some(watch), Some(item)) => watch.handle_item(item, rt.now()),
+                _ => false,
+            };
+            if !taken {
+                return Poll::Ready(Next::Item(item));
+            }
         }
         loop {
+            let now = rt.now();
+            let watched = match &mut watch {
+                Some(watch) => {
+                    if watch.poll(cx, now) {
+                        shared.lock().core.handle_hung();
+                    }
+                    watch.poll_timeout()
+                }
+                None => None,
+            };
             let at = {
                 let mut state = shared.lock();
-                state.core.handle_timeout(rt.now());
+                state.core.handle_timeout(now);
                 if state.core.poll_idle_stop().is_some() {
                     return Poll::Ready(Next::Idle);
                 }
                 state.core.poll_timeout()
             };
-            let Some(at) = at else {
+            let Some(at) = at.into_iter().chain(watched).min() else {
                 return Poll::Pending;
             };
             let timer = timer.get_or_insert_with(|| rt.timer(at));

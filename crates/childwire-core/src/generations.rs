@@ -239,6 +239,9 @@ pub struct Generations {
     init_failed: bool,
     /// Requests sent untracked since the last report.
     untracked: u64,
+    /// The running generation was found hung and is being killed: its end
+    /// is unexpected, and its report says why.
+    hung: bool,
     idle_stop: Option<Duration>,
     /// The last traffic either way (or the end of an initialization): the
     /// idle time counts from here.
@@ -272,6 +275,7 @@ impl Generations {
             stopped: false,
             init_failed: false,
             untracked: 0,
+            hung: false,
             idle_stop: config.idle_stop,
             last_active: now,
             stop_idle: None,
@@ -292,6 +296,7 @@ impl Generations {
         }
         self.policy.handle_started(now);
         self.init_failed = false;
+        self.hung = false;
         self.phase = Phase::Starting(self.policy.generations());
     }
 
@@ -319,6 +324,16 @@ impl Generations {
         self.init_failed = true;
     }
 
+    /// The running generation was found hung (a
+    /// [`Liveness`](crate::liveness::Liveness) verdict) and its owner kills
+    /// it: its end counts as unexpected (restarted as the policy says), and
+    /// its report says it was killed for hanging.
+    pub fn handle_hung(&mut self) {
+        if matches!(self.phase, Phase::Starting(_) | Phase::Running(_)) {
+            self.hung = true;
+        }
+    }
+
     /// The running generation ended with `report` (its receive stream's
     /// last item). Its unanswered requests get their error responses; the
     /// policy decides what comes next. Events: [`GenerationEvent::Exited`],
@@ -332,6 +347,7 @@ impl Generations {
         };
         // A generation woken from idle that dies is a crash like any other.
         self.waking = false;
+        report.killed_when_hung = self.hung;
         let unexpected = self.init_failed || report.unexpected();
         let verdict = if self.stopped {
             self.policy.handle_stop();

@@ -147,6 +147,9 @@ pub struct ExitReport {
     /// A supervised child stopped because it was idle (see
     /// `GenerationsConfig::idle_stop`); the next send starts it again.
     pub stopped_when_idle: bool,
+    /// A supervised child found hung (no answer to a ping, no CPU time, no
+    /// output for the configured time) and killed, to be restarted.
+    pub killed_when_hung: bool,
 }
 
 impl ExitReport {
@@ -171,6 +174,7 @@ impl ExitReport {
             unanswered_ids: Vec::new(),
             untracked_requests: 0,
             stopped_when_idle: false,
+            killed_when_hung: false,
         }
     }
 
@@ -180,10 +184,11 @@ impl ExitReport {
         self.exit.success()
     }
 
-    /// The child ended without being asked to (it crashed or quit early).
+    /// The child ended without being asked to (it crashed or quit early),
+    /// or was killed because it hung.
     #[must_use]
     pub fn unexpected(&self) -> bool {
-        !self.shutdown_requested
+        !self.shutdown_requested || self.killed_when_hung
     }
 
     /// The stderr line that best says why the child ended: an error line
@@ -269,6 +274,9 @@ impl fmt::Display for ExitReport {
         }
         if self.stopped_when_idle {
             f.write_str("; stopped when idle")?;
+        }
+        if self.killed_when_hung {
+            f.write_str("; killed: it hung (no answer, no CPU time, no output)")?;
         }
         if self.success() {
             return Ok(());

@@ -2,6 +2,7 @@
 
 use std::time::Duration;
 
+use childwire_core::liveness::LivenessConfig;
 use childwire_core::pending::DEFAULT_MAX_TRACKED;
 use childwire_core::{GenerationsConfig, RestartConfig, WhileDown};
 
@@ -59,6 +60,29 @@ pub struct Supervision {
     /// supervision.idle_stop = Some(Duration::from_secs(600)); // ten idle minutes
     /// ```
     pub idle_stop: Option<Duration>,
+    /// Kill and restart a child found hung: it sends the MCP `ping` request
+    /// (`{"jsonrpc":"2.0","id":"childwire-ping-N","method":"ping"}`, its
+    /// answer kept out of `recv`) every `ping_every`, and a child that for
+    /// `hung_after` neither answered one, nor used CPU time (its whole
+    /// process tree, where the OS tells: Linux), nor wrote anything is
+    /// killed; its end counts as a crash (restarted as
+    /// [`restart`](Self::restart) says) and its report says it hung. A
+    /// server busy in a long call uses CPU time or sends progress: it is
+    /// not hung. `None` (the default): never.
+    ///
+    /// Any JSON-RPC server that answers an unknown method with an error
+    /// counts as answering.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use childwire_async::{LivenessConfig, Supervision};
+    ///
+    /// let mut liveness = LivenessConfig::default();
+    /// liveness.hung_after = Duration::from_secs(120);
+    /// let mut supervision = Supervision::default();
+    /// supervision.restart_when_hung = Some(liveness);
+    /// ```
+    pub restart_when_hung: Option<LivenessConfig>,
 }
 
 impl Default for Supervision {
@@ -70,6 +94,7 @@ impl Default for Supervision {
             max_tracked: DEFAULT_MAX_TRACKED,
             while_down: WhileDown::Wait,
             idle_stop: None,
+            restart_when_hung: None,
         }
     }
 }
