@@ -220,6 +220,8 @@ fn the_exit_record_is_written_through_and_the_rest_on_drop() {
 struct Gated {
     out: Shared,
     open: Arc<(Mutex<bool>, std::sync::Condvar)>,
+    /// A write waits at the gate.
+    blocked: Arc<(Mutex<bool>, std::sync::Condvar)>,
 }
 
 impl Gated {
@@ -227,11 +229,26 @@ impl Gated {
         *self.open.0.lock().unwrap() = true;
         self.open.1.notify_all();
     }
+
+    /// Waits (10 s at most) until the recorder's writer waits at the gate.
+    fn wait_until_blocked(&self) {
+        let deadline = Instant::now() + std::time::Duration::from_secs(10);
+        let mut blocked = self.blocked.0.lock().unwrap();
+        while !*blocked {
+            let left = deadline.saturating_duration_since(Instant::now());
+            assert!(!left.is_zero(), "the writer never reached the gate");
+            blocked = self.blocked.1.wait_timeout(blocked, left).unwrap().0;
+        }
+    }
 }
 
 impl Write for Gated {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
         let mut open = self.open.0.lock().unwrap();
+        if !*open {
+            *self.blocked.0.lock().unwrap() = true;
+            self.blocked.1.notify_all();
+        }
         while !*open {
             open = self.open.1.wait(open).unwrap();
         }
@@ -290,7 +307,12 @@ fn records_dropped_at_the_end_are_counted_on_drop() {
     let gated = Gated::default();
     let recorder = Recorder::with_queue_limit(gated.clone(), 1024);
     let at = Instant::now();
-    for _ in 0..100 {
+    // The writer takes the first record and waits at the gate: from then on
+    // the queue only fills, and the records past its limit, the last ones,
+    // are dropped.
+    recorder.event(at, TapEvent::Received(&[b'1'; 100]));
+    gated.wait_until_blocked();
+    for _ in 1..100 {
         recorder.event(at, TapEvent::Received(&[b'1'; 100]));
     }
     assert!(recorder.dropped() > 0);
