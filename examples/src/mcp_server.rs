@@ -31,7 +31,6 @@ use childwire::{Closed, Received, Runtime, SendError, SendErrorKind, ShutdownErr
 use childwire_core::jsonrpc::oversized_error;
 use std::fmt;
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 
 use crate::cli::{ArgWalker, Parsed, UsageError};
@@ -297,7 +296,7 @@ impl McpServer {
                 None,
             ));
         }
-        let params: InitializeParams = parse_params(params)?;
+        let params = InitializeParams::parse(params)?;
         // The client's revision if this server speaks it in a handshake,
         // else its newest handshake revision (a stateless one cannot be
         // agreed in `initialize`).
@@ -346,7 +345,7 @@ impl McpServer {
     }
 
     fn call_tool(&mut self, params: Option<Value>) -> Result<Value, Failure> {
-        let params: CallToolParams = parse_params(params)?;
+        let params = CallToolParams::parse(params)?;
         let Some(tool) = Tool::find(&params.name) else {
             return Err(Failure(
                 INVALID_PARAMS,
@@ -396,14 +395,22 @@ fn capabilities() -> Value {
     json!({ "tools": {}, "resources": {}, "prompts": {} })
 }
 
-#[derive(Deserialize)]
 struct ReadResourceParams {
     uri: String,
 }
 
+impl ReadResourceParams {
+    fn parse(params: Option<Value>) -> Result<Self, Failure> {
+        let params = Params::of(params)?;
+        Ok(Self {
+            uri: params.string("uri")?,
+        })
+    }
+}
+
 /// `resources/read`: an unknown URI is error -32002, as the MCP spec asks.
 fn read_resource(params: Option<Value>) -> Result<Value, Failure> {
-    let params: ReadResourceParams = parse_params(params)?;
+    let params = ReadResourceParams::parse(params)?;
     catalog::read(&params.uri).ok_or_else(|| {
         Failure(
             RESOURCE_NOT_FOUND,
@@ -413,15 +420,24 @@ fn read_resource(params: Option<Value>) -> Result<Value, Failure> {
     })
 }
 
-#[derive(Deserialize)]
 struct GetPromptParams {
     name: String,
     arguments: Option<Map<String, Value>>,
 }
 
+impl GetPromptParams {
+    fn parse(params: Option<Value>) -> Result<Self, Failure> {
+        let params = Params::of(params)?;
+        Ok(Self {
+            name: params.string("name")?,
+            arguments: params.object("arguments")?,
+        })
+    }
+}
+
 /// `prompts/get`: an unknown prompt or a missing argument is -32602.
 fn get_prompt(params: Option<Value>) -> Result<Value, Failure> {
-    let params: GetPromptParams = parse_params(params)?;
+    let params = GetPromptParams::parse(params)?;
     catalog::get(&params.name, params.arguments.as_ref())
         .map_err(|catalog::PromptError(message)| Failure(INVALID_PARAMS, message, None))
 }
@@ -433,30 +449,79 @@ fn server_info() -> Value {
     json!({ "name": SERVER_NAME, "version": env!("CARGO_PKG_VERSION") })
 }
 
-#[derive(Deserialize)]
-#[serde(rename_all = "camelCase")]
 struct InitializeParams {
     protocol_version: String,
     // Read only for the log: an older or sloppier client still gets served.
     client_info: Option<Map<String, Value>>,
 }
 
-#[derive(Deserialize)]
+impl InitializeParams {
+    fn parse(params: Option<Value>) -> Result<Self, Failure> {
+        let params = Params::of(params)?;
+        Ok(Self {
+            protocol_version: params.string("protocolVersion")?,
+            client_info: params.object("clientInfo").unwrap_or(None),
+        })
+    }
+}
+
 struct CallToolParams {
     name: String,
     arguments: Option<Value>,
 }
 
-/// Parses a params object; absent params count as `{}` so a missing field
-/// is reported by name.
-fn parse_params<T: serde::de::DeserializeOwned>(params: Option<Value>) -> Result<T, Failure> {
-    let params = match params {
-        None => Value::Object(Map::new()),
-        Some(params @ Value::Object(_)) => params,
-        Some(other) => return Err(not_an_object(&other)),
-    };
-    serde_json::from_value(params)
-        .map_err(|error| Failure(INVALID_PARAMS, format!("Invalid params: {error}"), None))
+impl CallToolParams {
+    fn parse(params: Option<Value>) -> Result<Self, Failure> {
+        let mut params = Params::of(params)?;
+        Ok(Self {
+            name: params.string("name")?,
+            arguments: params
+                .0
+                .remove("arguments")
+                .filter(|value| !value.is_null()),
+        })
+    }
+}
+
+/// A request's params object, read member by member (a few members each: no
+/// derive needed); absent params count as `{}` so a missing member is
+/// reported by name.
+struct Params(Map<String, Value>);
+
+impl Params {
+    fn of(params: Option<Value>) -> Result<Self, Failure> {
+        match params {
+            None => Ok(Self(Map::new())),
+            Some(Value::Object(members)) => Ok(Self(members)),
+            Some(other) => Err(not_an_object(&other)),
+        }
+    }
+
+    /// A string member that must be there.
+    fn string(&self, name: &str) -> Result<String, Failure> {
+        match self.0.get(name) {
+            Some(Value::String(text)) => Ok(text.clone()),
+            Some(other) => Err(invalid_params(format!(
+                "invalid type: {other}, expected a string for `{name}`"
+            ))),
+            None => Err(invalid_params(format!("missing field `{name}`"))),
+        }
+    }
+
+    /// An object member that may be absent (or null).
+    fn object(&self, name: &str) -> Result<Option<Map<String, Value>>, Failure> {
+        match self.0.get(name) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Object(members)) => Ok(Some(members.clone())),
+            Some(other) => Err(invalid_params(format!(
+                "invalid type: {other}, expected an object for `{name}`"
+            ))),
+        }
+    }
+}
+
+fn invalid_params(error: String) -> Failure {
+    Failure(INVALID_PARAMS, format!("Invalid params: {error}"), None)
 }
 
 /// For methods without parameters: anything but an object (MCP's `_meta`,

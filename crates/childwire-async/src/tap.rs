@@ -1,5 +1,5 @@
 //! The wire tap: an opt-in observer that sees what crosses a transport,
-//! both ways, with the runtime's timestamps (C40).
+//! both ways, with the runtime's timestamps.
 //!
 //! A [`Tap`] set with [`Config::tap`](crate::Config::tap) (or
 //! [`Transport::with_tap`](crate::Transport::with_tap) for a channel over a

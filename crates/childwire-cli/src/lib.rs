@@ -53,10 +53,11 @@ pub mod cli;
 pub mod mcp_client;
 pub mod protocol;
 pub mod relay;
+#[cfg(feature = "replay")]
 pub mod replay;
 pub mod rt;
 pub mod signals;
 // `childwire share` and `childwire connect`: one server for many host sessions
 // (on Tokio).
-#[cfg(feature = "tokio")]
+#[cfg(feature = "share")]
 pub mod share;

@@ -80,14 +80,17 @@ fn main() -> ExitCode {
                 (options.runtime, Relay(options))
             },
         ),
+        #[cfg(feature = "replay")]
         Some(name) if name == "replay" => childwire_cli::replay::main(rest),
-        #[cfg(feature = "tokio")]
+        #[cfg(not(feature = "replay"))]
+        Some(name) if name == "replay" => usage_error("replay needs the `replay` feature"),
+        #[cfg(feature = "share")]
         Some(name) if name == "share" => childwire_cli::share::share_main(rest),
-        #[cfg(feature = "tokio")]
+        #[cfg(feature = "share")]
         Some(name) if name == "connect" => childwire_cli::share::connect_main(rest),
-        #[cfg(not(feature = "tokio"))]
+        #[cfg(not(feature = "share"))]
         Some(name) if name == "share" || name == "connect" => {
-            usage_error("share and connect run on Tokio: build with the `tokio` feature")
+            usage_error("share and connect need the `share` feature")
         }
         Some(name) if name == "-h" || name == "--help" || name == "help" => {
             // A closed stdout (`--help | head`) is not worth a panic.

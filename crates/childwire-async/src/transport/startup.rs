@@ -1,5 +1,5 @@
 //! [`Transport::started`]: whether a child started, decided by the core's
-//! [`Startup`] from the signs of life the transport sees (DESIGN C38).
+//! [`Startup`] from the signs of life the transport sees.
 //!
 //! Nothing is taken from the stream: the first message stays queued for
 //! the caller's next `recv`, the exit report for the one after the last

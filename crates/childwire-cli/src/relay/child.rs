@@ -6,7 +6,7 @@
 //! gets them again before traffic resumes, and the answer to the replayed
 //! `initialize` is swallowed, so the host sees one handshake, not two. The
 //! host's requests the dead process never answered get JSON-RPC errors
-//! that say why (the supervisor's request tracking, C37), and a request the
+//! that say why (the supervisor's request tracking), and a request the
 //! host sends while the child is down waits for the new process.
 
 use std::cell::Cell;

@@ -1,6 +1,6 @@
 //! Streams of good `Content-Length` frames with one lie told among them,
 //! and what must still arrive after it: the resynchronisation promise of
-//! [`ContentLengthDecoder`](crate::ContentLengthDecoder) (C35), written once
+//! [`ContentLengthDecoder`](crate::ContentLengthDecoder), written once
 //! for the core's tests and the `content_length_resync` fuzz target.
 //!
 //! The good frames' bodies hold no line break, as JSON text never does: a
