@@ -34,7 +34,13 @@ fn c12_shutdown_of_a_child_that_exits_on_eof_is_immediate() {
 fn c12_shutdown_flushes_queued_messages_before_closing_stdin() {
     run(async {
         const MESSAGES: u64 = 1000;
-        let t = start_misbehave(&["echo"]);
+        // The stdin grace counts from the shutdown request and covers the flush: 300 KB through
+        // an echo takes a few ms, but seconds on a machine busy with other work. The grace is
+        // not what this test is about: a long one, which the child (it exits at EOF) never
+        // waits out.
+        let mut config = config();
+        config.stdin_grace(STEP);
+        let t = start(&misbehave(&["echo"]), config);
         let pid = pid_of(&t);
         let (tx, rx) = t.split();
         for n in 0..MESSAGES {
@@ -47,7 +53,8 @@ fn c12_shutdown_flushes_queued_messages_before_closing_stdin() {
         assert_eq!(
             messages.len() as u64,
             MESSAGES,
-            "every queued message was echoed"
+            "every queued message was echoed; {report}; {:?}",
+            report.counters
         );
         for (n, line) in messages.iter().enumerate() {
             assert_eq!(parse_numbered(line), Some(n as u64));
