@@ -85,7 +85,7 @@ fn exits_within(child: &mut Child, deadline: Duration) -> Option<ExitStatus> {
     status
 }
 
-#[cfg(unix)]
+#[cfg(target_os = "linux")]
 fn signal_of(status: ExitStatus) -> Option<i32> {
     std::os::unix::process::ExitStatusExt::signal(&status)
 }

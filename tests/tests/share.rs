@@ -429,6 +429,7 @@ fn a_client_that_stops_reading_is_disconnected_and_the_other_gets_everything() {
     });
 }
 
+#[cfg(target_os = "linux")]
 async fn dropped_unused<R: Runtime>(runtime: &str) {
     let server =
         SharedServer::<R>::spawn(&server_command(), Config::default(), ShareConfig::default())
@@ -449,6 +450,7 @@ async fn dropped_unused<R: Runtime>(runtime: &str) {
 }
 
 /// Whether `pid` is a process that has not ended (a zombie has).
+#[cfg(target_os = "linux")]
 fn process_runs(pid: u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|stat| {
         !stat

@@ -125,6 +125,8 @@ pub struct SpawnedChild {
 pub struct PipeIds {
     pub(crate) ids: Vec<(u64, bool)>,
     #[cfg(unix)]
+    // Read by Linux's leftover check; elsewhere the copies only ride along.
+    #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) watch: Vec<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
