@@ -127,6 +127,12 @@ pub use childwire_async::{
     PipeIds, Receiver, Runtime, Sender, SpawnedChild, Supervised, SupervisedSender, Timer,
     Transport,
 };
+// For hosts: the spawn ledger that ends what a crashed host left, the CPU
+// time of a child's tree, the login shell's environment.
+pub use childwire_async::{
+    LOGIN_SHELL_TIMEOUT, Ledger, LedgerEntry, LoginEnv, LoginShellError, ReapConfig, ReapVerdict,
+    Reaped, identity_of, login_shell_env, reap_leftovers, tree_cpu_time,
+};
 /// The sans-IO core: the framer on its own (usable over any byte stream),
 /// the encoder, the lifecycle and session state machines.
 pub use childwire_core as core;
