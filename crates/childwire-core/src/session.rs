@@ -23,7 +23,22 @@ use crate::outbound::{Closed, SendError, WriteResult, WriteRound, WriteStep};
 use crate::report::{Counters, ExitReport};
 use crate::supervisor::{ReportWait, Supervisor};
 
-/// What the caller receives from the child, in order.
+/// What the caller receives from the child, in order: its messages, a
+/// notice for anything dropped on the way, and last its exit report.
+///
+/// ```
+/// use childwire_core::{Message, Received};
+///
+/// fn show(item: Received) {
+///     match item {
+///         Received::Message(m) => println!("{}", String::from_utf8_lossy(&m)),
+///         Received::Exited(report) => eprintln!("the child {report}"),
+///         // Oversized, malformed or polluting input: dropped, the session goes on.
+///         other => eprintln!("{other:?}"),
+///     }
+/// }
+/// show(Received::Message(Message::new(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#)));
+/// ```
 #[derive(Debug, Clone, PartialEq)]
 #[non_exhaustive]
 pub enum Received {
