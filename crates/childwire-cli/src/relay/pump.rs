@@ -285,11 +285,22 @@ async fn child_to_host<'a, R: ExampleRuntime>(
             Poll::Ready(next) => next,
             Poll::Pending => {
                 // Nothing more at once: what is queued for the host is
-                // written out now, as `next` does for the child.
-                if !host_gone {
-                    let _ = ends.to_host.flush().await;
-                }
-                poll_fn(poll_next).await
+                // written out while waiting, as `next` does for the child
+                // (a signal or the child's next line still comes first).
+                let gone = host_gone;
+                let mut flush = pin!(async {
+                    if !gone {
+                        let _ = ends.to_host.flush().await;
+                    }
+                });
+                let mut flushed = false;
+                poll_fn(|cx| {
+                    if !flushed {
+                        flushed = flush.as_mut().poll(cx).is_ready();
+                    }
+                    poll_next(cx)
+                })
+                .await
             }
         };
         let item = match next {
@@ -398,9 +409,9 @@ async fn write_to_host<'a, R: ExampleRuntime>(
     }
 }
 
-/// The next item from `receiver`; the log is flushed, and `idle` awaited,
-/// whenever none is ready at once, so a burst is logged in a few writes and
-/// a lone message at once.
+/// The next item from `receiver`; the log is flushed, and `idle` run while
+/// waiting, whenever none is ready at once, so a burst is logged in a few
+/// writes and a lone message at once.
 ///
 /// `idle` writes out what the other side's sender still has queued: a
 /// `send` writes only what the pipe takes at that moment, so without it
@@ -418,8 +429,15 @@ async fn next<R: ExampleRuntime, F: Framing, W: Future<Output = ()>>(
     if let Some(log) = log {
         log.flush();
     }
-    idle().await;
-    receiver.recv().await
+    let mut idle = pin!(idle());
+    let mut idle_done = false;
+    poll_fn(|cx| {
+        if !idle_done {
+            idle_done = idle.as_mut().poll(cx).is_ready();
+        }
+        receiver.poll_recv(cx)
+    })
+    .await
 }
 
 /// How relay ends the child when it is told to end itself.
