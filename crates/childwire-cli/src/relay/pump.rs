@@ -212,7 +212,12 @@ impl<R: ExampleRuntime> Copy for Ends<'_, R> {}
 /// shuts the child down the MCP way.
 async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R, Verbatim>, ends: Ends<'_, R>) {
     let name = ends.name;
-    while let Some(item) = next(&mut from_host, ends.log).await {
+    // What is queued for the child is written out whenever the host has
+    // nothing more at once (see `next`).
+    let idle = || async {
+        let _ = ends.to_child.flush().await;
+    };
+    while let Some(item) = next(&mut from_host, ends.log, idle).await {
         match item {
             Received::Message(message) => {
                 if message.contains(&b'\r') {
@@ -267,7 +272,7 @@ async fn child_to_host<'a, R: ExampleRuntime>(
     // drained (to its report), but no longer written.
     let mut host_gone = false;
     loop {
-        let next = poll_fn(|cx| {
+        let mut poll_next = |cx: &mut Context<'_>| {
             if let Poll::Ready(signal) = stop.poll_signal(cx) {
                 return Poll::Ready(Next::Signal(signal));
             }
@@ -275,8 +280,30 @@ async fn child_to_host<'a, R: ExampleRuntime>(
                 return Poll::Ready(Next::Answer(answer));
             }
             from_child.poll_next(cx).map(Next::Item)
-        });
-        let item = match next.await {
+        };
+        let next = match poll_fn(|cx| Poll::Ready(poll_next(cx))).await {
+            Poll::Ready(next) => next,
+            Poll::Pending => {
+                // Nothing more at once: what is queued for the host is
+                // written out while waiting, as `next` does for the child
+                // (a signal or the child's next line still comes first).
+                let gone = host_gone;
+                let mut flush = pin!(async {
+                    if !gone {
+                        let _ = ends.to_host.flush().await;
+                    }
+                });
+                let mut flushed = false;
+                poll_fn(|cx| {
+                    if !flushed {
+                        flushed = flush.as_mut().poll(cx).is_ready();
+                    }
+                    poll_next(cx)
+                })
+                .await
+            }
+        };
+        let item = match next {
             Next::Signal(signal) => {
                 stop.on_signal(signal, ends.to_child);
                 continue;
@@ -382,12 +409,19 @@ async fn write_to_host<'a, R: ExampleRuntime>(
     }
 }
 
-/// The next item from `receiver`; the log is flushed whenever none is
-/// ready at once, so a burst is logged in a few writes and a lone message
-/// at once.
-async fn next<R: ExampleRuntime, F: Framing>(
+/// The next item from `receiver`; the log is flushed, and `idle` run while
+/// waiting, whenever none is ready at once, so a burst is logged in a few
+/// writes and a lone message at once.
+///
+/// `idle` writes out what the other side's sender still has queued: a
+/// `send` writes only what the pipe takes at that moment, so without it
+/// the tail of a long line (or a line sent while the pipe was full) would
+/// wait for the next `send`, which a host waiting for its answer never
+/// makes.
+async fn next<R: ExampleRuntime, F: Framing, W: Future<Output = ()>>(
     receiver: &mut Receiver<R, F>,
     log: Option<&Log>,
+    idle: impl FnOnce() -> W,
 ) -> Option<Received> {
     if let Poll::Ready(item) = poll_fn(|cx| Poll::Ready(receiver.poll_recv(cx))).await {
         return item;
@@ -395,7 +429,15 @@ async fn next<R: ExampleRuntime, F: Framing>(
     if let Some(log) = log {
         log.flush();
     }
-    receiver.recv().await
+    let mut idle = pin!(idle());
+    let mut idle_done = false;
+    poll_fn(|cx| {
+        if !idle_done {
+            idle_done = idle.as_mut().poll(cx).is_ready();
+        }
+        receiver.poll_recv(cx)
+    })
+    .await
 }
 
 /// How relay ends the child when it is told to end itself.
