@@ -18,7 +18,8 @@
 //!   sweeps ask. After each pass, once what it ended has died, the first
 //!   step is asked again: while something still holds the pipes and the
 //!   last passes changed something (ended a process, or found one gone
-//!   before it could be ended), another pass runs. A descendant that keeps
+//!   before it could be ended) or changed nothing for less than
+//!   [`STILL_FOR`], another pass runs. A descendant that keeps
 //!   changing its PID (it forks, the parent exits, again and again) is
 //!   chased this way until it is caught, however often it forks, within
 //!   [`CHASE`].
@@ -54,11 +55,17 @@ use crate::runtime::PipeIds;
 /// end it, for this long.
 pub(super) const CHASE: Duration = Duration::from_secs(10);
 
-/// Passes in a row that change nothing (end nothing, find nothing gone)
-/// after which what still holds the pipes is taken to be out of reach (a
+/// How long passes that change nothing (end nothing, find nothing gone)
+/// go on before what still holds the pipes is taken to be out of reach (a
 /// process of another user, one older than the child that was handed a
-/// pipe, a spawn of this host before its exec).
-const STILL_PASSES: usize = 3;
+/// pipe, a spawn of this host before its exec). Counted in time, not in
+/// passes: a descendant changing its PID can be missed by a few passes in
+/// a row (seen on a loaded machine), so a few quick passes prove nothing.
+const STILL_FOR: Duration = Duration::from_millis(200);
+
+/// The pause after the first pass that changes nothing; it doubles after
+/// each further one, so that [`STILL_FOR`] costs a handful of passes.
+const STILL_PAUSE: Duration = Duration::from_millis(5);
 
 /// How long the processes one pass sent SIGKILL may take to die (and so
 /// let go of the pipes) before the pipes are checked again; also how long
@@ -380,7 +387,8 @@ pub(super) fn scan(sweeps: &mut [Sweep]) {
         .iter()
         .filter_map(|sweep| sweep.target.child_fd.as_deref());
     wait_all_exited(children, Instant::now() + DEATH_WAIT);
-    let mut still = 0;
+    // Since when the passes changed nothing, and the pause before the next.
+    let mut still: Option<(Instant, Duration)> = None;
     loop {
         let mut pass = Pass::default();
         pass.run(sweeps, &host);
@@ -398,13 +406,15 @@ pub(super) fn scan(sweeps: &mut [Sweep]) {
             break;
         }
         if pass.changed() {
-            still = 0;
-        } else {
-            still += 1;
-            if still >= STILL_PASSES {
-                break;
-            }
+            still = None;
+            continue;
         }
+        let (since, pause) = *still.get_or_insert((Instant::now(), STILL_PAUSE));
+        if Instant::now() + pause >= (since + STILL_FOR).min(until) {
+            break;
+        }
+        std::thread::sleep(pause);
+        still = Some((since, pause * 2));
     }
 }
 

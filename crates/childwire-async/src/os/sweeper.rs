@@ -7,8 +7,8 @@
 //! goes on at once. One thread for the process, started at the first scan
 //! and idle (blocked on a condition variable) between them.
 //!
-//! A caller waits for its scan [`REPLY_WAIT`], or until its first pass
-//! over `/proc` went through ([`FIRST_PASS_WAIT`] longer at most): a scan
+//! A caller waits for its scan [`REPLY_WAIT`], or until it has ended
+//! something ([`FIRST_PASS_WAIT`] longer at most): a scan
 //! that chases a descendant changing its PID may take longer (up to
 //! [`CHASE`](super::linux::CHASE)), and the caller, a runtime's worker
 //! thread, must not be held that long. It then reports what was ended so
@@ -26,9 +26,10 @@ use super::linux::{self, Sweep};
 /// How long a caller of [`run`] waits for its scan.
 const REPLY_WAIT: Duration = Duration::from_millis(250);
 
-/// How long a caller of [`run`] waits, past [`REPLY_WAIT`], for the first
-/// pass of its scan (on a loaded machine, or behind another scan still
-/// chasing): what that pass ended is what the report counts.
+/// How long a caller of [`run`] waits, past [`REPLY_WAIT`], while its scan
+/// has ended nothing yet (on a loaded machine, behind another scan still
+/// chasing, or chasing a descendant that changes its PID): the report
+/// counts what was ended by then.
 const FIRST_PASS_WAIT: Duration = Duration::from_secs(2);
 
 struct Job {
@@ -74,9 +75,11 @@ pub(super) fn run(sweep: Sweep, pipes_held: bool) -> Swept {
     loop {
         match result.recv_timeout(wait) {
             Ok(swept) => return swept,
-            // Not one pass yet: wait for it a while longer, a step at a time.
+            // Nothing ended yet (no pass yet, or a descendant changing its
+            // PID not caught yet): a while longer, a step at a time.
             Err(RecvTimeoutError::Timeout)
-                if !progress.passed() && asked.elapsed() < REPLY_WAIT + FIRST_PASS_WAIT =>
+                if (!progress.passed() || progress.swept().ended == 0)
+                    && asked.elapsed() < REPLY_WAIT + FIRST_PASS_WAIT =>
             {
                 wait = Duration::from_millis(10);
             }
