@@ -391,7 +391,7 @@ pub(super) fn scan(sweeps: &mut [Sweep]) {
     let mut still: Option<(Instant, Duration)> = None;
     loop {
         let mut pass = Pass::default();
-        pass.run(sweeps, &host);
+        pass.run(sweeps, &host, until);
         for sweep in sweeps.iter() {
             sweep.progress.passed.store(true, Ordering::Release);
         }
@@ -432,8 +432,23 @@ impl Pass {
         !self.killed.is_empty() || self.vanished
     }
 
-    fn run(&mut self, sweeps: &mut [Sweep], host: &Host) {
-        for pid in processes() {
+    /// Examines every process `/proc` lists, then lists it again for the
+    /// processes that appeared meanwhile, until a listing shows none (or
+    /// `until`): one listing is taken at once, and a descendant that changes
+    /// its PID while the pass reads the others is only in a later one.
+    fn run(&mut self, sweeps: &mut [Sweep], host: &Host, until: Instant) {
+        let mut listed = BTreeSet::new();
+        loop {
+            let fresh: Vec<u32> = processes().filter(|&pid| listed.insert(pid)).collect();
+            if fresh.is_empty() || Instant::now() >= until {
+                return;
+            }
+            self.examine(fresh, sweeps, host);
+        }
+    }
+
+    fn examine(&mut self, pids: Vec<u32>, sweeps: &mut [Sweep], host: &Host) {
+        for pid in pids {
             if pid == host.pid {
                 continue;
             }
