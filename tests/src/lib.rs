@@ -9,8 +9,10 @@
 //!   (Linux; elsewhere every query answers "nothing known", see [`procfs::SUPPORTED`], except
 //!   whether a process runs, which Windows answers too);
 //! - [`wait_until`]: waiting for an event with a deadline (never a fixed settle-sleep);
-//! - [`memory`]: the test process's own resident set, for memory-bound checks.
+//! - [`memory`]: the test process's own resident set, for memory-bound checks;
+//! - [`group`]: whether a process group exists, and ending one (Unix).
 
+pub mod group;
 pub mod lines;
 pub mod memory;
 pub mod procfs;
@@ -18,6 +20,7 @@ mod wait;
 #[cfg(windows)]
 mod windows;
 
+pub use group::{KillGroupOnDrop, group_exists, kill_group};
 pub use memory::{vm_hwm_kib, vm_rss_kib};
 pub use procfs::{
     cgroup_of, group_members, is_zombie, live_group_members, live_processes_with_env, open_fds,

@@ -10,7 +10,7 @@ use std::io::{BufRead, BufReader};
 use std::time::{Duration, Instant};
 
 use childwire_conformance::procfs::{self, proc_stat};
-use childwire_conformance::{cgroup_of, pid_exists, process_alive};
+use childwire_conformance::{KillGroupOnDrop, cgroup_of, group_exists, pid_exists, process_alive};
 
 use super::rt::{self, Containment, EndedBy, Exit, Received, Transport};
 use super::support::*;
@@ -150,6 +150,68 @@ fn c34_a_grandchild_holding_stdout_read_write_is_ended_and_reported() {
 #[test]
 fn c34_a_grandchild_holding_stderr_read_write_is_ended_and_reported() {
     a_read_write_reopener_is_ended_and_reported("reopen-stderr-rw");
+}
+
+/// A grandchild that left the session and holds the child's stdin, and no other pipe of it: the
+/// child's stdout and stderr see no writer left, yet the grandchild is the child's leftover all the
+/// same, found by the pipe it reads.
+#[test]
+fn c26_a_setsid_grandchild_holding_only_stdin_is_ended_at_shutdown_and_at_drop() {
+    run(async {
+        linux_only!();
+        let report = escapee_is_ended(&["setsid", "hold-stdin"], Ending::Shutdown)
+            .await
+            .expect("a report");
+        assert_reports_one_pipe_holder(&report);
+        assert_eq!(report.exit, Exit::Code(0));
+        escapee_is_ended(&["setsid", "hold-stdin", "ignore-term"], Ending::Drop).await;
+    });
+}
+
+/// How long the hopping line may outlive the transport: well under the line's own limit (15 s
+/// from its start, `misbehave`'s `HOP_LIFETIME`), so that a line the transport missed fails the
+/// test rather than ending itself in time; well over the time init takes to reap the line's last
+/// zombies, which keep the group alive until then.
+const HOPPER_GONE: Duration = Duration::from_secs(8);
+
+/// A grandchild that left the session, holds the child's pipes and keeps changing its PID (it
+/// forks, the parent exits, and again, every 5 ms): no scan sees it in one place for long, yet
+/// none of its line may outlive the transport, at shutdown or at drop.
+#[test]
+fn c26_a_setsid_grandchild_that_keeps_changing_its_pid_is_ended_at_shutdown_and_at_drop() {
+    run(async {
+        linux_only!();
+        for ending in [Ending::Shutdown, Ending::Drop] {
+            let mut t = start_misbehave(&["grandchild", "setsid", "hold-pipes", "hop"]);
+            let first = grandchild_pid(&mut t).await;
+            // Its whole line stays in the group its first process made: that group is ended when
+            // this test ends, pass or fail.
+            let _line = KillGroupOnDrop(first);
+            roundtrip(&mut t, "still talking").await;
+            // It hops: its first process is gone, its group is not. The live one is not looked
+            // for: it outruns a listing of `/proc`.
+            eventually(STEP, "the grandchild changes its PID", || {
+                !process_alive(first) && group_exists(first)
+            })
+            .await;
+            let ended = Instant::now();
+            match ending {
+                Ending::Shutdown => {
+                    let report = finish(t).await;
+                    assert_eq!(report.exit, Exit::Code(0), "{report}");
+                    assert!(report.stray_processes_ended >= 1, "{report}");
+                    assert!(!report.pipes_drained, "the pipes were held at the exit");
+                }
+                Ending::Drop => drop(t),
+            }
+            // Exact, however fast it hops: a group lives while any process of it does.
+            let left = HOPPER_GONE.saturating_sub(ended.elapsed());
+            eventually(left, "no process of the hopping line is left", || {
+                !group_exists(first)
+            })
+            .await;
+        }
+    });
 }
 
 #[test]

@@ -7,8 +7,9 @@
 //!   session) that still holds one of its pipes (either end, any access
 //!   mode), and, with [`Containment::Cgroup`], everything in its cgroup.
 //!   Processes are signalled through pidfds, so a recycled PID is never
-//!   hit. Its cost follows the child's own tree, not the machine's process
-//!   count: see `os/linux.rs`.
+//!   hit, and a descendant that keeps changing its PID is chased for as
+//!   long as it holds a pipe. Its cost follows the child's own tree, not the
+//!   machine's process count: see `os/linux.rs`.
 //! - Other Unix (macOS, BSDs): the process group only. A descendant that
 //!   left the group is not found.
 //! - Windows: every child in a job object of its own, created with
@@ -131,9 +132,13 @@ pub(crate) struct Tracking {
     /// Opened right after the spawn, before anything could reap the child:
     /// it names this process and no other, even once its PID is recycled.
     #[cfg(target_os = "linux")]
-    pidfd: Option<std::os::fd::OwnedFd>,
+    pidfd: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// The inode numbers of the child's pipes.
     #[cfg(target_os = "linux")]
-    pipes: PipeIds,
+    pipes: Vec<u64>,
+    /// What tells whether anything still holds them.
+    #[cfg(target_os = "linux")]
+    holders: linux::Holders,
     /// When the child started (clock ticks since boot): nothing older can
     /// be its descendant, so older processes are never scanned for pipes.
     #[cfg(target_os = "linux")]
@@ -169,8 +174,9 @@ impl Tracking {
             Ok(Self {
                 pid,
                 group,
-                pidfd,
-                pipes,
+                pidfd: pidfd.map(std::sync::Arc::new),
+                holders: linux::Holders::new(&pipes, pid),
+                pipes: linux::inodes(&pipes),
                 started,
                 cgroup: prepared.cgroup,
             })
@@ -235,21 +241,25 @@ impl Tracking {
     /// behind that this platform can find, each process counted once.
     ///
     /// On Linux its cost follows the child's own tree: when nothing is left
-    /// (no writer on the child's stdout or stderr, nobody in its group),
-    /// it reads nothing of any other process. Otherwise the `/proc` scan
-    /// runs on the sweeper thread, shared with every sweep waiting then,
-    /// and this waits for it. A sweep asked before the child's exit is
-    /// handed over as by [`sweep_stopping`](Self::sweep_stopping).
+    /// (no writer on the child's stdout or stderr, no reader on its stdin,
+    /// nobody in its group), it reads nothing of any other process.
+    /// Otherwise the `/proc` scan runs on the sweeper thread, shared with
+    /// every sweep waiting then, and this waits for it, a short while at
+    /// most: a scan still chasing a descendant that keeps changing its PID
+    /// goes on without a caller, and the report counts what was ended by
+    /// then. A sweep asked before the child's exit is handed over as by
+    /// [`sweep_stopping`](Self::sweep_stopping).
     pub(crate) fn sweep(&self) -> Swept {
         #[cfg(target_os = "linux")]
         {
             let target = self.target();
-            let exited = self.pidfd.as_ref().is_none_or(linux::exited);
+            let exited = self.pidfd.as_deref().is_none_or(linux::exited);
             if !exited {
                 return self.sweep_stopping();
             }
-            let swept = if linux::left_behind(&self.pipes, target.group) {
-                sweeper::run(linux::Sweep::new(target))
+            let pipes_held = target.holders.held();
+            let swept = if pipes_held || linux::group_alive(target.group) {
+                sweeper::run(linux::Sweep::new(target), pipes_held)
             } else {
                 // Nothing holds the pipes and the group is empty: only the
                 // cgroup, which lists its own members, may hold anything.
@@ -300,8 +310,8 @@ impl Tracking {
         #[cfg(target_os = "linux")]
         {
             let target = self.target();
-            let exited = self.pidfd.as_ref().is_none_or(linux::exited);
-            if !exited || linux::left_behind(&self.pipes, target.group) {
+            let exited = self.pidfd.as_deref().is_none_or(linux::exited);
+            if !exited || linux::left_behind(&target.holders, target.group) {
                 sweeper::detach(linux::Sweep::new(target));
             }
             self.kill_late_forks();
@@ -318,8 +328,10 @@ impl Tracking {
     fn target(&self) -> linux::Target {
         linux::Target {
             child: self.pid,
+            child_fd: self.pidfd.clone(),
             group: self.group.then_some(self.pid).flatten(),
-            pipes: linux::inodes(&self.pipes),
+            pipes: self.pipes.clone(),
+            holders: self.holders.clone(),
             started: self.started,
             in_cgroup: self
                 .cgroup
@@ -349,7 +361,7 @@ impl Tracking {
     pub(crate) fn wait_exited(&self, limit: std::time::Duration) -> Option<Exit> {
         #[cfg(target_os = "linux")]
         {
-            linux::wait_exited(self.pidfd.as_ref()?, limit)
+            linux::wait_exited(self.pidfd.as_deref()?, limit)
         }
         #[cfg(windows)]
         {

@@ -4,28 +4,44 @@
 //! - First, without reading anything of other processes, whether anything
 //!   is left at all ([`left_behind`]): a writer still on the child's stdout
 //!   or stderr (one `poll` of copies of the host's read ends: `POLLHUP`
-//!   means no writer is left) or a live member of its process group (one
-//!   `kill(-pgid, 0)`). A cgroup's members are listed by the cgroup itself.
-//!   A child that left nothing behind, the usual case, is done here.
-//! - Only then, [`scan`]: one pass over `/proc` that serves every sweep
+//!   means no writer is left), a reader still on its stdin (a write end
+//!   opened for a moment through an `O_PATH` handle on the pipe, taken at
+//!   the spawn: it polls `POLLERR` when no reader is left), or a live
+//!   member of its process group (one `kill(-pgid, 0)`). A cgroup's members
+//!   are listed by the cgroup itself. A child that left nothing behind, the
+//!   usual case, is done here, in five system calls.
+//! - Only then, [`scan`]: passes over `/proc` that serve every sweep
 //!   waiting at that moment (the sweeper thread gathers them), skipping
 //!   every process older than the child before reading anything but its
 //!   `stat` (nothing older can be its descendant), and reading the
-//!   descriptor table of each remaining process once, whichever sweeps ask.
+//!   descriptor table of each remaining process once per pass, whichever
+//!   sweeps ask. After each pass, once what it ended has died, the first
+//!   step is asked again: while something still holds the pipes and the
+//!   last passes changed something (ended a process, or found one gone
+//!   before it could be ended) or changed nothing for less than
+//!   [`STILL_FOR`], another pass runs. A descendant that keeps
+//!   changing its PID (it forks, the parent exits, again and again) is
+//!   chased this way until it is caught, however often it forks, within
+//!   [`CHASE`].
 //!
 //! A process holding any of the child's pipes, either end, in any access
 //! mode (a descendant that reopened `/proc/self/fd/1` read-write counts),
-//! is a holder. What the first step cannot see: a descendant that left the
-//! group and holds only the child's stdin (none of its stdout or stderr);
-//! it is found whenever a scan runs, and always under a cgroup.
+//! is a holder, and the scan finds it. What the first step cannot see: a
+//! process that holds a pipe only in the host's direction (the read end of
+//! stdout or stderr, the write end of stdin, which only a reopening through
+//! `/proc` in that mode gives), since the host's own ends look the same; it
+//! is found whenever a scan runs, and always under a cgroup.
 
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::fd::{AsFd, OwnedFd};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use childwire_core::{Exit, Swept};
 use rustix::event::{PollFd, PollFlags, Timespec, poll};
+use rustix::fs::{Mode, OFlags};
 use rustix::process::{
     Pid, PidfdFlags, Signal, kill_process_group, pidfd_open, pidfd_send_signal,
     test_kill_process_group,
@@ -33,9 +49,29 @@ use rustix::process::{
 
 use crate::runtime::PipeIds;
 
-/// Scans rounds: a holder may fork between a scan and its kill; its
-/// children hold the pipes too and are found by the next round.
-const ROUNDS: usize = 3;
+/// How long the passes of one scan may go on chasing what keeps the pipes
+/// held while it changes (new PIDs, processes gone before they could be
+/// ended). Reached only by a descendant that forks faster than a pass can
+/// end it, for this long.
+pub(super) const CHASE: Duration = Duration::from_secs(10);
+
+/// How long passes that change nothing (end nothing, find nothing gone)
+/// go on before what still holds the pipes is taken to be out of reach (a
+/// process of another user, one older than the child that was handed a
+/// pipe, a spawn of this host before its exec). Counted in time, not in
+/// passes: a descendant changing its PID can be missed by a few passes in
+/// a row (seen on a loaded machine), so a few quick passes prove nothing.
+const STILL_FOR: Duration = Duration::from_millis(200);
+
+/// The pause after the first pass that changes nothing; it doubles after
+/// each further one, so that [`STILL_FOR`] costs a handful of passes.
+const STILL_PAUSE: Duration = Duration::from_millis(5);
+
+/// How long the processes one pass sent SIGKILL may take to die (and so
+/// let go of the pipes) before the pipes are checked again; also how long
+/// a stopping driver's child, just sent SIGKILL, may take before the scan
+/// begins.
+const DEATH_WAIT: Duration = Duration::from_millis(200);
 
 pub(super) fn pid(pid: u32) -> Option<Pid> {
     Pid::from_raw(i32::try_from(pid).ok()?)
@@ -52,6 +88,101 @@ enum Found {
     Pipe,
 }
 
+/// What tells, without looking at any process, whether anything but the
+/// host still holds the child's end of one of its pipes. Cheap to clone
+/// (the handles are shared).
+#[derive(Clone, Debug, Default)]
+pub(super) struct Holders {
+    /// Copies of the host's read ends of the pipes the child writes
+    /// (stdout, stderr): a read end polls `POLLHUP` once no writer is left.
+    written: Vec<Arc<OwnedFd>>,
+    /// A pipe the child writes has no copy: it counts as held.
+    unwatched: bool,
+    /// The child's stdin pipe.
+    stdin: StdinProbe,
+}
+
+/// How a reader left on the child's stdin is seen.
+#[derive(Clone, Debug, Default)]
+enum StdinProbe {
+    /// No stdin pipe is known (a runtime that gave no pipe ids).
+    #[default]
+    None,
+    /// Known, but no handle could be taken: it counts as held.
+    Unknown,
+    /// An `O_PATH` handle on the pipe: it opens nothing (no reader, no
+    /// writer, so the child's end-of-file and the host's broken pipe come as
+    /// they would without it), and a write end opened through it for a
+    /// moment tells whether any reader is left.
+    Path(Arc<OwnedFd>),
+}
+
+impl Holders {
+    /// The probes for the child `pid` with `pipes`, taken right after its
+    /// spawn: the copies of the read ends `pipes` holds, and an `O_PATH`
+    /// handle on the pipe the child's descriptor 0 is, if that is the stdin
+    /// pipe of `pipes` (the child may have replaced it already).
+    pub(super) fn new(pipes: &PipeIds, pid: Option<u32>) -> Self {
+        let written = pipes
+            .ids
+            .iter()
+            .filter(|(_, child_writes)| *child_writes)
+            .count();
+        let stdin = match pipes.ids.iter().find(|(_, child_writes)| !child_writes) {
+            None => StdinProbe::None,
+            Some(&(inode, _)) => pid
+                .and_then(|pid| stdin_path(pid, inode))
+                .map_or(StdinProbe::Unknown, |fd| StdinProbe::Path(Arc::new(fd))),
+        };
+        Self {
+            written: pipes.watch.clone(),
+            unwatched: pipes.watch.len() < written,
+            stdin,
+        }
+    }
+
+    /// Whether anything but the host still holds the child's end of a pipe:
+    /// a writer on stdout or stderr, a reader on stdin. Costs four system
+    /// calls, whatever runs on the machine.
+    pub(super) fn held(&self) -> bool {
+        self.unwatched || writers_left(&self.written) || self.reader_left_on_stdin()
+    }
+
+    fn reader_left_on_stdin(&self) -> bool {
+        let path = match &self.stdin {
+            StdinProbe::None => return false,
+            StdinProbe::Unknown => return true,
+            StdinProbe::Path(path) => path,
+        };
+        // Through `/proc/self/fd`, an `O_PATH` descriptor opens its file
+        // anew; for a pipe that is a new end, which never blocks.
+        let Ok(end) = rustix::fs::open(
+            format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&**path)),
+            OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        ) else {
+            return true;
+        };
+        let mut fds = [PollFd::new(&end, PollFlags::OUT)];
+        !(poll_now(&mut fds).is_ok() && fds[0].revents().contains(PollFlags::ERR))
+    }
+}
+
+/// An `O_PATH` handle on the pipe that is descriptor 0 of `pid`, if its
+/// inode is `inode`.
+fn stdin_path(pid: u32, inode: u64) -> Option<OwnedFd> {
+    let fd = rustix::fs::open(
+        format!("/proc/{pid}/fd/0"),
+        OFlags::PATH | OFlags::CLOEXEC,
+        Mode::empty(),
+    )
+    .ok()?;
+    // `st_ino` is not 64 bits wide on every target.
+    #[allow(clippy::unnecessary_cast)]
+    let same = rustix::fs::fstat(&fd).is_ok_and(|stat| stat.st_ino as u64 == inode);
+    same.then_some(fd)
+}
+
 /// What one sweep looks for: owned, so that it can wait for the sweeper
 /// thread.
 #[derive(Debug)]
@@ -59,10 +190,15 @@ pub(super) struct Target {
     /// The child itself is no leftover: when the driver stops it is
     /// swept before its own death, and ended by its own SIGKILL.
     pub(super) child: Option<u32>,
+    /// The child's pidfd: whether it has exited (until then it holds the
+    /// pipes itself).
+    pub(super) child_fd: Option<Arc<OwnedFd>>,
     /// The child's process group, if it leads one.
     pub(super) group: Option<u32>,
     /// The inode numbers of the child's pipes.
     pub(super) pipes: Vec<u64>,
+    /// Whether anything still holds them.
+    pub(super) holders: Holders,
     /// The child's start time (clock ticks since boot): older processes
     /// cannot be its descendants, so nothing of them but their `stat` is
     /// read.
@@ -93,6 +229,37 @@ impl Target {
             .any(|inode| self.pipes.contains(inode))
             .then_some(Found::Pipe)
     }
+
+    /// Whether the child has exited (or is not known).
+    fn child_exited(&self) -> bool {
+        self.child_fd.as_deref().is_none_or(exited)
+    }
+}
+
+/// What a sweep ended so far, shared with whoever waits for it: a caller
+/// that stops waiting reads what was ended by then.
+#[derive(Debug, Default)]
+pub(super) struct Progress {
+    ended: AtomicU32,
+    held_pipes: AtomicBool,
+    /// Whether one pass over `/proc` went through for this sweep.
+    passed: AtomicBool,
+}
+
+impl Progress {
+    /// Whether one pass over `/proc` went through for this sweep: what it
+    /// ended then is counted.
+    pub(super) fn passed(&self) -> bool {
+        self.passed.load(Ordering::Acquire)
+    }
+
+    /// What it ended, for the report.
+    pub(super) fn swept(&self) -> Swept {
+        Swept {
+            ended: self.ended.load(Ordering::Acquire),
+            held_pipes: self.held_pipes.load(Ordering::Acquire),
+        }
+    }
 }
 
 /// One sweep: its target, and what it ended so far.
@@ -100,7 +267,9 @@ impl Target {
 pub(super) struct Sweep {
     pub(super) target: Target,
     ended: BTreeSet<u32>,
-    held_pipes: bool,
+    progress: Arc<Progress>,
+    /// Whether the scan still looks for this sweep's leftovers.
+    looking: bool,
 }
 
 impl Sweep {
@@ -108,16 +277,19 @@ impl Sweep {
         Self {
             target,
             ended: BTreeSet::new(),
-            held_pipes: false,
+            progress: Arc::default(),
+            looking: true,
         }
     }
 
     /// What it ended, for the report.
     pub(super) fn swept(&self) -> Swept {
-        Swept {
-            ended: u32::try_from(self.ended.len()).unwrap_or(u32::MAX),
-            held_pipes: self.held_pipes,
-        }
+        self.progress.swept()
+    }
+
+    /// Its progress, to read while the scan goes on.
+    pub(super) fn progress(&self) -> Arc<Progress> {
+        Arc::clone(&self.progress)
     }
 
     /// SIGKILL to what the group forked since the scan, if any; ESRCH is
@@ -127,47 +299,60 @@ impl Sweep {
             let _ = kill_process_group(pgid, Signal::KILL);
         }
     }
+
+    fn record(&mut self, pid: u32, found: Found) {
+        self.ended.insert(pid);
+        let ended = u32::try_from(self.ended.len()).unwrap_or(u32::MAX);
+        self.progress.ended.store(ended, Ordering::Release);
+        if found == Found::Pipe {
+            self.progress.held_pipes.store(true, Ordering::Release);
+        }
+    }
 }
 
 /// Whether the child left anything behind that the scan must look for: a
-/// writer on its stdout or stderr, or a live member of its group. Costs
-/// two system calls, whatever runs on the machine.
-pub(super) fn left_behind(pipes: &PipeIds, group: Option<u32>) -> bool {
-    writers_left(pipes)
-        || group
-            .and_then(pid)
-            .is_some_and(|pgid| test_kill_process_group(pgid).is_ok())
+/// holder of its end of a pipe, or a live member of its group. Costs five
+/// system calls, whatever runs on the machine.
+pub(super) fn left_behind(holders: &Holders, group: Option<u32>) -> bool {
+    holders.held() || group_alive(group)
+}
+
+/// Whether the process group `group` has a live member (one system call).
+pub(super) fn group_alive(group: Option<u32>) -> bool {
+    group
+        .and_then(pid)
+        .is_some_and(|pgid| test_kill_process_group(pgid).is_ok())
 }
 
 /// Whether a writer is left on a pipe the child wrote, through the copies
 /// of the host's read ends: a read end polls `POLLHUP` once no writer is
-/// left. A pipe without a copy counts as held.
-fn writers_left(pipes: &PipeIds) -> bool {
-    let written = pipes
-        .ids
-        .iter()
-        .filter(|(_, child_writes)| *child_writes)
-        .count();
-    if pipes.watch.len() < written {
-        return true;
+/// left.
+fn writers_left(watch: &[Arc<OwnedFd>]) -> bool {
+    if watch.is_empty() {
+        return false;
     }
-    let mut fds: Vec<PollFd<'_>> = pipes
-        .watch
+    let mut fds: Vec<PollFd<'_>> = watch
         .iter()
         .map(|fd| PollFd::new(fd.as_ref(), PollFlags::IN))
         .collect();
+    if poll_now(&mut fds).is_err() {
+        return true;
+    }
+    fds.iter().any(|fd| !fd.revents().contains(PollFlags::HUP))
+}
+
+/// `poll` without waiting, again if interrupted.
+fn poll_now(fds: &mut [PollFd<'_>]) -> rustix::io::Result<usize> {
     let now = Timespec {
         tv_sec: 0,
         tv_nsec: 0,
     };
     loop {
-        match poll(&mut fds, Some(&now)) {
-            Ok(_) => break,
+        match poll(fds, Some(&now)) {
             Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => return true,
+            done => return done,
         }
     }
-    fds.iter().any(|fd| !fd.revents().contains(PollFlags::HUP))
 }
 
 /// The members of the cgroup in `target` that are alive (not the child,
@@ -185,18 +370,85 @@ pub(super) fn live_cgroup_members(target: &Target) -> u32 {
 
 /// Finds every live process (other than this one and each child) that is
 /// in a child's group, in its cgroup, or holds one of its pipes, for every
-/// sweep in `sweeps` in one pass over `/proc`, and ends each through a
-/// pidfd after checking again, through that pidfd's process, that it still
-/// qualifies (so a PID recycled between the scan and the kill is never
-/// hit).
+/// sweep in `sweeps`, in passes over `/proc`, and ends each through a
+/// pidfd, after checking that the pidfd's process is the one found (so a
+/// PID recycled between the look and the kill is never hit). Passes go on
+/// while a sweep's pipes are still held and the last passes changed
+/// something (see the module's notes), within [`CHASE`].
 pub(super) fn scan(sweeps: &mut [Sweep]) {
     if sweeps.is_empty() {
         return;
     }
     let host = Host::me();
-    for _ in 0..ROUNDS {
-        let mut killed_now = false;
-        for pid in processes() {
+    let until = Instant::now() + CHASE;
+    // A stopping driver's child was just sent SIGKILL: once it is gone,
+    // what still holds its pipes is a leftover, and the pipes tell.
+    let children = sweeps
+        .iter()
+        .filter_map(|sweep| sweep.target.child_fd.as_deref());
+    wait_all_exited(children, Instant::now() + DEATH_WAIT);
+    // Since when the passes changed nothing, and the pause before the next.
+    let mut still: Option<(Instant, Duration)> = None;
+    loop {
+        let mut pass = Pass::default();
+        pass.run(sweeps, &host, until);
+        for sweep in sweeps.iter() {
+            sweep.progress.passed.store(true, Ordering::Release);
+        }
+        sweeps.iter().for_each(Sweep::kill_group);
+        wait_all_exited(&pass.killed, until.min(Instant::now() + DEATH_WAIT));
+        let mut looking = false;
+        for sweep in sweeps.iter_mut().filter(|sweep| sweep.looking) {
+            sweep.looking = sweep.target.child_exited() && sweep.target.holders.held();
+            looking |= sweep.looking;
+        }
+        if !looking || Instant::now() >= until {
+            break;
+        }
+        if pass.changed() {
+            still = None;
+            continue;
+        }
+        let (since, pause) = *still.get_or_insert((Instant::now(), STILL_PAUSE));
+        if Instant::now() + pause >= (since + STILL_FOR).min(until) {
+            break;
+        }
+        std::thread::sleep(pause);
+        still = Some((since, pause * 2));
+    }
+}
+
+/// One pass over `/proc`: what it ended, and whether it found a leftover
+/// gone before it could be ended.
+#[derive(Default)]
+struct Pass {
+    /// The pidfds of the processes sent SIGKILL.
+    killed: Vec<OwnedFd>,
+    vanished: bool,
+}
+
+impl Pass {
+    fn changed(&self) -> bool {
+        !self.killed.is_empty() || self.vanished
+    }
+
+    /// Examines every process `/proc` lists, then lists it again for the
+    /// processes that appeared meanwhile, until a listing shows none (or
+    /// `until`): one listing is taken at once, and a descendant that changes
+    /// its PID while the pass reads the others is only in a later one.
+    fn run(&mut self, sweeps: &mut [Sweep], host: &Host, until: Instant) {
+        let mut listed = BTreeSet::new();
+        loop {
+            let fresh: Vec<u32> = processes().filter(|&pid| listed.insert(pid)).collect();
+            if fresh.is_empty() || Instant::now() >= until {
+                return;
+            }
+            self.examine(fresh, sweeps, host);
+        }
+    }
+
+    fn examine(&mut self, pids: Vec<u32>, sweeps: &mut [Sweep], host: &Host) {
+        for pid in pids {
             if pid == host.pid {
                 continue;
             }
@@ -207,42 +459,80 @@ pub(super) fn scan(sweeps: &mut [Sweep]) {
                 continue;
             }
             let mut held = None;
-            for sweep in sweeps.iter_mut() {
+            // Ended once, for the first sweep that claims it; counted by
+            // every sweep that does.
+            let mut ended: Option<bool> = None;
+            for sweep in sweeps.iter_mut().filter(|sweep| sweep.looking) {
                 if Some(pid) == sweep.target.child || sweep.ended.contains(&pid) {
                     continue;
                 }
                 let Some(found) = sweep.target.claims(pid, &stat, &mut held) else {
                     continue;
                 };
-                if end(pid, found, &sweep.target, &host) {
-                    sweep.held_pipes |= found == Found::Pipe;
-                    sweep.ended.insert(pid);
-                    killed_now = true;
+                let killed = *ended.get_or_insert_with(|| match end(pid, &stat, host) {
+                    Ended::Killed(fd) => {
+                        self.killed.push(fd);
+                        true
+                    }
+                    Ended::Vanished => {
+                        self.vanished = true;
+                        false
+                    }
+                    Ended::Refused => false,
+                });
+                if !killed {
+                    break;
                 }
+                sweep.record(pid, found);
             }
-        }
-        if !killed_now {
-            break;
         }
     }
 }
 
-/// SIGKILL to `pid` through a pidfd, if the process that pidfd pins still
-/// is `target`'s leftover for the same reason.
-fn end(pid: u32, found: Found, target: &Target, host: &Host) -> bool {
-    let Some(fd) = self::pid(pid).and_then(|p| pidfd_open(p, PidfdFlags::empty()).ok()) else {
-        return false;
+/// How [`end`] went.
+enum Ended {
+    /// Sent SIGKILL through this pidfd.
+    Killed(OwnedFd),
+    /// Gone (or dead) before the signal: the tree changed.
+    Vanished,
+    /// Not ours to end.
+    Refused,
+}
+
+/// SIGKILL to `pid`, found as `seen`, through a pidfd, if the process that
+/// pidfd pins is the one seen (same start time) and still alive.
+fn end(pid: u32, seen: &Stat, host: &Host) -> Ended {
+    let fd = match self::pid(pid).map(|p| pidfd_open(p, PidfdFlags::empty())) {
+        Some(Ok(fd)) => fd,
+        Some(Err(rustix::io::Errno::SRCH)) => return Ended::Vanished,
+        _ => return Ended::Refused,
     };
     let Some(stat) = stat(pid) else {
-        return false;
+        return Ended::Vanished;
     };
-    if stat.dead() || host.forked_without_exec(pid, &stat) {
-        return false;
+    // A PID recycled since the look has another start time: a process
+    // cannot be forked, exit and have its PID handed out again within one
+    // clock tick.
+    if stat.dead() || stat.started != seen.started {
+        return Ended::Vanished;
     }
-    if target.claims(pid, &stat, &mut None) != Some(found) {
-        return false;
+    if host.forked_without_exec(pid, &stat) {
+        return Ended::Refused;
     }
-    pidfd_send_signal(&fd, Signal::KILL).is_ok()
+    match pidfd_send_signal(&fd, Signal::KILL) {
+        Ok(()) => Ended::Killed(fd),
+        Err(rustix::io::Errno::SRCH) => Ended::Vanished,
+        Err(_) => Ended::Refused,
+    }
+}
+
+/// Waits until every process of `pidfds` has exited, or `until`.
+fn wait_all_exited<'a>(pidfds: impl IntoIterator<Item = &'a OwnedFd>, until: Instant) {
+    for fd in pidfds {
+        if !wait_readable(fd, until.saturating_duration_since(Instant::now())) {
+            return;
+        }
+    }
 }
 
 /// Every PID in `/proc` (threads are not listed there, only processes).
@@ -349,14 +639,24 @@ fn pipes_held_by(pid: u32) -> Vec<u64> {
 
 /// Whether the process of `pidfd` has exited (its pidfd is readable).
 pub(super) fn exited(pidfd: &OwnedFd) -> bool {
-    let now = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
     let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    matches!(poll_now(&mut fds), Ok(n) if n > 0)
+}
+
+/// Waits up to `limit` until `fd` is readable (a pidfd: its process has
+/// exited); whether it is.
+fn wait_readable(fd: &OwnedFd, limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
     loop {
-        match poll(&mut fds, Some(&now)) {
-            Ok(n) => return n > 0,
+        let left = deadline.saturating_duration_since(Instant::now());
+        let timeout = Timespec {
+            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
+            tv_nsec: i64::from(left.subsec_nanos()),
+        };
+        let mut fds = [PollFd::new(fd, PollFlags::IN)];
+        match poll(&mut fds, Some(&timeout)) {
+            Ok(0) => return false,
+            Ok(_) => return true,
             Err(rustix::io::Errno::INTR) => continue,
             Err(_) => return false,
         }
@@ -367,20 +667,8 @@ pub(super) fn exited(pidfd: &OwnedFd) -> bool {
 /// readable), then reads its status without reaping it (`WNOWAIT`).
 pub(super) fn wait_exited(pidfd: &OwnedFd, limit: Duration) -> Option<Exit> {
     use rustix::process::{WaitId, WaitIdOptions, waitid};
-    let deadline = Instant::now() + limit;
-    loop {
-        let left = deadline.saturating_duration_since(Instant::now());
-        let timeout = Timespec {
-            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
-        let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
-        match poll(&mut fds, Some(&timeout)) {
-            Ok(0) => return None,
-            Ok(_) => break,
-            Err(rustix::io::Errno::INTR) => continue,
-            Err(_) => return None,
-        }
+    if !wait_readable(pidfd, limit) {
+        return None;
     }
     let status = waitid(
         WaitId::PidFd(pidfd.as_fd()),
@@ -411,8 +699,10 @@ mod tests {
     fn target(pipes: &PipeIds) -> Target {
         Target {
             child: None,
+            child_fd: None,
             group: None,
             pipes: inodes(pipes),
+            holders: Holders::default(),
             started: 0,
             in_cgroup: BTreeSet::new(),
         }
@@ -477,13 +767,67 @@ mod tests {
         let (stdin_child, stdin_host) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         let (stdout_host, stdout_child) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         let pipes = PipeIds::of(stdin_host.as_fd(), [stdout_host.as_fd()]);
-        assert!(left_behind(&pipes, None), "the child's end is still open");
+        // No child to take the stdin pipe from: only the written pipes tell.
+        let holders = Holders::new(&pipes, None);
+        assert!(!holders.unwatched);
+        assert!(writers_left(&holders.written), "the child's end is open");
         drop(stdout_child);
-        assert!(!left_behind(&pipes, None), "no writer is left");
+        assert!(!writers_left(&holders.written), "no writer is left");
         // The copy is a read end: the host closing stdin still reaches the
         // child as EOF.
         drop(stdin_host);
         assert_eq!(read(&stdin_child, &mut [0u8; 1]), Ok(0));
+    }
+
+    /// A process reading the child's stdin, and nothing else of it, is seen
+    /// without looking at any process; once it is gone, it is seen gone. The
+    /// probe holds no end of the pipe: the host writing to it after that
+    /// learns at once that nobody reads.
+    #[test]
+    fn a_reader_left_on_stdin_is_seen_and_its_close_too() {
+        let (stdin_child, stdin_host) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
+        let pipes = PipeIds::of(stdin_host.as_fd(), []);
+        let mut reader = std::process::Command::new("sleep")
+            .arg("60")
+            .stdin(stdin_child)
+            .spawn()
+            .expect("spawn sleep");
+        let holders = Holders::new(&pipes, Some(reader.id()));
+        assert!(
+            matches!(holders.stdin, StdinProbe::Path(_)),
+            "{:?}",
+            holders.stdin
+        );
+        assert!(holders.held(), "sleep reads the child's stdin");
+        assert!(left_behind(&holders, None));
+        reader.kill().expect("kill sleep");
+        reader.wait().expect("reap sleep");
+        assert!(!holders.held(), "no reader is left");
+        assert_eq!(
+            write(&stdin_host, b"x"),
+            Err(rustix::io::Errno::PIPE),
+            "the probe kept a reader on the pipe"
+        );
+    }
+
+    /// A child whose descriptor 0 is not the stdin pipe it was given (it
+    /// replaced it before the probe was taken): its readers are unknown,
+    /// and count as held.
+    #[test]
+    fn a_stdin_pipe_that_cannot_be_probed_counts_as_held() {
+        let (stdin_child, stdin_host) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
+        let pipes = PipeIds::of(stdin_host.as_fd(), []);
+        let mut other = std::process::Command::new("sleep")
+            .arg("60")
+            .stdin(std::process::Stdio::null())
+            .spawn()
+            .expect("spawn sleep");
+        let holders = Holders::new(&pipes, Some(other.id()));
+        other.kill().expect("kill sleep");
+        other.wait().expect("reap sleep");
+        drop(stdin_child);
+        assert!(matches!(holders.stdin, StdinProbe::Unknown));
+        assert!(holders.held());
     }
 
     /// One scan serves two sweeps: each ends the process holding its pipe,

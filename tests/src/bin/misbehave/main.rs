@@ -20,6 +20,9 @@
 //! | `branch [ignore-term]`       | (the tree's middle) start a sleeper, report `ready LEAF` on stderr, block forever |
 //! | `grandchild [ignore-term] [hold-pipes] [setsid\|setpgid\|double-fork]` | start `misbehave sleeper [ignore-term]`, print `{"grandchild":PID}` once it is ready, echo, exit 0 (see below) |
 //! | `sleeper [ignore-term]`      | (the grandchild) report ready on stderr, block forever |
+//! | `grandchild setsid hold-stdin [ignore-term]` | as `grandchild`, but the grandchild holds the child's stdin only (its stdout is null): a holder no check of the pipes the child writes finds |
+//! | `grandchild setsid hold-pipes hop` | as `grandchild`, but the grandchild keeps changing its PID: it forks, the parent exits, the new process does the same, 200 times a second at most, holding the pipes all along, for at most 15 s (the PID printed is its first; every process of the line stays in its process group) |
+//! | `sleeper [hop]`              | (the grandchild) with `hop`: after saying ready, fork and exit forever (see above) |
 //! | `grandchild setsid\|setpgid reopen-stdout-rw\|reopen-stderr-rw` | as `grandchild`, but the sleeper opens its parent's stdout (or stderr) anew, read-write, through `/proc/PPID/fd/N` (Linux), then closes its own stdio: a holder no write-only check finds |
 //! | `daemonize [ignore-term]`    | (the double fork's middle) start a `setsid` sleeper with this stdin/stdout, write its PID to stderr, exit 0 |
 //!
@@ -75,6 +78,16 @@ use childwire_conformance::lines::numbered_line;
 use echo::{Echo, echo};
 
 const ECHO: Echo = Echo::Lines { eol: b"\n" };
+
+/// How long `sleeper hop` hops before its line ends itself: past any test's wait for it to be
+/// ended (`tests/suite/containment.rs` waits 8 s at most), so an escape still fails the test, yet
+/// bounded: 3,000 PIDs in all at [`HOP_PAUSE`].
+const HOP_LIFETIME: Duration = Duration::from_secs(15);
+/// How long each process of `sleeper hop` sleeps before it forks: at most 200 new PIDs a second.
+/// The exited ones are re-parented to init and stay zombies until it reaps them (some container
+/// inits take a second or more): faster hopping fills the PID space of a small machine
+/// (`pid_max` 32768) and ends every shell on it.
+const HOP_PAUSE: Duration = Duration::from_millis(5);
 
 fn main() {
     let args: Vec<OsString> = std::env::args_os().skip(1).collect();
@@ -186,6 +199,8 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
                     "double-fork",
                     "reopen-stdout-rw",
                     "reopen-stderr-rw",
+                    "hold-stdin",
+                    "hop",
                 ],
             )?;
             let escape = if flags.has("setsid") {
@@ -208,7 +223,27 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
                     "reopen-*-rw needs /proc (Linux) and setsid or setpgid".into(),
                 ));
             }
-            let pid = if let Some(reopen) = reopen {
+            if (flags.has("hold-stdin") || flags.has("hop"))
+                && !(cfg!(unix) && matches!(escape, Escape::Setsid))
+            {
+                return Err(Failure::Usage(
+                    "hold-stdin and hop need setsid (Unix)".into(),
+                ));
+            }
+            let pid = if flags.has("hold-stdin") {
+                let mut args = vec!["sleeper"];
+                if flags.has("ignore-term") {
+                    args.push("ignore-term");
+                }
+                start_holding(&args, Hold::Stdin, escape)?.0
+            } else if flags.has("hop") {
+                let hold = if flags.has("hold-pipes") {
+                    Hold::Both
+                } else {
+                    Hold::None
+                };
+                start_holding(&["sleeper", "hop"], hold, escape)?.0
+            } else if let Some(reopen) = reopen {
                 let mut args = vec!["sleeper", reopen];
                 if flags.has("ignore-term") {
                     args.push("ignore-term");
@@ -232,7 +267,7 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
         "sleeper" => {
             let flags = Flags::parse(
                 rest,
-                &["ignore-term", "reopen-stdout-rw", "reopen-stderr-rw"],
+                &["ignore-term", "reopen-stdout-rw", "reopen-stderr-rw", "hop"],
             )?;
             if flags.has("ignore-term") {
                 unix::ignore_sigterm()?;
@@ -249,6 +284,9 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             writeln!(io::stderr(), "ready")?;
             if held.is_some() {
                 unix::close_stdio();
+            }
+            if flags.has("hop") {
+                unix::hop_forever(HOP_PAUSE, HOP_LIFETIME);
             }
             block_forever();
         }
@@ -518,10 +556,30 @@ fn start_grandchild(ignore_term: bool, hold_pipes: bool, escape: Escape) -> io::
 /// Starts `misbehave ARGS` (a scenario that says `ready[ REST]` on stderr and blocks) as in
 /// [`start_grandchild`]; its PID and REST once it said so.
 fn start_waiting(args: &[&str], hold_pipes: bool, escape: Escape) -> io::Result<(u32, String)> {
+    let hold = if hold_pipes { Hold::Both } else { Hold::None };
+    start_holding(args, hold, escape)
+}
+
+/// Which of our stdin and stdout a grandchild inherits (the others are null).
+#[derive(Clone, Copy)]
+enum Hold {
+    None,
+    Stdin,
+    Both,
+}
+
+/// [`start_waiting`], the grandchild holding `hold` of our stdin and stdout.
+fn start_holding(args: &[&str], hold: Hold, escape: Escape) -> io::Result<(u32, String)> {
     let mut cmd = Command::new(std::env::current_exe()?);
     cmd.args(args);
-    if !hold_pipes {
-        cmd.stdin(Stdio::null()).stdout(Stdio::null());
+    match hold {
+        Hold::None => {
+            cmd.stdin(Stdio::null()).stdout(Stdio::null());
+        }
+        Hold::Stdin => {
+            cmd.stdout(Stdio::null());
+        }
+        Hold::Both => {}
     }
     cmd.stderr(Stdio::piped());
     match escape {

@@ -75,6 +75,37 @@ pub(crate) fn close_stdio() {
     }
 }
 
+/// Forks and exits, over and over, `pause` apart: each new process is the one that goes on, so
+/// this process's PID keeps changing (an escapee a scan of `/proc` must chase). Only SIGKILL
+/// ends the line early; it ends itself after `lifetime` (counted from the first hop), so that a
+/// test that failed to end it does not leave it churning PIDs for ever. Every process of the line
+/// stays in the process group it started in: a test cleaning up after a failure kills the group.
+#[cfg(unix)]
+pub(crate) fn hop_forever(pause: std::time::Duration, lifetime: std::time::Duration) -> ! {
+    let until = std::time::Instant::now() + lifetime;
+    while std::time::Instant::now() < until {
+        std::thread::sleep(pause);
+        // SAFETY: this process is single-threaded here (the sleeper starts no thread), so the
+        // child of the fork may go on running Rust code; the parent only exits.
+        match unsafe { libc::fork() } {
+            0 => {}
+            -1 => std::thread::sleep(std::time::Duration::from_millis(1)),
+            // SAFETY: `_exit` ends this process at once, running no handler of ours.
+            _ => unsafe { libc::_exit(0) },
+        }
+    }
+    // SAFETY: as above.
+    unsafe { libc::_exit(0) }
+}
+
+/// Forking is Unix's: the scenario refuses `hop` elsewhere.
+#[cfg(not(unix))]
+pub(crate) fn hop_forever(_pause: std::time::Duration, _lifetime: std::time::Duration) -> ! {
+    loop {
+        std::thread::park();
+    }
+}
+
 /// Without stdio descriptors to close there is nothing to do.
 #[cfg(not(unix))]
 pub(crate) fn close_stdio() {}
