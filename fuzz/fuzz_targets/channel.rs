@@ -13,7 +13,7 @@ mod common;
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
-use childwire_core::{Config, ContentLength, Lines};
+use childwire_core::{Config, ContentLength, Lines, PollutionPolicy};
 use common::{Harness, Model, Op};
 use libfuzzer_sys::fuzz_target;
 
@@ -44,9 +44,9 @@ impl Input {
                 self.write_timeout
                     .map(|n| Duration::from_millis(u64::from(n) + 1)),
             );
-        if !self.pollution {
-            config.pollution(None);
-        }
+        // The model expects every line as an item (a polluting one after
+        // its notice); a child's default, Divert, takes them out.
+        config.pollution(self.pollution.then_some(PollutionPolicy::Deliver));
         config
     }
 }

@@ -13,7 +13,7 @@ mod common;
 use std::time::Duration;
 
 use arbitrary::Arbitrary;
-use childwire_core::{Config, ContentLength, Lines, StderrTailConfig};
+use childwire_core::{Config, ContentLength, Lines, PollutionPolicy, StderrTailConfig};
 use common::{Harness, Model, Op};
 use libfuzzer_sys::fuzz_target;
 
@@ -60,7 +60,10 @@ impl Limits {
             .stdin_grace(ms(self.stdin_grace))
             .term_grace(ms(self.term_grace))
             .drain_grace(ms(self.drain_grace))
-            .stderr_tail(tail);
+            .stderr_tail(tail)
+            // The model expects every line as an item (a polluting one after
+            // its notice); a child's default, Divert, takes them out.
+            .pollution(Some(PollutionPolicy::Deliver));
         config.validate().expect("the target builds valid configs");
         config
     }

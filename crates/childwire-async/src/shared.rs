@@ -220,6 +220,15 @@ impl<F: Framing> Shared<F> {
             };
             state.session.handle_write(result, now);
             if result == WriteResult::WouldBlock {
+                if waiter.is_none() {
+                    // Nobody here polls the pipe again: the background task,
+                    // whose the rest is (the session armed it), is woken
+                    // when the pipe can go on.
+                    let driver = lock(&self.driver).clone();
+                    if let Some(driver) = driver {
+                        self.senders.register(&driver);
+                    }
+                }
                 return (state, RoundEnd::Blocked);
             }
         }

@@ -130,7 +130,11 @@ pub fn cost(frame: &Frame) -> usize {
 /// Frames the decoder produced so far, from the counters: the halves queue
 /// every frame as soon as it is decoded.
 pub fn decoded(counters: &Counters) -> u64 {
+    // Polluting lines dropped, or diverted to where stderr lines go, are
+    // counted as messages read but never become items.
     counters.messages_in + counters.oversized + counters.malformed
+        - counters.polluted_dropped
+        - counters.polluted_diverted
 }
 
 /// The receive queue's memory bound, checked lazily: neither `Session` nor
