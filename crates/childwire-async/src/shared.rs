@@ -221,13 +221,11 @@ impl<F: Framing> Shared<F> {
             state.session.handle_write(result, now);
             if result == WriteResult::WouldBlock {
                 if waiter.is_none() {
-                    // Nobody here polls the pipe again: the background task,
-                    // whose the rest is (the session armed it), is woken
-                    // when the pipe can go on.
-                    let driver = lock(&self.driver).clone();
-                    if let Some(driver) = driver {
-                        self.senders.register(&driver);
-                    }
+                    // Nobody here polls the pipe again: the background task
+                    // is woken to take the rest on (what the session armed
+                    // for it), waiting on the pipe itself. It may have been
+                    // armed before, and asleep since.
+                    wake_bg(&self.driver);
                 }
                 return (state, RoundEnd::Blocked);
             }

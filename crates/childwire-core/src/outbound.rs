@@ -427,11 +427,9 @@ impl<F: Framing> Outbound<F> {
                 true
             }
             WriteResult::WouldBlock => {
-                if (self.encoder.queued() > 0 || self.unflushed) && self.close != Close::Drop {
-                    // Bytes are left, or a flush the writer could not finish
-                    // at once (a writer through a blocking thread flushes by
-                    // waiting for it): the background task carries on once
-                    // the pipe can.
+                if self.encoder.queued() > 0 && self.close != Close::Drop {
+                    // Bytes are left: the background task writes them once
+                    // the pipe takes more.
                     self.flush_armed = true;
                 }
                 false
