@@ -40,6 +40,10 @@ fn c12_shutdown_flushes_queued_messages_before_closing_stdin() {
         // waits out.
         let mut config = config();
         config.stdin_grace(STEP);
+        // Likewise the drain grace, the time stdout has after the exit to reach EOF: under Wine on
+        // a loaded machine, reading the last echoes through a blocking thread took longer than 1 s
+        // (499 of 1000 read before the end was reported, 1 full Wine run in 2).
+        config.drain_grace(STEP);
         let t = start(&misbehave(&["echo"]), config);
         let pid = pid_of(&t);
         let (tx, rx) = t.split();
