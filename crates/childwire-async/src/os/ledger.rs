@@ -85,6 +85,8 @@ impl Ledger {
     /// entry file is written whole, private (0600 on Unix), then renamed
     /// into place.
     pub fn record(&self, identity: &Identity) -> io::Result<LedgerEntry> {
+        // Only a name for the temporary file, unique within this process
+        // (off the data path: once per spawn with a ledger); no cost measured.
         static SEQ: AtomicU64 = AtomicU64::new(0);
         let name = format!("{}-{}", identity.pid, identity.started.unwrap_or(0));
         let path = self.dir.join(format!("{name}.{ENTRY}"));

@@ -238,6 +238,11 @@ impl Target {
 
 /// What a sweep ended so far, shared with whoever waits for it: a caller
 /// that stops waiting reads what was ended by then.
+///
+/// Atomics because the scan thread writes them while the caller may read
+/// them at any moment; off the data path (after a child's exit, and only
+/// when something still holds its pipes), so no cost was measured: a lock
+/// would do as well.
 #[derive(Debug, Default)]
 pub(super) struct Progress {
     ended: AtomicU32,
