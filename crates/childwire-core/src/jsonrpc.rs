@@ -844,3 +844,26 @@ pub fn same_id(a: &[u8], b: &[u8]) -> bool {
         _ => false,
     }
 }
+
+/// `text` as a JSON string, quotes included.
+pub(crate) fn json_string(out: &mut Vec<u8>, text: &str) {
+    use std::io::Write as _;
+    out.push(b'"');
+    for c in text.chars() {
+        match c {
+            '"' => out.extend_from_slice(br#"\""#),
+            '\\' => out.extend_from_slice(br"\\"),
+            '\n' => out.extend_from_slice(br"\n"),
+            '\r' => out.extend_from_slice(br"\r"),
+            '\t' => out.extend_from_slice(br"\t"),
+            c if u32::from(c) < 0x20 => {
+                let _ = write!(out, "\\u{:04x}", u32::from(c));
+            }
+            c => {
+                let mut buf = [0; 4];
+                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
+            }
+        }
+    }
+    out.push(b'"');
+}

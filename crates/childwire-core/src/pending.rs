@@ -21,7 +21,7 @@ use bytes::Bytes;
 
 use crate::ending::Exit;
 use crate::frame::Oversized;
-use crate::jsonrpc::{IdScanner, oversized_error};
+use crate::jsonrpc::{IdScanner, json_string, oversized_error};
 
 /// The error code of the responses [`PendingRequests::fail_all`] makes:
 /// -32000, which the MCP SDKs use for "connection closed" (and
@@ -564,28 +564,6 @@ pub fn unanswered_error(id: &[u8], cause: &EndCause<'_>) -> Bytes {
     }
     let _ = write!(out, r#","restarting":{}}}}}}}"#, cause.restarting);
     Bytes::from(out)
-}
-
-/// `text` as a JSON string, quotes included.
-fn json_string(out: &mut Vec<u8>, text: &str) {
-    out.push(b'"');
-    for c in text.chars() {
-        match c {
-            '"' => out.extend_from_slice(br#"\""#),
-            '\\' => out.extend_from_slice(br"\\"),
-            '\n' => out.extend_from_slice(br"\n"),
-            '\r' => out.extend_from_slice(br"\r"),
-            '\t' => out.extend_from_slice(br"\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => {
-                let mut buf = [0; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-            }
-        }
-    }
-    out.push(b'"');
 }
 
 /// The key an id (raw JSON text, as the scanner returns it) is matched by:

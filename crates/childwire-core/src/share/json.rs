@@ -265,27 +265,7 @@ pub(crate) fn share_number(raw: &[u8]) -> Option<u64> {
     std::str::from_utf8(raw).ok()?.parse().ok()
 }
 
-/// `text` as a JSON string, quotes included.
-pub(crate) fn json_string(out: &mut Vec<u8>, text: &str) {
-    out.push(b'"');
-    for c in text.chars() {
-        match c {
-            '"' => out.extend_from_slice(br#"\""#),
-            '\\' => out.extend_from_slice(br"\\"),
-            '\n' => out.extend_from_slice(br"\n"),
-            '\r' => out.extend_from_slice(br"\r"),
-            '\t' => out.extend_from_slice(br"\t"),
-            c if u32::from(c) < 0x20 => {
-                let _ = write!(out, "\\u{:04x}", u32::from(c));
-            }
-            c => {
-                let mut buf = [0; 4];
-                out.extend_from_slice(c.encode_utf8(&mut buf).as_bytes());
-            }
-        }
-    }
-    out.push(b'"');
-}
+pub(crate) use crate::jsonrpc::json_string;
 
 /// A JSON-RPC error response: compact JSON, no newline. `id` is raw JSON
 /// text (empty: `null`); `data`, raw JSON text, is left out when `None`.
