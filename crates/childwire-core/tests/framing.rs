@@ -5,7 +5,7 @@
 #![cfg(feature = "testing")]
 
 use childwire_core::testing::lines::{self as reference, Expected};
-use childwire_core::{EncodeErrorKind, LineEncoder};
+use childwire_core::{EncodeErrorKind, LineEncoder, check_message};
 use childwire_core::{Frame, LineDecoder, OVERSIZED_HEAD_LEN};
 use proptest::prelude::*;
 
@@ -430,6 +430,97 @@ fn c08_a_message_is_queued_whole_or_not_at_all() {
     assert_eq!(encoder.poll_transmit().as_deref(), Some(&b"ok\nfine\n"[..]));
 }
 
+/// A queue that outgrows a pipe's worth is handed out in batches of at most
+/// 64 KiB (or one larger message), in order, each byte once, and the
+/// counters stay exact across them.
+#[test]
+fn c07_a_queue_past_a_pipes_worth_goes_out_in_batches_in_order() {
+    let mut encoder = LineEncoder::new(1 << 20, 4 << 20);
+    let mut expected = Vec::new();
+    for id in 0..2_000 {
+        let message = format!("{{\"id\":{id},\"pad\":\"{}\"}}", "x".repeat(id % 300));
+        encoder.encode(message.as_str()).unwrap();
+        expected.extend_from_slice(message.as_bytes());
+        expected.push(b'\n');
+    }
+    let big = vec![b'y'; 100_000];
+    encoder.encode(&big[..]).unwrap();
+    expected.extend_from_slice(&big);
+    expected.push(b'\n');
+    let mut out = Vec::new();
+    let mut batches = 0;
+    while let Some(batch) = encoder.poll_transmit() {
+        assert!(
+            batch.len() <= 64 * 1024 || batch.len() == big.len() + 1,
+            "a batch of {} bytes",
+            batch.len()
+        );
+        // Half of it first: a partial write resumes where it stopped.
+        let half = batch.len() / 2;
+        out.extend_from_slice(&batch[..half]);
+        encoder.handle_written(half);
+        let rest = encoder.poll_transmit().unwrap();
+        out.extend_from_slice(&rest);
+        encoder.handle_written(rest.len());
+        batches += 1;
+    }
+    assert!(batches > 2, "{batches} batches");
+    assert_eq!(out, expected);
+    assert_eq!(encoder.messages_written(), 2_001);
+    assert_eq!(encoder.queued(), 0);
+}
+
+/// A writer that never quite catches up (every write leaves a little
+/// behind): the records of written messages are let go of, so what the
+/// queue holds stays bounded however long it runs.
+#[test]
+fn c07_a_queue_that_never_empties_keeps_its_records_bounded() {
+    let mut encoder = LineEncoder::new(64, 1024);
+    for _ in 0..100_000 {
+        encoder.encode("{\"jsonrpc\":\"2.0\"}").unwrap();
+        encoder.encode("{}").unwrap();
+        // Everything but the last byte.
+        while encoder.queued() > 1 {
+            let batch = encoder.poll_transmit().unwrap();
+            encoder.handle_written(batch.len().min(encoder.queued() - 1));
+        }
+        assert!(encoder.cost() < 200, "cost {}", encoder.cost());
+    }
+    assert_eq!(encoder.messages_written(), 199_999);
+    assert_eq!(encoder.queued_messages(), 1);
+}
+
+/// Payloads up to a few hundred bytes, mostly JSON-like, with a few control
+/// bytes (tab, line breaks, others below 0x0E) anywhere: the lengths where
+/// the check takes 16 or 64 bytes at a time, and their overlapping ends.
+fn payload_with_controls() -> impl Strategy<Value = Vec<u8>> {
+    (
+        prop::collection::vec(b' '..=b'~', 0..300),
+        prop::collection::vec(
+            (
+                any::<prop::sample::Index>(),
+                prop_oneof![
+                    Just(b'\n'),
+                    Just(b'\r'),
+                    Just(b'\t'),
+                    0u8..0x0E,
+                    Just(0x0Eu8)
+                ],
+            ),
+            0..3,
+        ),
+    )
+        .prop_map(|(mut payload, controls)| {
+            if !payload.is_empty() {
+                for (at, byte) in controls {
+                    let at = at.index(payload.len());
+                    payload[at] = byte;
+                }
+            }
+            payload
+        })
+}
+
 /// Bytes that favour the interesting cases: newlines, `\r`, invalid UTF-8.
 fn wire_bytes() -> impl Strategy<Value = Vec<u8>> {
     prop::collection::vec(
@@ -463,6 +554,17 @@ proptest! {
         let (expected, expected_blank) = reference::frames(&input, max);
         prop_assert_eq!(frames, expected);
         prop_assert_eq!(blank, expected_blank);
+    }
+
+    #[test]
+    fn c06_the_first_line_break_is_found_at_any_length_and_position(payload in payload_with_controls()) {
+        let expected = match payload.iter().position(|&b| b == b'\n' || b == b'\r') {
+            _ if payload.is_empty() => Err(EncodeErrorKind::Empty),
+            Some(at) if payload[at] == b'\n' => Err(EncodeErrorKind::Newline { at }),
+            Some(at) => Err(EncodeErrorKind::CarriageReturn { at }),
+            None => Ok(()),
+        };
+        prop_assert_eq!(check_message(&payload, usize::MAX), expected);
     }
 
     #[test]
