@@ -14,8 +14,10 @@
 //! - A target is judged on the same run's rows. A missed one is printed as
 //!   MISSED and listed; it fails the gate only once its [`Target::enforced`]
 //!   is set. Today one is: a child's default `recv()` at most 1.03x the
-//!   same with every optional check off (issue 36). The others wait for
-//!   the send/recv path's redesign, each to be enforced once it is met.
+//!   same with every optional check off (issue 36). The others are each
+//!   to be enforced once met: `send().await` at most 2.0x
+//!   `FramedWrite::feed` and NDJSON encode at most 1.5x `LinesCodec`'s
+//!   (issue 36's bars; both missed today, see docs/performance.md).
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -158,10 +160,20 @@ impl Target {
                 enforced: true,
             },
             // Payload validation included: `send` checks every payload.
+            // 2.0x is issue 36's bar (1.3x the aim); not met yet, so shown
+            // as MISSED and not enforced.
             Target {
                 row: Row::Send(SendWay::Send),
                 yardstick: Row::Send(SendWay::FramedWriteFeed),
-                limit: 1.3,
+                limit: 2.0,
+                enforced: false,
+            },
+            // The encoder alone, its check included (LinesCodec checks
+            // nothing): issue 36's bar, not met yet.
+            Target {
+                row: Row::Encode(Format::Ndjson, Contender::Childwire, TYPICAL),
+                yardstick: Row::Encode(Format::Ndjson, Contender::LinesCodec, TYPICAL),
+                limit: 1.5,
                 enforced: false,
             },
             Target {
@@ -196,6 +208,9 @@ impl Target {
             ),
             Row::Decode(Format::Ndjson, _, size) => {
                 format!("NDJSON decode / LinesCodec, {}", size_name(size))
+            }
+            Row::Encode(Format::Ndjson, _, size) => {
+                format!("NDJSON encode / LinesCodec, {}", size_name(size))
             }
             Row::Decode(Format::ContentLength, _, size) => format!(
                 "Content-Length decode / BufRead headers + read_exact, {}",

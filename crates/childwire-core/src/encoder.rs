@@ -18,8 +18,11 @@ pub const DEFAULT_HIGH_WATER: usize = 1024 * 1024;
 /// one `write` to a pipe takes at most on Linux.
 const BATCH_CAPACITY: usize = 64 * 1024;
 
-/// Where one queued message ends in the stream, and its payload's length:
-/// what makes the counters exact under partial writes, whatever the framing.
+/// Where one queued message ends in the stream of framed bytes, and where
+/// its payload ends in the stream of payload bytes, both counted from the
+/// start: what makes the counters exact under partial writes, whatever the
+/// framing, and lets a write find the last message it finished by a binary
+/// search rather than message by message.
 type Boundary = (u64, u64);
 
 /// Frames outbound messages into one bounded write queue.
@@ -96,8 +99,8 @@ pub struct Encoder<F: Framing = Lines> {
     boundaries: Vec<Boundary>,
     /// Messages at the front of `boundaries` already written.
     done: usize,
-    /// The payload bytes of the messages in `boundaries`.
-    queued_payload: u64,
+    /// Payload bytes ever queued (those dropped by `clear` taken back).
+    payload_enqueued: u64,
     /// Bytes ever queued and ever written: stream offsets for `boundaries`.
     enqueued: u64,
     written: u64,
@@ -139,7 +142,7 @@ impl<F: Framing> Encoder<F> {
             spent: Bytes::new(),
             boundaries: Vec::new(),
             done: 0,
-            queued_payload: 0,
+            payload_enqueued: 0,
             enqueued: 0,
             written: 0,
             max_message_size,
@@ -182,8 +185,8 @@ impl<F: Framing> Encoder<F> {
         }
         self.framing.encode(bytes, &mut self.queue);
         self.enqueued += framed as u64;
-        self.queued_payload += bytes.len() as u64;
-        self.boundaries.push((self.enqueued, bytes.len() as u64));
+        self.payload_enqueued += bytes.len() as u64;
+        self.boundaries.push((self.enqueued, self.payload_enqueued));
     }
 
     /// Makes room for `framed` more bytes in the queue: a full batch is
@@ -267,18 +270,17 @@ impl<F: Framing> Encoder<F> {
             // Everything queued went (the common case): every message at
             // once, not one by one.
             self.messages_written += (self.boundaries.len() - self.done) as u64;
-            self.bytes_written += std::mem::take(&mut self.queued_payload);
+            self.bytes_written = self.payload_enqueued;
             self.boundaries.clear();
             self.done = 0;
-        }
-        while let Some(&(end, len)) = self.boundaries.get(self.done) {
-            if end > self.written {
-                break;
+        } else {
+            let pending = &self.boundaries[self.done..];
+            let finished = pending.partition_point(|&(end, _)| end <= self.written);
+            if let Some(&(_, payload_end)) = finished.checked_sub(1).map(|last| &pending[last]) {
+                self.bytes_written = payload_end;
+                self.messages_written += finished as u64;
+                self.done += finished;
             }
-            self.done += 1;
-            self.messages_written += 1;
-            self.bytes_written += len;
-            self.queued_payload -= len;
         }
         if self.done > self.boundaries.len() / 2 {
             // A queue that never empties: the written records go once they
@@ -344,7 +346,7 @@ impl<F: Framing> Encoder<F> {
         self.spent = Bytes::new();
         self.boundaries.clear();
         self.done = 0;
-        self.queued_payload = 0;
+        self.payload_enqueued = self.bytes_written;
         self.written = self.enqueued;
         dropped
     }
