@@ -27,8 +27,11 @@ struct Input {
     recv_high_water: u16,
     /// Milliseconds, plus one (zero is invalid).
     write_timeout: Option<u16>,
-    /// Name stdout pollution (a channel's default is off).
+    /// Name stdout pollution (a channel's default is off), and set aside
+    /// the lines that are no message (a child's default) rather than
+    /// delivering them after their notice.
     pollution: bool,
+    divert: bool,
     ops: Vec<Op>,
 }
 
@@ -44,9 +47,11 @@ impl Input {
                 self.write_timeout
                     .map(|n| Duration::from_millis(u64::from(n) + 1)),
             );
-        // The model expects every line as an item (a polluting one after
-        // its notice); a child's default, Divert, takes them out.
-        config.pollution(self.pollution.then_some(PollutionPolicy::Deliver));
+        config.pollution(self.pollution.then_some(if self.divert {
+            PollutionPolicy::Divert
+        } else {
+            PollutionPolicy::Deliver
+        }));
         config
     }
 }

@@ -41,6 +41,9 @@ struct Limits {
     tail_bytes: u8,
     tail_lines: u8,
     tail_pending: u8,
+    /// A child's default for stdout pollution (lines that are no message
+    /// go where stderr lines go) rather than every line as an item.
+    divert: bool,
 }
 
 impl Limits {
@@ -61,9 +64,11 @@ impl Limits {
             .term_grace(ms(self.term_grace))
             .drain_grace(ms(self.drain_grace))
             .stderr_tail(tail)
-            // The model expects every line as an item (a polluting one after
-            // its notice); a child's default, Divert, takes them out.
-            .pollution(Some(PollutionPolicy::Deliver));
+            .pollution(Some(if self.divert {
+                PollutionPolicy::Divert
+            } else {
+                PollutionPolicy::Deliver
+            }));
         config.validate().expect("the target builds valid configs");
         config
     }

@@ -498,6 +498,12 @@ impl<F: Framing> Channel<F> {
         self.inbound.poll_diverted_notice()
     }
 
+    /// Nothing set aside will be taken any more: see
+    /// [`Output::Done`](crate::Output::Done).
+    pub(crate) fn stop_diverting(&mut self) {
+        self.inbound.stop_diverting();
+    }
+
     /// A read brought nothing yet (the pipe wakes the receiver's waiters
     /// when it has more); the pipe is handed back.
     pub fn handle_read_blocked(&mut self) {

@@ -66,13 +66,16 @@ struct Diverted {
     cost: usize,
     /// The first notice of each kind (so a handful at most).
     notices: VecDeque<PollutionNotice>,
+    /// Nobody takes them any more (the background task is done): lines
+    /// are dropped and counted so rather than kept where none would look.
+    closed: bool,
 }
 
 impl Diverted {
     /// Keeps a copy of `line` if it fits in the bound: whether it did.
     fn keep(&mut self, line: &[u8]) -> bool {
         let cost = line.len() + ITEM_OVERHEAD;
-        if self.cost + cost > DIVERTED_HIGH_WATER {
+        if self.closed || self.cost + cost > DIVERTED_HIGH_WATER {
             return false;
         }
         self.cost += cost;
@@ -219,6 +222,14 @@ impl<F: Framing> Inbound<F> {
         }
     }
 
+    /// Nobody will take what is set aside from now on (the owner's
+    /// background task is done): lines that would be are dropped and
+    /// counted as dropped, so that none is counted as handed on and left
+    /// waiting.
+    pub(crate) fn stop_diverting(&mut self) {
+        self.diverted.closed = true;
+    }
+
     /// Whether lines or notices were set aside for the owner.
     pub(crate) fn has_diverted(&self) -> bool {
         !self.diverted.lines.is_empty() || !self.diverted.notices.is_empty()
@@ -313,7 +324,9 @@ impl Aside<'_> {
                     self.detector.diverted(kept);
                     if let Some(mut notice) = observed.notice {
                         notice.dropped = !kept;
-                        self.diverted.notices.push_back(notice);
+                        if !self.diverted.closed {
+                            self.diverted.notices.push_back(notice);
+                        }
                     }
                     return;
                 }

@@ -109,7 +109,8 @@ pub enum Output {
     /// log line), taken out of the messages
     /// ([`PollutionPolicy::Divert`](crate::PollutionPolicy::Divert), a
     /// child's default): hand it on where its stderr lines go, marked as
-    /// stdout.
+    /// stdout. Under `Content-Length` framing it is a whole body, which
+    /// may hold newlines.
     StdoutLine(Bytes),
     /// The first such line of its kind, named: say so once.
     StdoutNotice(PollutionNotice),
@@ -122,7 +123,9 @@ pub enum Output {
     Read,
     /// Nothing more until this deadline (`None`: until woken).
     Timeout(Option<Instant>),
-    /// The background task's work is over: it may end.
+    /// The background task's work is over: it may end. From then on, stdout
+    /// lines that are not messages are no longer set aside for it (nobody
+    /// would take them): they are dropped and counted as dropped.
     Done,
 }
 
@@ -774,9 +777,11 @@ impl<F: Framing> Session<F> {
                 return Output::Report(report);
             }
             if sup.reported() && !sup.has_stderr_unconfirmed() {
+                self.channel.stop_diverting();
                 return Output::Done;
             }
         } else if self.channel.outbound.is_pipe_gone() {
+            self.channel.stop_diverting();
             return Output::Done;
         }
         Output::Timeout(self.poll_timeout())

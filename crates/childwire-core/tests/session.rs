@@ -217,6 +217,37 @@ fn c04_pipes_held_open_by_a_grandchild_delay_the_report_only_for_drain_grace() {
     assert!(matches!(sim.received().as_slice(), [Received::Exited(_)]));
 }
 
+/// A grandchild keeps stdout open past the report, and the background task
+/// is done: a banner it prints then has nobody to be handed to, so it is
+/// dropped and counted as dropped, not counted as handed on and left
+/// waiting (found by the `session` fuzz target with a child's default
+/// pollution policy). The messages still reach the receiver.
+#[test]
+fn c45_a_line_set_aside_after_the_background_task_is_done_is_counted_as_dropped() {
+    let mut config = Config::default();
+    config.drain_grace(Duration::from_millis(300));
+    let mut sim = Sim::new(config);
+    sim.session.handle_exit(Exit::Code(0), sim.now);
+    sim.drive();
+    sim.advance_to_deadline();
+    assert!(sim.report.is_some(), "the report is out");
+    assert!(matches!(sim.session.poll_output(), Output::Done));
+    sim.session
+        .handle_read(b"late banner\n{\"id\":1}\n", sim.now);
+    let counters = sim.session.counters();
+    assert_eq!(
+        (counters.polluted_diverted, counters.polluted_dropped),
+        (0, 1)
+    );
+    let items: Vec<_> = std::iter::from_fn(|| sim.session.poll_received()).collect();
+    assert!(
+        items
+            .iter()
+            .any(|item| matches!(item, Received::Message(m) if &m[..] == b"{\"id\":1}")),
+        "{items:?}"
+    );
+}
+
 #[test]
 fn c07_receive_backpressure_pauses_stdout_until_the_caller_catches_up() {
     let mut config = plain_config();

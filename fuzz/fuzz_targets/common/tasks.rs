@@ -27,9 +27,12 @@ use std::time::{Duration, Instant};
 use arbitrary::Arbitrary;
 use bytes::Bytes;
 use childwire_core::{
-    Config, Exit, ExitReport, Frame, Output, PollutionKind, Receive, Received, SendErrorKind, Sent,
-    Session, Signal, SignalError, Swept, WriteOp, WriteResult, WriteRound, WriteStep,
+    Config, Exit, ExitReport, Frame, Output, PollutionKind, PollutionPolicy, Receive, Received,
+    SendErrorKind, Sent, Session, Signal, SignalError, Swept, WriteOp, WriteResult, WriteRound,
+    WriteStep,
 };
+
+use childwire_core::pollution::classify;
 
 use super::{Model, QueueLog};
 
@@ -201,8 +204,8 @@ pub struct Harness<F: Model> {
     ended: bool,
 
     stderr_lines: usize,
-    /// Stdout lines set aside (not messages) handed to the driver.
-    diverted: u64,
+    /// Stdout lines set aside (not messages) handed to the driver, in order.
+    diverted: Vec<Bytes>,
     armed_failure: Option<SignalError>,
     shutdown: bool,
     shutdown_before_exit: bool,
@@ -253,7 +256,7 @@ impl<F: Model> Harness<F> {
             largest_read: 0,
             ended: false,
             stderr_lines: 0,
-            diverted: 0,
+            diverted: Vec::new(),
             armed_failure: None,
             shutdown: false,
             shutdown_before_exit: false,
@@ -730,8 +733,10 @@ impl<F: Model> Harness<F> {
                     self.stderr_lines += 1;
                 }
                 Output::StdoutLine(line) => {
-                    assert!(!line.contains(&b'\n'));
-                    self.diverted += 1;
+                    // A `Content-Length` body set aside is whole, newlines
+                    // and all.
+                    assert!(!F::ONE_LINE || !line.contains(&b'\n'));
+                    self.diverted.push(line);
                 }
                 Output::StdoutNotice(notice) => {
                     assert!(
@@ -883,6 +888,13 @@ impl<F: Model> Harness<F> {
                 break;
             }
         }
+        // The stream may end while the background task holds a pipe: it
+        // finishes that and hands on what waits for it (stdout lines set
+        // aside), as it would once the caller has the end.
+        for _ in 0..8 {
+            self.apply(&Op::Io(Who::Driver, Io::Take(u16::MAX)));
+            self.apply(&Op::DriverWake);
+        }
         if self.receiver.dropped {
             // Nobody receives: the child's end is still reported.
             assert!(
@@ -898,12 +910,35 @@ impl<F: Model> Harness<F> {
         }
         self.log.check();
         let max = self.config.channel.max_message_size;
+        // Set aside, a message that does not look like one is not an item.
+        let divert = self.config.channel.pollution == Some(PollutionPolicy::Divert);
+        let polluting = |item: &F::Item| F::message(item).is_some_and(|m| classify(m).is_some());
+        let kept = |item: &F::Item| !(divert && polluting(item));
         if self.read_eof {
-            assert_eq!(self.items, F::expected(&self.read_all, max));
+            let (items, set_aside): (Vec<_>, Vec<_>) =
+                F::expected(&self.read_all, max).into_iter().partition(kept);
+            assert_eq!(self.items, items);
+            // Every line set aside went to the driver, in order, but those
+            // the bound on what waits there dropped, and they are counted.
+            let counters = self.session.counters();
+            assert_eq!(self.diverted.len() as u64, counters.polluted_diverted);
+            assert_eq!(
+                set_aside.len() as u64,
+                counters.polluted_diverted + if divert { counters.polluted_dropped } else { 0 },
+                "lines set aside: {set_aside:?}, diverted: {:?}",
+                self.diverted
+            );
+            let mut set_aside = set_aside.iter().filter_map(F::message);
+            for line in &self.diverted {
+                assert!(
+                    set_aside.any(|m| m == &line[..]),
+                    "a diverted line not set aside, or out of order: {line:?}"
+                );
+            }
         } else {
             // Reading stopped on a quiet pipe after the child's end.
             assert!(self.has_child && self.received_report);
-            F::check_without_eof(&self.items, &self.read_all, max);
+            F::check_without_eof(&self.items, &self.read_all, max, &kept);
         }
     }
 }
