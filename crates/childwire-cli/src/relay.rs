@@ -24,6 +24,7 @@ use childwire::{Exit, ExitReport};
 use crate::rt::{ExampleRuntime, Program};
 
 mod child;
+mod host;
 pub mod log;
 pub mod options;
 mod pump;

@@ -116,10 +116,15 @@ impl ExampleRuntime for childwire::smol::Smol {
         config: &ChannelConfig,
     ) -> Result<Transport<Self, F>, NoRuntime> {
         use childwire::smol::FuturesIo;
+        // The blocking thread behind each copies through a buffer of this
+        // size; the default, 8 MiB, is read ahead from stdin or queued for
+        // stdout once a long message passes, on top of the transport's
+        // own bounds.
+        const BUFFER: usize = 64 * 1024;
         Transport::from_pipes_with(
             framing,
-            FuturesIo(smol::Unblock::new(std::io::stdin())),
-            FuturesIo(smol::Unblock::new(std::io::stdout())),
+            FuturesIo(smol::Unblock::with_capacity(BUFFER, std::io::stdin())),
+            FuturesIo(smol::Unblock::with_capacity(BUFFER, std::io::stdout())),
             config,
         )
     }

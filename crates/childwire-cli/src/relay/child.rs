@@ -25,7 +25,7 @@ use childwire::{
 use childwire_core::jsonrpc::IdScanner;
 use serde_json::Value;
 
-use super::verbatim::{Verbatim, send_line};
+use super::verbatim::{Verbatim, send_line, send_pieces};
 use crate::rt::{ExampleRuntime, timeout_at};
 
 /// How long a new process may take to answer the replayed `initialize`.
@@ -192,6 +192,25 @@ impl<R: ExampleRuntime> ToChild<R> {
                     .remember(&line);
                 sender.send(with_newline(&line)).await
             }
+        }
+    }
+
+    /// Sends part of a long line, as it is (see `host.rs`): one process
+    /// only. The host's side hands a line on in pieces only then, never
+    /// with `--restart` (a supervised child gets each line whole, so that
+    /// a restart never falls inside one); a piece is not sent otherwise.
+    pub(super) async fn send_piece(&self, piece: Bytes) -> Result<(), SendError<Bytes>> {
+        match self {
+            Self::Plain(sender) => send_pieces(sender, piece).await,
+            Self::Supervised { .. } => Ok(()),
+        }
+    }
+
+    /// Ends the line whose pieces were sent: its newline.
+    pub(super) async fn end_line(&self) -> Result<(), SendError<Bytes>> {
+        match self {
+            Self::Plain(sender) => sender.send(Bytes::from_static(b"\n")).await,
+            Self::Supervised { .. } => Ok(()),
         }
     }
 

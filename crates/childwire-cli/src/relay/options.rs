@@ -29,7 +29,12 @@ Options:
                    dropped, said on stderr and logged. The default lets a
                    25 MB tool result through (a screenshot or a file read,
                    inflated by base64) with room to spare, while memory
-                   stays bounded: about this much per direction at worst
+                   stays bounded: about this much per direction at worst.
+                   A line from stdin over 1 MiB goes to CMD as it comes
+                   (not with --log or --restart, which need it whole): if
+                   it then proves too long, or holds a carriage return,
+                   CMD gets its start as a line of its own, and the rest
+                   is dropped as a longer line is
   --stdin-grace SECS
                    how long CMD may take to exit once its stdin is closed
                    before SIGTERM (default 1)

@@ -10,12 +10,15 @@
 //! in one future; the relay ends with the child's exit report, whether or
 //! not its own stdin has ended.
 //!
-//! Both sides send with the [`Verbatim`] framing, a long line in pieces, so
-//! a message costs itself plus a piece in either direction, never itself
-//! twice. The relay's stdout has one writer, the child → host pump: a line
-//! going out in pieces must not have anything else written between them,
-//! so the relay's own answers to the host wait in [`Ends::answers`] until
-//! the line in flight is out.
+//! Both sides send with the [`Verbatim`](super::verbatim::Verbatim)
+//! framing, a long line in pieces, so a message costs itself plus a piece
+//! in either direction, never itself twice. Without `--log` and
+//! `--restart`, a long line from the host goes to the child as it comes,
+//! never held whole ([`HostLines`]): a child that echoes it costs the
+//! relay the echo alone. The relay's stdout has one writer, the child →
+//! host pump: a line going out in pieces must not have anything else
+//! written between them, so the relay's own answers to the host wait in
+//! [`Ends::answers`] until the line in flight is out.
 
 use std::cell::{Cell, RefCell};
 use std::collections::VecDeque;
@@ -36,9 +39,10 @@ use childwire_core::jsonrpc::oversized_error;
 
 use super::child::{self, ChildEvent, FromChild, ToChild};
 use super::exit_code;
+use super::host::{Dropped, HostItem, HostLines, LONG, Why};
 use super::log::{Direction, Log};
 use super::options::{RelayOptions, StdoutNoise};
-use super::verbatim::{Verbatim, send_line};
+use super::verbatim::send_line;
 use crate::rt::ExampleRuntime;
 
 /// Exit codes of the relay's own failures, as shells use them.
@@ -77,7 +81,15 @@ pub(super) async fn run<R: ExampleRuntime>(options: RelayOptions) -> u8 {
     let mut host_config = ChannelConfig::default();
     host_config.max_message_size = limit;
     host_config.max_send_size = limit;
-    let host = match R::stdio_with(Verbatim, &host_config) {
+    // A long line from the host goes to the child as it comes, unless the
+    // relay needs it whole: for the log's record, or for `--restart` (which
+    // sends each line whole, and tracks its id).
+    let framing = if options.log.is_none() && !options.restart {
+        HostLines::streaming(LONG)
+    } else {
+        HostLines::default()
+    };
+    let host = match R::stdio_with(framing, &host_config) {
         Ok(host) => host,
         Err(err) => {
             note!("{name}: {err}");
@@ -189,7 +201,7 @@ const CAUGHT: [Signal; 1] = [Signal::Int];
 /// relay says on stderr starts with.
 struct Ends<'a, R: ExampleRuntime> {
     /// Written by the child → host pump alone.
-    to_host: &'a Sender<R, Verbatim>,
+    to_host: &'a Sender<R, HostLines>,
     to_child: &'a ToChild<R>,
     /// The relay's answers to the host's oversized requests, for the child
     /// → host pump to write between two lines.
@@ -210,16 +222,34 @@ impl<R: ExampleRuntime> Copy for Ends<'_, R> {}
 
 /// Sends the host's messages to the child until the host's stdin ends, then
 /// shuts the child down the MCP way.
-async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R, Verbatim>, ends: Ends<'_, R>) {
+async fn host_to_child<R: ExampleRuntime>(
+    mut from_host: Receiver<R, HostLines>,
+    ends: Ends<'_, R>,
+) {
     let name = ends.name;
     // What is queued for the child is written out whenever the host has
     // nothing more at once (see `next`).
     let idle = || async {
         let _ = ends.to_child.flush().await;
     };
+    // The long line going to the child in pieces, if one is.
+    let mut long: Option<LongLine> = None;
     while let Some(item) = next(&mut from_host, ends.log, idle).await {
-        match item {
-            Received::Message(message) => {
+        let message = match item {
+            Received::Message(message) => message,
+            Received::Oversized(notice) => {
+                // Never reaches the child; relay answers it in its place,
+                // through the one writer of stdout.
+                if let Some(answer) = oversized(Direction::ToChild, &notice, ends) {
+                    ends.answers.borrow_mut().push_back(answer);
+                }
+                continue;
+            }
+            // Line framing yields no other notice.
+            _ => continue,
+        };
+        let sent = match HostItem::read(message.into_bytes(), long.is_some()) {
+            Some(HostItem::Line(message)) => {
                 if message.contains(&b'\r') {
                     // A `\r` inside the line: relaying it would corrupt
                     // the stream, so it is dropped, loudly, and not logged
@@ -232,23 +262,47 @@ async fn host_to_child<R: ExampleRuntime>(mut from_host: Receiver<R, Verbatim>, 
                 if let Some(log) = ends.log {
                     log.to_child(&message);
                 }
-                match ends.to_child.send_line(message.into_bytes()).await {
-                    Ok(()) => {}
-                    // The child takes no more (it exited or closed its
-                    // stdin): reading on would be pointless.
-                    Err(err) if matches!(err.kind(), SendErrorKind::Closed(_)) => return,
-                    Err(err) => note!("{name}: dropped a line from stdin: {err}"),
-                }
+                ends.to_child.send_line(message).await
             }
-            Received::Oversized(notice) => {
-                // Never reaches the child; relay answers it in its place,
-                // through the one writer of stdout.
-                if let Some(answer) = oversized(Direction::ToChild, &notice, ends) {
+            Some(HostItem::Start) => {
+                long = Some(LongLine::default());
+                Ok(())
+            }
+            Some(HostItem::Piece(piece)) => match long.as_mut() {
+                Some(line) if !line.failed => {
+                    let len = piece.len() as u64;
+                    let sent = ends.to_child.send_piece(piece).await;
+                    match sent {
+                        Ok(()) => line.sent += len,
+                        Err(_) => line.failed = true,
+                    }
+                    sent
+                }
+                // The rest of a line whose piece was refused.
+                _ => Ok(()),
+            },
+            // The child's line ends here, whole or cut short.
+            Some(HostItem::End) => {
+                long = None;
+                ends.to_child.end_line().await
+            }
+            Some(HostItem::Cut) => ends.to_child.end_line().await,
+            Some(HostItem::Dropped(dropped)) => {
+                let sent = long.take().map_or(0, |line| line.sent);
+                if let Some(answer) = dropped_long(&dropped, sent, ends) {
                     ends.answers.borrow_mut().push_back(answer);
                 }
+                Ok(())
             }
-            // Line framing yields no other notice.
-            _ => {}
+            // The decoder marks nothing else.
+            None => Ok(()),
+        };
+        match sent {
+            Ok(()) => {}
+            // The child takes no more (it exited or closed its stdin):
+            // reading on would be pointless.
+            Err(err) if matches!(err.kind(), SendErrorKind::Closed(_)) => return,
+            Err(err) => note!("{name}: dropped a line from stdin: {err}"),
         }
     }
     // Everything the host sent reaches the child before the shutdown's
@@ -376,6 +430,15 @@ async fn child_to_host<'a, R: ExampleRuntime>(
             write_to_host(ends, stop, answer, &mut host_gone).await;
         }
     }
+}
+
+/// A long line from the host on its way to the child in pieces.
+#[derive(Default)]
+struct LongLine {
+    /// Bytes of it sent to the child.
+    sent: u64,
+    /// A piece was refused: the rest is not sent.
+    failed: bool,
 }
 
 /// What the child → host pump takes next.
@@ -585,7 +648,51 @@ fn oversized<R: ExampleRuntime>(
     if let (Some(log), Direction::ToChild) = (ends.log, dir) {
         log.oversized_to_child(notice);
     }
-    let id = notice.json_rpc_id()?;
-    // A notification has no id and wants no answer; `null` answers nobody.
-    (&id[..] != b"null").then(|| oversized_error(id, notice.len, ends.limit))
+    answer_oversized(notice.json_rpc_id(), notice.len, ends.limit)
+}
+
+/// The error that answers a message of `len` bytes over `limit` with id
+/// `id`, if it wants one: a notification has no id and wants no answer;
+/// `null` answers nobody.
+fn answer_oversized(id: Option<&Bytes>, len: u64, limit: usize) -> Option<Bytes> {
+    let id = id?;
+    (&id[..] != b"null").then(|| oversized_error(id, len, limit))
+}
+
+/// A long line from the host, dropped after its first `sent` bytes had
+/// gone to the child (see `host.rs`): said on stderr as a line dropped
+/// whole is, with what the child got, logged, and, when it was over the
+/// limit, the error that answers its id in its place, for the host.
+fn dropped_long<R: ExampleRuntime>(
+    dropped: &Dropped,
+    sent: u64,
+    ends: Ends<'_, R>,
+) -> Option<Bytes> {
+    let name = ends.name;
+    let got = format!(
+        "it went to the child as it came, and the child got its first {sent} bytes, \
+         as a line of their own"
+    );
+    match dropped.why {
+        Why::CarriageReturn => {
+            note!("{name}: dropped a line from stdin: it holds a carriage return; {got}");
+            None
+        }
+        Why::Oversized => {
+            // As the line decoder's notice says it.
+            let id = dropped.id.as_ref().map_or(String::new(), |id| {
+                format!(" (JSON-RPC id {})", String::from_utf8_lossy(id))
+            });
+            note!(
+                "{name}: from stdin: dropped a {}-byte message over the size limit{id}; {got}; \
+                 it began: {:?}",
+                dropped.len,
+                String::from_utf8_lossy(&dropped.head)
+            );
+            if let Some(log) = ends.log {
+                log.oversized_to_child(&Oversized::new(dropped.len, dropped.head.clone()));
+            }
+            answer_oversized(dropped.id.as_ref(), dropped.len, ends.limit)
+        }
+    }
 }

@@ -50,8 +50,8 @@ impl Framing for Verbatim {
 /// Sends `line` and its newline: at once when it is short, else in
 /// [`PIECE`]s, one after the other by this one task. Nothing comes between
 /// them as long as this task is the sender's only writer.
-pub(super) async fn send_line<R: ExampleRuntime>(
-    to: &Sender<R, Verbatim>,
+pub(super) async fn send_line<R: ExampleRuntime, F: Framing>(
+    to: &Sender<R, F>,
     line: Bytes,
 ) -> Result<(), SendError<Bytes>> {
     if line.len() < PIECE {
@@ -60,11 +60,20 @@ pub(super) async fn send_line<R: ExampleRuntime>(
         framed.put_u8(b'\n');
         return to.send(framed.freeze()).await;
     }
+    send_pieces(to, line).await?;
+    to.send(Bytes::from_static(b"\n")).await
+}
+
+/// Sends `bytes`, part of a line, as they are, in [`PIECE`]s.
+pub(super) async fn send_pieces<R: ExampleRuntime, F: Framing>(
+    to: &Sender<R, F>,
+    bytes: Bytes,
+) -> Result<(), SendError<Bytes>> {
     let mut at = 0;
-    while at < line.len() {
-        let end = line.len().min(at + PIECE);
-        to.send(line.slice(at..end)).await?;
+    while at < bytes.len() {
+        let end = bytes.len().min(at + PIECE);
+        to.send(bytes.slice(at..end)).await?;
         at = end;
     }
-    to.send(Bytes::from_static(b"\n")).await
+    Ok(())
 }
