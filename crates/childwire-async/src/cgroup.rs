@@ -35,10 +35,10 @@ impl Cgroup {
         let parent = own_cgroup_dir()?;
         // Moving the child from our cgroup into its own needs write access
         // to their common ancestor's `cgroup.procs`: ours.
-        rustix::fs::access(parent.join("cgroup.procs"), rustix::fs::Access::WRITE_OK).map_err(
+        crate::sys::access_writable(&parent.join("cgroup.procs")).map_err(
             |err| {
                 io::Error::new(
-                    io::Error::from(err).kind(),
+                    err.kind(),
                     format!(
                         "cannot move processes out of the host's cgroup `{}` ({err}); it must be delegated to this user",
                         parent.display()
@@ -127,7 +127,7 @@ impl Drop for Cgroup {
 /// Removes `dir` once `cgroup.events` says it is no longer populated,
 /// waiting on that file's change notifications (`POLLPRI`).
 fn remove_when_empty(dir: &Path) {
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use crate::sys::{PollFd, poll};
     let deadline = Instant::now() + EMPTY_WAIT;
     let Ok(events) = File::open(dir.join("cgroup.events")) else {
         let _ = fs::remove_dir(dir);
@@ -147,11 +147,7 @@ fn remove_when_empty(dir: &Path) {
             tracing::warn!(cgroup = %dir.display(), "the cgroup did not empty in {EMPTY_WAIT:?}; left behind");
             return;
         }
-        let timeout = Timespec {
-            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
-        let _ = poll(&mut [PollFd::new(&events, PollFlags::PRI)], Some(&timeout));
+        let _ = poll(&mut [PollFd::new(&events, libc::POLLPRI)], left);
     }
 }
 

@@ -43,6 +43,8 @@ mod spawner;
 mod stderr_lines;
 mod supervised;
 mod sync;
+#[cfg(unix)]
+mod sys;
 pub mod tap;
 mod transport;
 mod wake;
