@@ -15,11 +15,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use childwire_core::{Framing, Session, Wakes, WriteOp, WriteResult, WriteRound, WriteStep};
-use crossbeam_utils::CachePadded;
 
 use crate::exit_handle::ExitSlot;
 use crate::runtime::{PipeRead, PipeWrite};
-use crate::sync::{BgWaker, lock, wake_bg};
+use crate::sync::{BgWaker, CachePadded, lock, wake_bg};
 use crate::wake::{WakeSet, fan_out};
 
 /// One read's worth: what a Linux pipe holds.
