@@ -96,7 +96,7 @@ impl Cgroup {
                 .open(self.dir.join("cgroup.kill"))
                 .and_then(|mut file| file.write_all(b"1"))
             {
-                tracing::warn!(cgroup = %self.dir.display(), "cgroup.kill failed: {err}");
+                crate::log::warn!(cgroup = %self.dir.display(), "cgroup.kill failed: {err}");
             }
         }
         u32::try_from(members).unwrap_or(u32::MAX)
@@ -119,7 +119,7 @@ impl Drop for Cgroup {
             .name("childwire-cgroup-rm".into())
             .spawn(move || remove_when_empty(&dir));
         if let Err(err) = spawned {
-            tracing::warn!("cannot start the thread that removes a cgroup: {err}");
+            crate::log::warn!("cannot start the thread that removes a cgroup: {err}");
         }
     }
 }
@@ -144,7 +144,7 @@ fn remove_when_empty(dir: &Path) {
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            tracing::warn!(cgroup = %dir.display(), "the cgroup did not empty in {EMPTY_WAIT:?}; left behind");
+            crate::log::warn!(cgroup = %dir.display(), "the cgroup did not empty in {EMPTY_WAIT:?}; left behind");
             return;
         }
         let _ = poll(&mut [PollFd::new(&events, libc::POLLPRI)], left);

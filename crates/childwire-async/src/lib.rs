@@ -30,6 +30,7 @@ mod exit_handle;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 mod json;
+mod log;
 mod os;
 #[cfg(target_os = "linux")]
 mod pre_exec;

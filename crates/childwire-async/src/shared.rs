@@ -212,7 +212,7 @@ impl<F: Framing> Shared<F> {
                 (Poll::Ready(Ok(_)), _) => WriteResult::Done,
                 (Poll::Ready(Err(err)), _) => {
                     if err.kind() != io::ErrorKind::BrokenPipe {
-                        tracing::debug!("writing to the peer failed: {err}");
+                        crate::log::debug!("writing to the peer failed: {err}");
                     }
                     WriteResult::Failed
                 }
@@ -257,7 +257,7 @@ impl<F: Framing> Shared<F> {
             }
             Poll::Ready(result) => {
                 if let Err(err) = result {
-                    tracing::warn!("reading from the peer failed: {err}");
+                    crate::log::warn!("reading from the peer failed: {err}");
                 }
                 state.session.handle_read_eof(clock());
                 return (state, false);

@@ -219,7 +219,7 @@ pub(crate) mod imp {
             Signal::Kill => libc::SIGKILL,
         };
         if let Err(err) = pidfd_send_signal(fd.as_fd(), sig) {
-            tracing::debug!(pid = target.pid, "cannot signal a leftover: {err}");
+            crate::log::debug!(pid = target.pid, "cannot signal a leftover: {err}");
         }
     }
 
@@ -227,7 +227,7 @@ pub(crate) mod imp {
     pub(crate) fn kill_cgroup(dir: &Path) {
         if is_ours(dir) {
             if let Err(err) = fs::write(dir.join("cgroup.kill"), b"1") {
-                tracing::warn!(cgroup = %dir.display(), "cgroup.kill failed: {err}");
+                crate::log::warn!(cgroup = %dir.display(), "cgroup.kill failed: {err}");
             }
         }
     }
