@@ -35,10 +35,10 @@ impl Cgroup {
         let parent = own_cgroup_dir()?;
         // Moving the child from our cgroup into its own needs write access
         // to their common ancestor's `cgroup.procs`: ours.
-        rustix::fs::access(parent.join("cgroup.procs"), rustix::fs::Access::WRITE_OK).map_err(
+        crate::sys::access_writable(&parent.join("cgroup.procs")).map_err(
             |err| {
                 io::Error::new(
-                    io::Error::from(err).kind(),
+                    err.kind(),
                     format!(
                         "cannot move processes out of the host's cgroup `{}` ({err}); it must be delegated to this user",
                         parent.display()
@@ -96,7 +96,7 @@ impl Cgroup {
                 .open(self.dir.join("cgroup.kill"))
                 .and_then(|mut file| file.write_all(b"1"))
             {
-                tracing::warn!(cgroup = %self.dir.display(), "cgroup.kill failed: {err}");
+                crate::log::warn!(cgroup = %self.dir.display(), "cgroup.kill failed: {err}");
             }
         }
         u32::try_from(members).unwrap_or(u32::MAX)
@@ -119,7 +119,7 @@ impl Drop for Cgroup {
             .name("childwire-cgroup-rm".into())
             .spawn(move || remove_when_empty(&dir));
         if let Err(err) = spawned {
-            tracing::warn!("cannot start the thread that removes a cgroup: {err}");
+            crate::log::warn!("cannot start the thread that removes a cgroup: {err}");
         }
     }
 }
@@ -127,7 +127,7 @@ impl Drop for Cgroup {
 /// Removes `dir` once `cgroup.events` says it is no longer populated,
 /// waiting on that file's change notifications (`POLLPRI`).
 fn remove_when_empty(dir: &Path) {
-    use rustix::event::{PollFd, PollFlags, Timespec, poll};
+    use crate::sys::{PollFd, poll};
     let deadline = Instant::now() + EMPTY_WAIT;
     let Ok(events) = File::open(dir.join("cgroup.events")) else {
         let _ = fs::remove_dir(dir);
@@ -144,14 +144,10 @@ fn remove_when_empty(dir: &Path) {
         }
         let left = deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
-            tracing::warn!(cgroup = %dir.display(), "the cgroup did not empty in {EMPTY_WAIT:?}; left behind");
+            crate::log::warn!(cgroup = %dir.display(), "the cgroup did not empty in {EMPTY_WAIT:?}; left behind");
             return;
         }
-        let timeout = Timespec {
-            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
-        let _ = poll(&mut [PollFd::new(&events, PollFlags::PRI)], Some(&timeout));
+        let _ = poll(&mut [PollFd::new(&events, libc::POLLPRI)], left);
     }
 }
 

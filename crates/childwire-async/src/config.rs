@@ -29,8 +29,9 @@ pub struct Config {
 
 impl Config {
     /// Calls `callback` with each line the child writes to stderr, in
-    /// addition to `tracing` (target `childwire::stderr`, the level the
-    /// line names in the field `child_level`) and, with the default
+    /// addition to `tracing` (with feature `tracing`: target
+    /// `childwire::stderr`, the level the line names in the field
+    /// `child_level`) and, with the default
     /// [`StderrMode::Show`](crate::StderrMode::Show), this process's
     /// stderr, as the child wrote it: a callback that shows the lines
     /// itself goes with [`StderrMode::Capture`](crate::StderrMode::Capture).

@@ -61,7 +61,7 @@ pub(crate) struct Child {
     pub(crate) tracking: os::Tracking,
     pub(crate) program: String,
     /// This child's span: its events carry its pid and program.
-    pub(crate) span: tracing::Span,
+    pub(crate) span: crate::log::Span,
     pub(crate) exit: Option<ExitFuture>,
     pub(crate) stderr: Option<Box<dyn PipeRead>>,
     pub(crate) on_stderr_line: Option<StderrCallback>,
@@ -104,7 +104,7 @@ impl<R: Runtime, F: Framing> Future for Driver<R, F> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let this = self.get_mut();
         let span = this.child.as_ref().map(|io| io.child.span.clone());
-        let _entered = span.as_ref().map(tracing::Span::enter);
+        let _entered = span.as_ref().map(crate::log::Span::enter);
         this.shared.set_driver_waker(cx.waker());
         let mut io = this.child.take();
         let result = this.rounds(io.as_mut(), cx);
@@ -151,7 +151,7 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                     Output::StdoutLine(line) => stdout.push(line),
                     Output::StdoutNotice(notice) => {
                         // The first of its kind: said once, as a warning.
-                        tracing::warn!(target: "childwire::stdout", "{notice}");
+                        crate::log::warn!(target: "childwire::stdout", "{notice}");
                     }
                     Output::Report(report) => {
                         // Under the lock: a sender that finds the report
@@ -190,7 +190,7 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                 }
                 None => {
                     for line in stdout {
-                        tracing::debug!(target: "childwire::stdout", "{}", String::from_utf8_lossy(&line));
+                        crate::log::debug!(target: "childwire::stdout", "{}", String::from_utf8_lossy(&line));
                     }
                 }
             }
@@ -249,7 +249,7 @@ impl ChildIo {
             Some(Ok(n)) if n > 0 => state.session.handle_stderr(&self.stderr_buf[..n], now),
             Some(result) => {
                 if let Err(err) = result {
-                    tracing::warn!(program = %self.child.program, "reading the child's stderr failed: {err}");
+                    crate::log::warn!(program = %self.child.program, "reading the child's stderr failed: {err}");
                 }
                 self.child.stderr = None;
                 state.session.handle_stderr_eof(now);
@@ -261,7 +261,7 @@ impl ChildIo {
                 Ok(status) => os::exit_of(status),
                 Err(err) => {
                     // Only possible if something else reaped our child.
-                    tracing::warn!(program = %self.child.program, "waiting for the child failed: {err}");
+                    crate::log::warn!(program = %self.child.program, "waiting for the child failed: {err}");
                     childwire_core::Exit::Code(-1)
                 }
             };
@@ -272,7 +272,7 @@ impl ChildIo {
     fn sweep(&self) -> childwire_core::Swept {
         let swept = self.child.tracking.sweep();
         if swept.ended > 0 {
-            tracing::warn!(program = %self.child.program, "ended {} process(es) the child left behind", swept.ended);
+            crate::log::warn!(program = %self.child.program, "ended {} process(es) the child left behind", swept.ended);
         }
         swept
     }
@@ -282,7 +282,7 @@ impl ChildIo {
     /// shows them, by default), outside every lock.
     fn deliver_stdout(&mut self, lines: Vec<Bytes>) {
         for line in lines {
-            tracing::debug!(
+            crate::log::debug!(
                 target: "childwire::stdout",
                 program = %self.child.program,
                 "{}",
@@ -293,7 +293,7 @@ impl ChildIo {
                 marked.extend_from_slice(STDOUT_MARK);
                 marked.extend_from_slice(&line);
                 if catch_unwind(AssertUnwindSafe(|| callback(&marked))).is_err() {
-                    tracing::error!(program = %self.child.program, "the stderr callback panicked; it is not called again");
+                    crate::log::error!(program = %self.child.program, "the stderr callback panicked; it is not called again");
                     self.callback_panicked = true;
                 }
             }
@@ -307,7 +307,7 @@ impl ChildIo {
     fn deliver<F: Framing>(&mut self, shared: &Shared<F>, lines: Vec<Bytes>) {
         for line in lines {
             // The level the line names is read only if the event is enabled.
-            tracing::debug!(
+            crate::log::debug!(
                 target: "childwire::stderr",
                 program = %self.child.program,
                 child_level = level_of(&line).map_or("none", Level::as_str),
@@ -316,7 +316,7 @@ impl ChildIo {
             );
             if let (Some(callback), false) = (&self.child.on_stderr_line, self.callback_panicked) {
                 if catch_unwind(AssertUnwindSafe(|| callback(&line))).is_err() {
-                    tracing::error!(program = %self.child.program, "the stderr callback panicked; it is not called again");
+                    crate::log::error!(program = %self.child.program, "the stderr callback panicked; it is not called again");
                     self.callback_panicked = true;
                 }
             }

@@ -30,6 +30,7 @@ mod exit_handle;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
 mod json;
+mod log;
 mod os;
 #[cfg(target_os = "linux")]
 mod pre_exec;
@@ -43,6 +44,8 @@ mod spawner;
 mod stderr_lines;
 mod supervised;
 mod sync;
+#[cfg(unix)]
+mod sys;
 pub mod tap;
 mod transport;
 mod wake;

@@ -85,7 +85,7 @@ impl Prepared {
             };
             let parent = command
                 .get_kill_on_parent_death()
-                .then(rustix::process::getpid);
+                .then(crate::sys::Pid::current);
             crate::pre_exec::install(
                 std,
                 crate::pre_exec::ChildSetup {
@@ -166,9 +166,9 @@ impl Tracking {
     ) -> std::io::Result<Self> {
         #[cfg(target_os = "linux")]
         {
-            let pidfd = pid.and_then(linux::pid).and_then(|pid| {
-                rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
-            });
+            let pidfd = pid
+                .and_then(crate::sys::Pid::from_u32)
+                .and_then(|pid| crate::sys::pidfd_open(pid).ok());
             // Unknown (the child is gone already): scan everything.
             let started = pid.and_then(linux::start_time).unwrap_or(0);
             Ok(Self {
@@ -380,21 +380,18 @@ impl Tracking {
 
 #[cfg(unix)]
 fn send(pid: u32, signal: Signal, group: bool) -> Result<(), SignalError> {
-    use rustix::process::{Pid, Signal as Sig, kill_process, kill_process_group};
-    let pid = i32::try_from(pid)
-        .ok()
-        .and_then(Pid::from_raw)
-        .ok_or(SignalError::NoSuchProcess)?;
+    use crate::sys::{Pid, kill_process, kill_process_group};
+    let pid = Pid::from_u32(pid).ok_or(SignalError::NoSuchProcess)?;
     let sig = match signal {
-        Signal::Term => Sig::TERM,
-        Signal::Kill => Sig::KILL,
+        Signal::Term => libc::SIGTERM,
+        Signal::Kill => libc::SIGKILL,
     };
     let sent = if group {
         kill_process_group(pid, sig)
     } else {
         kill_process(pid, sig)
     };
-    sent.map_err(|errno| SignalError::from_io(&errno.into()))
+    sent.map_err(|err| SignalError::from_io(&err))
 }
 
 #[cfg(not(any(unix, windows)))]

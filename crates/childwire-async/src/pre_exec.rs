@@ -1,13 +1,13 @@
 //! What the forked child does before it runs the program (Linux): join its
-//! cgroup, and tie its life to the host's. The only unsafe code of this
-//! crate, because `CommandExt::pre_exec` is unsafe.
+//! cgroup, and tie its life to the host's. Unsafe because
+//! `CommandExt::pre_exec` is.
 #![allow(unsafe_code)]
 
 use std::io;
-use std::os::fd::OwnedFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::sync::Arc;
 
-use rustix::process::{Pid, Signal, getppid, set_parent_process_death_signal};
+use crate::sys::{self, Pid};
 
 /// The steps, decided in the parent; the child only carries them out.
 pub(crate) struct ChildSetup {
@@ -25,14 +25,14 @@ impl ChildSetup {
         if let Some(procs) = &self.cgroup_procs {
             // `0` is "the writing process": the child joins before its
             // program runs, so nothing it starts can be outside.
-            rustix::io::write(procs, b"0")?;
+            sys::write(procs.as_fd(), b"0")?;
         }
         if let Some(parent) = self.parent {
-            set_parent_process_death_signal(Some(Signal::KILL))?;
+            sys::set_parent_death_signal(libc::SIGKILL)?;
             // The host may have died before the line above: then the signal
             // never comes, and the child was re-parented already.
-            if getppid() != Some(parent) {
-                return Err(rustix::io::Errno::SRCH.into());
+            if Pid::parent() != Some(parent) {
+                return Err(io::Error::from_raw_os_error(libc::ESRCH));
             }
         }
         Ok(())
@@ -47,7 +47,7 @@ pub(crate) fn install(command: &mut std::process::Command, setup: ChildSetup) {
         return;
     }
     // SAFETY: `ChildSetup::run` is async-signal-safe: it makes three system
-    // calls (write, prctl, getppid) through rustix on a descriptor and a PID
+    // calls (write, prctl, getppid) through libc on a descriptor and a PID
     // prepared before the fork, allocates nothing and takes no lock; the
     // error it may return is built from a raw errno, without allocating.
     // The descriptor stays open until the spawn returns: `command` holds

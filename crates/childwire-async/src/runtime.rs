@@ -148,9 +148,7 @@ impl PipeIds {
         stdin: std::os::fd::BorrowedFd<'a>,
         written_by_child: impl IntoIterator<Item = std::os::fd::BorrowedFd<'a>>,
     ) -> Self {
-        // `st_ino` is not 64 bits wide on every Unix.
-        #[allow(clippy::unnecessary_cast)]
-        let inode = |fd| rustix::fs::fstat(fd).ok().map(|stat| stat.st_ino as u64);
+        let inode = |fd| crate::sys::inode(fd).ok();
         let mut ids = Vec::with_capacity(3);
         let mut watch = Vec::with_capacity(2);
         ids.extend(inode(stdin).map(|ino| (ino, false)));
@@ -158,7 +156,7 @@ impl PipeIds {
             let Some(ino) = inode(fd) else { continue };
             ids.push((ino, true));
             // A duplicate shares the open file: it sees the writers leave.
-            if let Ok(copy) = rustix::io::fcntl_dupfd_cloexec(fd, 0) {
+            if let Ok(copy) = fd.try_clone_to_owned() {
                 watch.push(std::sync::Arc::new(copy));
             }
         }

@@ -15,11 +15,10 @@ use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use childwire_core::{Framing, Session, Wakes, WriteOp, WriteResult, WriteRound, WriteStep};
-use crossbeam_utils::CachePadded;
 
 use crate::exit_handle::ExitSlot;
 use crate::runtime::{PipeRead, PipeWrite};
-use crate::sync::{BgWaker, lock, wake_bg};
+use crate::sync::{BgWaker, CachePadded, lock, wake_bg};
 use crate::wake::{WakeSet, fan_out};
 
 /// One read's worth: what a Linux pipe holds.
@@ -213,7 +212,7 @@ impl<F: Framing> Shared<F> {
                 (Poll::Ready(Ok(_)), _) => WriteResult::Done,
                 (Poll::Ready(Err(err)), _) => {
                     if err.kind() != io::ErrorKind::BrokenPipe {
-                        tracing::debug!("writing to the peer failed: {err}");
+                        crate::log::debug!("writing to the peer failed: {err}");
                     }
                     WriteResult::Failed
                 }
@@ -258,7 +257,7 @@ impl<F: Framing> Shared<F> {
             }
             Poll::Ready(result) => {
                 if let Err(err) = result {
-                    tracing::warn!("reading from the peer failed: {err}");
+                    crate::log::warn!("reading from the peer failed: {err}");
                 }
                 state.session.handle_read_eof(clock());
                 return (state, false);

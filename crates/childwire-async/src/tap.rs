@@ -244,7 +244,7 @@ impl TapCell {
         if catch_unwind(AssertUnwindSafe(|| self.tap.event(at, event))).is_err()
             && !self.panicked.swap(true, Ordering::Relaxed)
         {
-            tracing::error!("the transport's tap panicked; it is not called again");
+            crate::log::error!("the transport's tap panicked; it is not called again");
         }
     }
 }

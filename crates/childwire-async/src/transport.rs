@@ -172,7 +172,7 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         let tap = Hook::new(config.tap.as_ref(), &rt, shared.exit.handle());
         let program = command.get_program().to_string_lossy().into_owned();
         // Every event of this child's background task is in its span.
-        let span = tracing::debug_span!("childwire", pid = child.pid, program = %program);
+        let span = crate::log::debug_span!("childwire", pid = child.pid, program = %program);
         let driver = Driver::new(
             Arc::clone(&shared),
             rt.clone(),

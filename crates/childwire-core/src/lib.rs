@@ -22,6 +22,7 @@
 //! | [`restart`], [`pending`], [`startup`] | supervision: when to restart a child and when to give up, the JSON-RPC requests it has not answered, whether it started |
 //! | [`command`], [`config`] | what to spawn, and the limits, checked before spawning |
 //! | `codec` | `tokio_util::codec` bindings for the framings (feature `tokio-util`) |
+//! | `share` | one server shared by many clients: ids, routing, initialization, bounds (feature `share`, which `childwire-share` turns on) |
 //!
 //! The models are quinn-proto and str0m: `handle_*` methods take input with
 //! the current time, `poll_*` methods hand out what to do and when to call
@@ -130,5 +131,10 @@ pub use ledger::{Identity, ReapConfig, Reaper};
 pub use liveness::{Liveness, LivenessConfig, Verdict};
 
 // One server shared by many clients: ids, routing, initialization, bounds.
+// Behind a feature: a quarter of this crate's code, which a transport alone
+// never runs (`childwire-share` turns it on).
+#[cfg(feature = "share")]
+#[cfg_attr(docsrs, doc(cfg(feature = "share")))]
 pub mod share;
+#[cfg(feature = "share")]
 pub use share::{ClientId, Share, ShareConfig};

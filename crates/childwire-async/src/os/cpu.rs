@@ -84,7 +84,7 @@ mod imp {
                 }
             }
         }
-        let per_second = rustix::param::clock_ticks_per_second().max(1);
+        let per_second = crate::sys::clock_ticks_per_second().max(1);
         Ok(Some(
             Duration::from_secs(ticks / per_second)
                 + Duration::from_nanos((ticks % per_second) * 1_000_000_000 / per_second),

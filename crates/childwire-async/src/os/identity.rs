@@ -54,9 +54,9 @@ pub(crate) mod imp {
 
     use childwire_core::Signal;
     use childwire_core::ledger::{Identity, Process, Seen};
-    use rustix::process::{
-        Pid, PidfdFlags, Signal as Sig, pidfd_open, pidfd_send_signal, test_kill_process_group,
-    };
+    use std::os::fd::AsFd;
+
+    use crate::sys::{Pid, kill_process_group, pidfd_open, pidfd_send_signal};
 
     /// The fields of `/proc/PID/stat` the ledger and the CPU time read.
     #[derive(Debug, Clone, Copy)]
@@ -148,10 +148,7 @@ pub(crate) mod imp {
             .filter(|&pgid| {
                 // One system call says whether the group has anyone left;
                 // only then is `/proc` scanned.
-                i32::try_from(pgid)
-                    .ok()
-                    .and_then(Pid::from_raw)
-                    .is_some_and(|pgid| test_kill_process_group(pgid).is_ok())
+                Pid::from_u32(pgid).is_some_and(|pgid| kill_process_group(pgid, 0).is_ok())
             })
             .map(|pgid| {
                 processes()
@@ -206,23 +203,23 @@ pub(crate) mod imp {
     }
 
     pub(super) fn signal(target: &Process, signal: Signal) {
-        let Some(pid) = i32::try_from(target.pid).ok().and_then(Pid::from_raw) else {
+        let Some(pid) = Pid::from_u32(target.pid) else {
             return;
         };
         // The pidfd pins the process: checked, then signalled, with no
         // other process able to take its PID in between.
-        let Ok(fd) = pidfd_open(pid, PidfdFlags::empty()) else {
+        let Ok(fd) = pidfd_open(pid) else {
             return;
         };
         if live(target.pid).is_none_or(|now| now.started != target.started) {
             return;
         }
         let sig = match signal {
-            Signal::Term => Sig::TERM,
-            Signal::Kill => Sig::KILL,
+            Signal::Term => libc::SIGTERM,
+            Signal::Kill => libc::SIGKILL,
         };
-        if let Err(err) = pidfd_send_signal(&fd, sig) {
-            tracing::debug!(pid = target.pid, "cannot signal a leftover: {err}");
+        if let Err(err) = pidfd_send_signal(fd.as_fd(), sig) {
+            crate::log::debug!(pid = target.pid, "cannot signal a leftover: {err}");
         }
     }
 
@@ -230,7 +227,7 @@ pub(crate) mod imp {
     pub(crate) fn kill_cgroup(dir: &Path) {
         if is_ours(dir) {
             if let Err(err) = fs::write(dir.join("cgroup.kill"), b"1") {
-                tracing::warn!(cgroup = %dir.display(), "cgroup.kill failed: {err}");
+                crate::log::warn!(cgroup = %dir.display(), "cgroup.kill failed: {err}");
             }
         }
     }

@@ -223,7 +223,7 @@ pub fn reap_leftovers(dir: impl AsRef<Path>, config: &ReapConfig) -> io::Result<
 
 /// Removes `path` and the entry's cgroup if `outcome` says so, and logs it.
 fn settle(path: &Path, outcome: &Reaped) {
-    tracing::info!(target: "childwire::ledger", "{outcome}");
+    crate::log::info!(target: "childwire::ledger", "{outcome}");
     if !outcome.remove_entry() {
         return;
     }
@@ -233,7 +233,7 @@ fn settle(path: &Path, outcome: &Reaped) {
     }
     if let Err(err) = fs::remove_file(path) {
         if err.kind() != io::ErrorKind::NotFound {
-            tracing::warn!(entry = %path.display(), "cannot remove a ledger entry: {err}");
+            crate::log::warn!(entry = %path.display(), "cannot remove a ledger entry: {err}");
         }
     }
 }
@@ -252,7 +252,7 @@ fn remove_cgroup(dir: &Path) {
             Ok(()) => return,
             Err(err) if err.kind() == io::ErrorKind::NotFound => return,
             Err(err) if Instant::now() >= deadline => {
-                tracing::warn!(cgroup = %dir.display(), "cannot remove a dead host's cgroup: {err}");
+                crate::log::warn!(cgroup = %dir.display(), "cannot remove a dead host's cgroup: {err}");
                 return;
             }
             Err(_) => std::thread::sleep(Duration::from_millis(10)),
@@ -270,7 +270,7 @@ fn read_entries(dir: &Path) -> io::Result<Vec<(PathBuf, Identity)>> {
             Some(ENTRY) => match read_entry(&path) {
                 Ok(identity) => entries.push((path, identity)),
                 Err(err) => {
-                    tracing::warn!(entry = %path.display(), "removed: {err}");
+                    crate::log::warn!(entry = %path.display(), "removed: {err}");
                     let _ = fs::remove_file(&path);
                 }
             },

@@ -34,20 +34,17 @@
 
 use std::collections::BTreeSet;
 use std::fs;
+use std::io;
 use std::os::fd::{AsFd, OwnedFd};
+use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::time::{Duration, Instant};
 
 use childwire_core::{Exit, Swept};
-use rustix::event::{PollFd, PollFlags, Timespec, poll};
-use rustix::fs::{Mode, OFlags};
-use rustix::process::{
-    Pid, PidfdFlags, Signal, kill_process_group, pidfd_open, pidfd_send_signal,
-    test_kill_process_group,
-};
 
 use crate::runtime::PipeIds;
+use crate::sys::{Pid, PollFd, kill_process_group, pidfd_open, pidfd_send_signal, poll};
 
 /// How long the passes of one scan may go on chasing what keeps the pipes
 /// held while it changes (new PIDs, processes gone before they could be
@@ -72,10 +69,6 @@ const STILL_PAUSE: Duration = Duration::from_millis(5);
 /// a stopping driver's child, just sent SIGKILL, may take before the scan
 /// begins.
 const DEATH_WAIT: Duration = Duration::from_millis(200);
-
-pub(super) fn pid(pid: u32) -> Option<Pid> {
-    Pid::from_raw(i32::try_from(pid).ok()?)
-}
 
 /// Why a process is the child's leftover.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -155,31 +148,35 @@ impl Holders {
             StdinProbe::Path(path) => path,
         };
         // Through `/proc/self/fd`, an `O_PATH` descriptor opens its file
-        // anew; for a pipe that is a new end, which never blocks.
-        let Ok(end) = rustix::fs::open(
-            format!("/proc/self/fd/{}", std::os::fd::AsRawFd::as_raw_fd(&**path)),
-            OFlags::WRONLY | OFlags::NONBLOCK | OFlags::CLOEXEC,
-            Mode::empty(),
-        ) else {
+        // anew; for a pipe that is a new end, which never blocks. (std adds
+        // `O_CLOEXEC`.)
+        let Ok(end) = fs::OpenOptions::new()
+            .write(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(format!(
+                "/proc/self/fd/{}",
+                std::os::fd::AsRawFd::as_raw_fd(&**path)
+            ))
+        else {
             return true;
         };
-        let mut fds = [PollFd::new(&end, PollFlags::OUT)];
-        !(poll_now(&mut fds).is_ok() && fds[0].revents().contains(PollFlags::ERR))
+        let mut fds = [PollFd::new(&end, libc::POLLOUT)];
+        !(poll_now(&mut fds).is_ok() && fds[0].revents() & libc::POLLERR != 0)
     }
 }
 
 /// An `O_PATH` handle on the pipe that is descriptor 0 of `pid`, if its
 /// inode is `inode`.
 fn stdin_path(pid: u32, inode: u64) -> Option<OwnedFd> {
-    let fd = rustix::fs::open(
-        format!("/proc/{pid}/fd/0"),
-        OFlags::PATH | OFlags::CLOEXEC,
-        Mode::empty(),
-    )
-    .ok()?;
-    // `st_ino` is not 64 bits wide on every target.
-    #[allow(clippy::unnecessary_cast)]
-    let same = rustix::fs::fstat(&fd).is_ok_and(|stat| stat.st_ino as u64 == inode);
+    // `O_PATH` with read access, which is `O_RDONLY`, 0: `O_PATH |
+    // O_CLOEXEC` (std adds the latter).
+    let fd: OwnedFd = fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_PATH)
+        .open(format!("/proc/{pid}/fd/0"))
+        .ok()?
+        .into();
+    let same = crate::sys::inode(fd.as_fd()).is_ok_and(|found| found == inode);
     same.then_some(fd)
 }
 
@@ -300,8 +297,8 @@ impl Sweep {
     /// SIGKILL to what the group forked since the scan, if any; ESRCH is
     /// the usual answer.
     pub(super) fn kill_group(&self) {
-        if let Some(pgid) = self.target.group.and_then(pid) {
-            let _ = kill_process_group(pgid, Signal::KILL);
+        if let Some(pgid) = self.target.group.and_then(Pid::from_u32) {
+            let _ = kill_process_group(pgid, libc::SIGKILL);
         }
     }
 
@@ -325,8 +322,8 @@ pub(super) fn left_behind(holders: &Holders, group: Option<u32>) -> bool {
 /// Whether the process group `group` has a live member (one system call).
 pub(super) fn group_alive(group: Option<u32>) -> bool {
     group
-        .and_then(pid)
-        .is_some_and(|pgid| test_kill_process_group(pgid).is_ok())
+        .and_then(Pid::from_u32)
+        .is_some_and(|pgid| kill_process_group(pgid, 0).is_ok())
 }
 
 /// Whether a writer is left on a pipe the child wrote, through the copies
@@ -338,23 +335,19 @@ fn writers_left(watch: &[Arc<OwnedFd>]) -> bool {
     }
     let mut fds: Vec<PollFd<'_>> = watch
         .iter()
-        .map(|fd| PollFd::new(fd.as_ref(), PollFlags::IN))
+        .map(|fd| PollFd::new(fd.as_ref(), libc::POLLIN))
         .collect();
     if poll_now(&mut fds).is_err() {
         return true;
     }
-    fds.iter().any(|fd| !fd.revents().contains(PollFlags::HUP))
+    fds.iter().any(|fd| fd.revents() & libc::POLLHUP == 0)
 }
 
 /// `poll` without waiting, again if interrupted.
-fn poll_now(fds: &mut [PollFd<'_>]) -> rustix::io::Result<usize> {
-    let now = Timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
+fn poll_now(fds: &mut [PollFd<'_>]) -> io::Result<usize> {
     loop {
-        match poll(fds, Some(&now)) {
-            Err(rustix::io::Errno::INTR) => continue,
+        match poll(fds, Duration::ZERO) {
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
             done => return done,
         }
     }
@@ -507,9 +500,9 @@ enum Ended {
 /// SIGKILL to `pid`, found as `seen`, through a pidfd, if the process that
 /// pidfd pins is the one seen (same start time) and still alive.
 fn end(pid: u32, seen: &Stat, host: &Host) -> Ended {
-    let fd = match self::pid(pid).map(|p| pidfd_open(p, PidfdFlags::empty())) {
+    let fd = match Pid::from_u32(pid).map(pidfd_open) {
         Some(Ok(fd)) => fd,
-        Some(Err(rustix::io::Errno::SRCH)) => return Ended::Vanished,
+        Some(Err(err)) if err.raw_os_error() == Some(libc::ESRCH) => return Ended::Vanished,
         _ => return Ended::Refused,
     };
     let Some(stat) = stat(pid) else {
@@ -524,9 +517,9 @@ fn end(pid: u32, seen: &Stat, host: &Host) -> Ended {
     if host.forked_without_exec(pid, &stat) {
         return Ended::Refused;
     }
-    match pidfd_send_signal(&fd, Signal::KILL) {
+    match pidfd_send_signal(fd.as_fd(), libc::SIGKILL) {
         Ok(()) => Ended::Killed(fd),
-        Err(rustix::io::Errno::SRCH) => Ended::Vanished,
+        Err(err) if err.raw_os_error() == Some(libc::ESRCH) => Ended::Vanished,
         Err(_) => Ended::Refused,
     }
 }
@@ -644,7 +637,7 @@ fn pipes_held_by(pid: u32) -> Vec<u64> {
 
 /// Whether the process of `pidfd` has exited (its pidfd is readable).
 pub(super) fn exited(pidfd: &OwnedFd) -> bool {
-    let mut fds = [PollFd::new(pidfd, PollFlags::IN)];
+    let mut fds = [PollFd::new(pidfd, libc::POLLIN)];
     matches!(poll_now(&mut fds), Ok(n) if n > 0)
 }
 
@@ -654,15 +647,11 @@ fn wait_readable(fd: &OwnedFd, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     loop {
         let left = deadline.saturating_duration_since(Instant::now());
-        let timeout = Timespec {
-            tv_sec: i64::try_from(left.as_secs()).unwrap_or(i64::MAX),
-            tv_nsec: i64::from(left.subsec_nanos()),
-        };
-        let mut fds = [PollFd::new(fd, PollFlags::IN)];
-        match poll(&mut fds, Some(&timeout)) {
+        let mut fds = [PollFd::new(fd, libc::POLLIN)];
+        match poll(&mut fds, left) {
             Ok(0) => return false,
             Ok(_) => return true,
-            Err(rustix::io::Errno::INTR) => continue,
+            Err(err) if err.kind() == io::ErrorKind::Interrupted => continue,
             Err(_) => return false,
         }
     }
@@ -671,19 +660,10 @@ fn wait_readable(fd: &OwnedFd, limit: Duration) -> bool {
 /// Waits until the process of `pidfd` has exited (its pidfd becomes
 /// readable), then reads its status without reaping it (`WNOWAIT`).
 pub(super) fn wait_exited(pidfd: &OwnedFd, limit: Duration) -> Option<Exit> {
-    use rustix::process::{WaitId, WaitIdOptions, waitid};
     if !wait_readable(pidfd, limit) {
         return None;
     }
-    let status = waitid(
-        WaitId::PidFd(pidfd.as_fd()),
-        WaitIdOptions::EXITED | WaitIdOptions::NOWAIT,
-    )
-    .ok()??;
-    if let Some(signal) = status.terminating_signal() {
-        return Some(Exit::Signal(signal));
-    }
-    status.exit_status().map(Exit::Code)
+    crate::sys::exit_of_pidfd(pidfd.as_fd()).ok()?
 }
 
 /// The inode numbers of `pipes`, for a [`Target`].

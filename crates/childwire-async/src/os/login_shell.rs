@@ -130,7 +130,7 @@ fn user_shell() -> PathBuf {
     if let Some(shell) = std::env::var_os("SHELL").filter(|shell| !shell.is_empty()) {
         return shell.into();
     }
-    let uid = rustix::process::getuid().as_raw().to_string();
+    let uid = crate::sys::getuid().to_string();
     std::fs::read_to_string("/etc/passwd")
         .ok()
         .and_then(|passwd| {
@@ -339,11 +339,11 @@ mod unix {
     fn new_session(command: &mut Command) {
         use std::os::unix::process::CommandExt;
         // SAFETY: the closure makes one system call (setsid) through
-        // rustix, allocates nothing and takes no lock: async-signal-safe,
+        // libc, allocates nothing and takes no lock: async-signal-safe,
         // as the fork of a multi-threaded process requires.
         unsafe {
             command.pre_exec(|| {
-                rustix::process::setsid()?;
+                crate::sys::setsid()?;
                 Ok(())
             });
         }
@@ -352,11 +352,8 @@ mod unix {
     /// SIGKILL to the shell's process group (its PID: it leads its
     /// session).
     fn kill_group(pid: u32) {
-        if let Some(pgid) = i32::try_from(pid)
-            .ok()
-            .and_then(rustix::process::Pid::from_raw)
-        {
-            let _ = rustix::process::kill_process_group(pgid, rustix::process::Signal::KILL);
+        if let Some(pgid) = crate::sys::Pid::from_u32(pid) {
+            let _ = crate::sys::kill_process_group(pgid, libc::SIGKILL);
         }
     }
 }

@@ -49,7 +49,7 @@ fn started() -> bool {
             .name("childwire-sweeper".into())
             .spawn(serve)
             .map_err(|err| {
-                tracing::warn!("cannot start the sweeper thread ({err}); sweeps run in place")
+                crate::log::warn!("cannot start the sweeper thread ({err}); sweeps run in place")
             })
             .is_ok()
     })
@@ -138,7 +138,7 @@ fn serve() {
             sweeps.iter().for_each(Sweep::kill_group);
         }));
         if scanned.is_err() {
-            tracing::error!("the sweep of /proc panicked");
+            crate::log::error!("the sweep of /proc panicked");
             continue;
         }
         for (sweep, reply) in sweeps.iter().zip(replies) {
@@ -160,7 +160,7 @@ fn serve() {
 /// caller stopped waiting): logged.
 fn log(swept: &Swept) {
     if swept.ended > 0 {
-        tracing::warn!(
+        crate::log::warn!(
             "ended {} process(es) a child left behind, after its report was made",
             swept.ended
         );

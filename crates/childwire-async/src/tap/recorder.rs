@@ -310,7 +310,7 @@ impl<W: Write + Send + 'static> Recorder<W> {
             state.unnoted += 1;
             state.dropped_in_all += 1;
             if state.dropped_in_all == 1 {
-                tracing::warn!(
+                crate::log::warn!(
                     "the recording's writer is behind: records are dropped, and the recording says how many"
                 );
             }
@@ -485,7 +485,7 @@ impl State {
     fn fail(&mut self, err: &io::Error) {
         if self.failed.is_none() {
             self.failed = Some(err.kind());
-            tracing::warn!("writing the recording failed, recording stops: {err}");
+            crate::log::warn!("writing the recording failed, recording stops: {err}");
         }
     }
 }
@@ -563,7 +563,7 @@ impl<W: Write + Send + 'static> Drop for Recorder<W> {
             if done {
                 let _ = thread.join();
             } else {
-                tracing::warn!(
+                crate::log::warn!(
                     "the recording's writer took nothing for {RECORDER_STALL:?}: it finishes on its own thread"
                 );
             }
