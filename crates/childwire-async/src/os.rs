@@ -47,6 +47,8 @@ use childwire_core::{Action, Command, Containment, Exit, Signal, SignalError, Sw
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
+pub(crate) use linux::stdin_path;
+#[cfg(target_os = "linux")]
 mod sweeper;
 #[cfg(windows)]
 mod windows;
@@ -175,7 +177,7 @@ impl Tracking {
                 pid,
                 group,
                 pidfd: pidfd.map(std::sync::Arc::new),
-                holders: linux::Holders::new(&pipes, pid),
+                holders: linux::Holders::new(&pipes),
                 pipes: linux::inodes(&pipes),
                 started,
                 cgroup: prepared.cgroup,

@@ -120,7 +120,9 @@ pub struct SpawnedChild {
 /// writes (stdout, stderr): after the exit, that copy tells with one `poll`
 /// whether any writer is left, so the search for holders runs only when
 /// something still holds them. The copies are read ends: they never keep
-/// the child from seeing its stdin close.
+/// the child from seeing its stdin close. On Linux it keeps a handle on the
+/// stdin pipe that is no end of it (`O_PATH`), through which a write end is
+/// opened for a moment after the exit, to ask whether a reader is left.
 #[derive(Debug, Clone, Default)]
 pub struct PipeIds {
     pub(crate) ids: Vec<(u64, bool)>,
@@ -128,6 +130,9 @@ pub struct PipeIds {
     // Read by Linux's leftover check; elsewhere the copies only ride along.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) watch: Vec<std::sync::Arc<std::os::fd::OwnedFd>>,
+    /// The `O_PATH` handle on the stdin pipe, if one could be taken.
+    #[cfg(target_os = "linux")]
+    pub(crate) stdin_path: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
 }
 
 /// Two `PipeIds` are equal when they name the same pipes.
@@ -152,6 +157,11 @@ impl PipeIds {
         let mut ids = Vec::with_capacity(3);
         let mut watch = Vec::with_capacity(2);
         ids.extend(inode(stdin).map(|ino| (ino, false)));
+        // Taken from the host's own end, not from the child's descriptor
+        // 0: no race with a child that replaces it, and no `fstat` to tell
+        // that it is the same pipe.
+        #[cfg(target_os = "linux")]
+        let stdin_path = crate::os::stdin_path(stdin).map(std::sync::Arc::new);
         for fd in written_by_child {
             let Some(ino) = inode(fd) else { continue };
             ids.push((ino, true));
@@ -160,7 +170,12 @@ impl PipeIds {
                 watch.push(std::sync::Arc::new(copy));
             }
         }
-        Self { ids, watch }
+        Self {
+            ids,
+            watch,
+            #[cfg(target_os = "linux")]
+            stdin_path,
+        }
     }
 }
 

@@ -3,13 +3,13 @@
 //! The sweep after a child's exit costs what the child's own tree costs:
 //! - First, without reading anything of other processes, whether anything
 //!   is left at all ([`left_behind`]): a writer still on the child's stdout
-//!   or stderr (one `poll` of copies of the host's read ends: `POLLHUP`
-//!   means no writer is left), a reader still on its stdin (a write end
-//!   opened for a moment through an `O_PATH` handle on the pipe, taken at
-//!   the spawn: it polls `POLLERR` when no reader is left), or a live
-//!   member of its process group (one `kill(-pgid, 0)`). A cgroup's members
-//!   are listed by the cgroup itself. A child that left nothing behind, the
-//!   usual case, is done here, in five system calls.
+//!   or stderr (copies of the host's read ends poll `POLLHUP` once no writer
+//!   is left), a reader still on its stdin (a write end opened for a moment
+//!   through an `O_PATH` handle on the pipe, taken at the spawn from the
+//!   host's end, polls `POLLERR` once no reader is left), both in one
+//!   `poll`, or a live member of its process group (one `kill(-pgid, 0)`).
+//!   A cgroup's members are listed by the cgroup itself. A child that left
+//!   nothing behind, the usual case, is done here, in four system calls.
 //! - Only then, [`scan`]: passes over `/proc` that serve every sweep
 //!   waiting at that moment (the sweeper thread gathers them), skipping
 //!   every process older than the child before reading anything but its
@@ -35,7 +35,7 @@
 use std::collections::BTreeSet;
 use std::fs;
 use std::io;
-use std::os::fd::{AsFd, OwnedFd};
+use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
@@ -111,21 +111,22 @@ enum StdinProbe {
 }
 
 impl Holders {
-    /// The probes for the child `pid` with `pipes`, taken right after its
-    /// spawn: the copies of the read ends `pipes` holds, and an `O_PATH`
-    /// handle on the pipe the child's descriptor 0 is, if that is the stdin
-    /// pipe of `pipes` (the child may have replaced it already).
-    pub(super) fn new(pipes: &PipeIds, pid: Option<u32>) -> Self {
+    /// The probes for a child with `pipes`, taken right after its spawn:
+    /// the copies of the read ends `pipes` holds, and its `O_PATH` handle on
+    /// the stdin pipe.
+    pub(super) fn new(pipes: &PipeIds) -> Self {
         let written = pipes
             .ids
             .iter()
             .filter(|(_, child_writes)| *child_writes)
             .count();
-        let stdin = match pipes.ids.iter().find(|(_, child_writes)| !child_writes) {
-            None => StdinProbe::None,
-            Some(&(inode, _)) => pid
-                .and_then(|pid| stdin_path(pid, inode))
-                .map_or(StdinProbe::Unknown, |fd| StdinProbe::Path(Arc::new(fd))),
+        let stdin = if !pipes.ids.iter().any(|(_, child_writes)| !child_writes) {
+            StdinProbe::None
+        } else {
+            pipes
+                .stdin_path
+                .clone()
+                .map_or(StdinProbe::Unknown, StdinProbe::Path)
         };
         Self {
             written: pipes.watch.clone(),
@@ -135,49 +136,72 @@ impl Holders {
     }
 
     /// Whether anything but the host still holds the child's end of a pipe:
-    /// a writer on stdout or stderr, a reader on stdin. Costs four system
-    /// calls, whatever runs on the machine.
+    /// a writer on stdout or stderr, a reader on stdin. One `poll` asks both
+    /// (with the write end opened and closed around it for stdin: three
+    /// system calls), whatever runs on the machine.
     pub(super) fn held(&self) -> bool {
-        self.unwatched || writers_left(&self.written) || self.reader_left_on_stdin()
-    }
-
-    fn reader_left_on_stdin(&self) -> bool {
-        let path = match &self.stdin {
-            StdinProbe::None => return false,
-            StdinProbe::Unknown => return true,
-            StdinProbe::Path(path) => path,
-        };
-        // Through `/proc/self/fd`, an `O_PATH` descriptor opens its file
-        // anew; for a pipe that is a new end, which never blocks. (std adds
-        // `O_CLOEXEC`.)
-        let Ok(end) = fs::OpenOptions::new()
-            .write(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(format!(
-                "/proc/self/fd/{}",
-                std::os::fd::AsRawFd::as_raw_fd(&**path)
-            ))
-        else {
+        if self.unwatched {
             return true;
+        }
+        let stdin = match &self.stdin {
+            StdinProbe::None => None,
+            StdinProbe::Unknown => return true,
+            StdinProbe::Path(path) => match open_writer(path) {
+                Some(end) => Some(end),
+                None => return true,
+            },
         };
-        let mut fds = [PollFd::new(&end, libc::POLLOUT)];
-        !(poll_now(&mut fds).is_ok() && fds[0].revents() & libc::POLLERR != 0)
+        if self.written.is_empty() && stdin.is_none() {
+            return false;
+        }
+        let mut fds: Vec<PollFd<'_>> = self
+            .written
+            .iter()
+            .map(|fd| PollFd::new(fd.as_ref(), libc::POLLIN))
+            .collect();
+        // A write end polls `POLLERR` once no reader is left.
+        fds.extend(stdin.as_ref().map(|end| PollFd::new(end, libc::POLLOUT)));
+        if poll_now(&mut fds).is_err() {
+            return true;
+        }
+        let (written, stdin) = fds.split_at(self.written.len());
+        // A read end polls `POLLHUP` once no writer is left.
+        written.iter().any(|fd| fd.revents() & libc::POLLHUP == 0)
+            || stdin.iter().any(|fd| fd.revents() & libc::POLLERR == 0)
     }
 }
 
-/// An `O_PATH` handle on the pipe that is descriptor 0 of `pid`, if its
-/// inode is `inode`.
-fn stdin_path(pid: u32, inode: u64) -> Option<OwnedFd> {
+/// A new write end of the pipe `path` is a handle on. Through
+/// `/proc/self/fd`, an `O_PATH` descriptor opens its file anew; for a pipe
+/// that is a new end, which never blocks. (std adds `O_CLOEXEC`.)
+fn open_writer(path: &OwnedFd) -> Option<OwnedFd> {
+    fs::OpenOptions::new()
+        .write(true)
+        .custom_flags(libc::O_NONBLOCK)
+        .open(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(path)
+        ))
+        .ok()
+        .map(OwnedFd::from)
+}
+
+/// An `O_PATH` handle on the pipe the host's end `stdin` is: it opens
+/// nothing (no reader, no writer, so the child's end-of-file and the host's
+/// broken pipe come as they would without it), and a write end opened
+/// through it for a moment tells whether any reader is left.
+pub(crate) fn stdin_path(stdin: BorrowedFd<'_>) -> Option<OwnedFd> {
     // `O_PATH` with read access, which is `O_RDONLY`, 0: `O_PATH |
     // O_CLOEXEC` (std adds the latter).
-    let fd: OwnedFd = fs::OpenOptions::new()
+    fs::OpenOptions::new()
         .read(true)
         .custom_flags(libc::O_PATH)
-        .open(format!("/proc/{pid}/fd/0"))
-        .ok()?
-        .into();
-    let same = crate::sys::inode(fd.as_fd()).is_ok_and(|found| found == inode);
-    same.then_some(fd)
+        .open(format!(
+            "/proc/self/fd/{}",
+            std::os::fd::AsRawFd::as_raw_fd(&stdin)
+        ))
+        .ok()
+        .map(OwnedFd::from)
 }
 
 /// What one sweep looks for: owned, so that it can wait for the sweeper
@@ -313,7 +337,7 @@ impl Sweep {
 }
 
 /// Whether the child left anything behind that the scan must look for: a
-/// holder of its end of a pipe, or a live member of its group. Costs five
+/// holder of its end of a pipe, or a live member of its group. Costs four
 /// system calls, whatever runs on the machine.
 pub(super) fn left_behind(holders: &Holders, group: Option<u32>) -> bool {
     holders.held() || group_alive(group)
@@ -324,23 +348,6 @@ pub(super) fn group_alive(group: Option<u32>) -> bool {
     group
         .and_then(Pid::from_u32)
         .is_some_and(|pgid| kill_process_group(pgid, 0).is_ok())
-}
-
-/// Whether a writer is left on a pipe the child wrote, through the copies
-/// of the host's read ends: a read end polls `POLLHUP` once no writer is
-/// left.
-fn writers_left(watch: &[Arc<OwnedFd>]) -> bool {
-    if watch.is_empty() {
-        return false;
-    }
-    let mut fds: Vec<PollFd<'_>> = watch
-        .iter()
-        .map(|fd| PollFd::new(fd.as_ref(), libc::POLLIN))
-        .collect();
-    if poll_now(&mut fds).is_err() {
-        return true;
-    }
-    fds.iter().any(|fd| fd.revents() & libc::POLLHUP == 0)
 }
 
 /// `poll` without waiting, again if interrupted.
@@ -769,19 +776,26 @@ mod tests {
         let (stdin_child, stdin_host) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         let (stdout_host, stdout_child) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         let pipes = PipeIds::of(stdin_host.as_fd(), [stdout_host.as_fd()]);
-        // No child to take the stdin pipe from: only the written pipes tell.
-        let holders = Holders::new(&pipes, None);
+        let holders = Holders::new(&pipes);
         assert!(!holders.unwatched);
-        assert!(writers_left(&holders.written), "the child's end is open");
+        assert!(holders.held(), "the child's ends are open");
         drop(stdout_child);
-        assert!(
-            soon(|| !writers_left(&holders.written)),
-            "no writer is left"
-        );
-        // The copy is a read end: the host closing stdin still reaches the
-        // child as EOF.
+        assert!(holders.held(), "the child's end of stdin is open");
+        drop(stdin_child);
+        assert!(soon(|| !holders.held()), "no writer is left");
+    }
+
+    /// The probes hold no writer: the host closing stdin still reaches the
+    /// child as EOF.
+    #[test]
+    fn the_probes_keep_no_writer_on_stdin() {
+        let (stdin_child, stdin_host) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
+        let pipes = PipeIds::of(stdin_host.as_fd(), []);
+        let holders = Holders::new(&pipes);
+        assert!(holders.held(), "the child's end of stdin is open");
         drop(stdin_host);
         assert_eq!(read(&stdin_child, &mut [0u8; 1]), Ok(0));
+        assert!(holders.held(), "the child's end of stdin is still open");
     }
 
     /// A process reading the child's stdin, and nothing else of it, is seen
@@ -797,7 +811,7 @@ mod tests {
             .stdin(stdin_child)
             .spawn()
             .expect("spawn sleep");
-        let holders = Holders::new(&pipes, Some(reader.id()));
+        let holders = Holders::new(&pipes);
         assert!(
             matches!(holders.stdin, StdinProbe::Path(_)),
             "{:?}",
@@ -814,24 +828,22 @@ mod tests {
         );
     }
 
-    /// A child whose descriptor 0 is not the stdin pipe it was given (it
-    /// replaced it before the probe was taken): its readers are unknown,
-    /// and count as held.
+    /// The stdin probe is taken from the host's end: a child that replaced
+    /// its descriptor 0 at once is still probed on the pipe it was given,
+    /// and a pipe the probe cannot be taken on counts as held.
     #[test]
-    fn a_stdin_pipe_that_cannot_be_probed_counts_as_held() {
+    fn stdin_is_probed_from_the_hosts_end_and_an_unknown_pipe_counts_as_held() {
         let (stdin_child, stdin_host) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         let pipes = PipeIds::of(stdin_host.as_fd(), []);
-        let mut other = std::process::Command::new("sleep")
-            .arg("60")
-            .stdin(std::process::Stdio::null())
-            .spawn()
-            .expect("spawn sleep");
-        let holders = Holders::new(&pipes, Some(other.id()));
-        other.kill().expect("kill sleep");
-        other.wait().expect("reap sleep");
+        let holders = Holders::new(&pipes);
+        assert!(matches!(holders.stdin, StdinProbe::Path(_)));
         drop(stdin_child);
-        assert!(matches!(holders.stdin, StdinProbe::Unknown));
-        assert!(holders.held());
+        assert!(!holders.held(), "nobody reads stdin");
+
+        let mut unknown = pipes.clone();
+        unknown.stdin_path = None;
+        assert!(matches!(Holders::new(&unknown).stdin, StdinProbe::Unknown));
+        assert!(Holders::new(&unknown).held());
     }
 
     /// One scan serves two sweeps: each ends the process holding its pipe,
