@@ -214,6 +214,88 @@ fn c26_a_setsid_grandchild_that_keeps_changing_its_pid_is_ended_at_shutdown_and_
     });
 }
 
+/// While the scan of a sweep runs, the driver does not wait for it: the runtime's other tasks go
+/// on, and how long the report waits for the scan is the core's decision, with the time passed in.
+/// Here a process older than the child (so never its descendant, and never ended) holds a writer on
+/// the child's stdout: after the exit the scan looks for it, finds nothing to end, and stops once
+/// its passes changed nothing for 200 ms. A driver that waited for the scan itself held its
+/// executor thread that long (smol's global executor has one thread): a task beside it stalled.
+#[test]
+fn c32_a_running_sweep_stalls_no_other_task() {
+    use std::io::Write;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::{Arc, Mutex};
+    const TICK: Duration = Duration::from_millis(10);
+    run(async {
+        linux_only!();
+        // Started first: older than the child.
+        let mut holder = std::process::Command::new("sh")
+            .args([
+                "-c",
+                "read pid; exec 3>>/proc/$pid/fd/1; echo holding; exec sleep 60",
+            ])
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("spawn sh");
+        // Older by a clock tick at least (start times are counted in ticks): a child started
+        // in the holder's tick is spawned again.
+        let start_time = |pid: u32| -> Option<u64> {
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+            let rest = &stat[stat.rfind(')')? + 1..];
+            rest.split_whitespace().nth(19)?.parse().ok()
+        };
+        let holder_started = start_time(holder.id()).expect("the holder's start time");
+        let mut t = start_misbehave(&["echo"]);
+        while start_time(pid_of(&t)).expect("the child's start time") <= holder_started {
+            finish(t).await;
+            t = start_misbehave(&["echo"]);
+        }
+        roundtrip(&mut t, "hello").await;
+        let mut stdin = holder.stdin.take().expect("piped");
+        writeln!(stdin, "{}", pid_of(&t)).expect("the pid to sh");
+        let line = read_line_within(holder.stdout.take().expect("piped"), STEP);
+        assert_eq!(
+            line.as_deref().map(str::trim_end),
+            Some("holding"),
+            "sh holds the child's stdout"
+        );
+
+        let ticks = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let ticker = rt::spawn({
+            let (ticks, stop) = (Arc::clone(&ticks), Arc::clone(&stop));
+            async move {
+                while !stop.load(Ordering::Relaxed) {
+                    let _ = rt::timeout(TICK, std::future::pending::<()>()).await;
+                    ticks.lock().expect("ticks").push(Instant::now());
+                }
+            }
+        });
+        let started = Instant::now();
+        let report = finish(t).await;
+        let ended = Instant::now();
+        stop.store(true, Ordering::Relaxed);
+        ticker.await;
+        let _ = holder.kill();
+        let _ = holder.wait();
+        assert!(!report.pipes_drained, "{report}");
+        let ticks = ticks.lock().expect("ticks");
+        let (mut last, mut widest) = (started, Duration::ZERO);
+        for &tick in ticks.iter().filter(|&&tick| tick <= ended) {
+            widest = widest.max(tick - last);
+            last = tick;
+        }
+        widest = widest.max(ended - last);
+        // The scan alone goes on for 200 ms (`STILL_FOR`); a tick is 10 ms.
+        assert!(
+            widest < Duration::from_millis(100),
+            "a task beside the shutdown stalled for {widest:?} (shutdown took {:?})",
+            ended - started
+        );
+    });
+}
+
 #[test]
 fn c26_a_clean_child_reports_nothing_left_behind() {
     run(async {

@@ -77,6 +77,8 @@ struct ChildIo {
     stderr_buf: Box<[u8]>,
     /// The callback panicked once; it is not called again.
     callback_panicked: bool,
+    /// The sweep under way, if one is: read every round until it is done.
+    sweeping: Option<os::Sweeping>,
 }
 
 /// What the OS said in one round, read without the lock.
@@ -84,6 +86,7 @@ struct ChildIo {
 struct Events {
     stderr: Option<io::Result<usize>>,
     exit: Option<io::Result<ExitStatus>>,
+    sweep: Option<os::SweepState>,
 }
 
 impl<R: Runtime, F: Framing> Driver<R, F> {
@@ -121,7 +124,9 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                 .as_deref_mut()
                 .map(|io| io.poll_events(cx))
                 .unwrap_or_default();
-            let mut progress = events.stderr.is_some() || events.exit.is_some();
+            let mut progress = events.stderr.is_some()
+                || events.exit.is_some()
+                || matches!(events.sweep, Some(os::SweepState::Done(_)));
             let mut state = self.shared.lock();
             state.session.handle_driver_wake(now);
             if let Some(io) = io.as_deref_mut() {
@@ -140,11 +145,20 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                         progress = true;
                     }
                     Output::Sweep => {
-                        // The scan is made without the lock.
+                        // Started without the lock; a scan goes on without
+                        // the driver, which reads it every round.
                         drop(state);
-                        let swept = io.as_deref().map(ChildIo::sweep).unwrap_or_default();
+                        let sweep = io.as_deref_mut().map(|io| io.start_sweep(cx.waker()));
                         state = self.shared.lock();
-                        state.session.handle_swept(swept, now);
+                        match sweep {
+                            Some(os::SweepState::Running { so_far, passed }) => {
+                                state.session.handle_sweep_progress(so_far, passed, now);
+                            }
+                            Some(os::SweepState::Done(swept)) => {
+                                state.session.handle_swept(swept, now);
+                            }
+                            None => state.session.handle_swept(Default::default(), now),
+                        }
                         progress = true;
                     }
                     Output::StderrLine(line) => lines.push(line),
@@ -216,6 +230,7 @@ impl ChildIo {
             stderr_buf: vec![0; chunk].into_boxed_slice(),
             child,
             callback_panicked: false,
+            sweeping: None,
         }
     }
 
@@ -239,6 +254,14 @@ impl ChildIo {
                 self.child.exit = None;
                 events.exit = Some(status);
             }
+        }
+        if let Some(sweeping) = &self.sweeping {
+            let state = sweeping.state();
+            if let os::SweepState::Done(swept) = state {
+                self.sweeping = None;
+                self.log_swept(swept);
+            }
+            events.sweep = Some(state);
         }
         events
     }
@@ -267,14 +290,32 @@ impl ChildIo {
             };
             state.session.handle_exit(exit, now);
         }
+        match events.sweep {
+            Some(os::SweepState::Done(swept)) => state.session.handle_swept(swept, now),
+            Some(os::SweepState::Running { so_far, passed }) => {
+                state.session.handle_sweep_progress(so_far, passed, now);
+            }
+            None => {}
+        }
     }
 
-    fn sweep(&self) -> childwire_core::Swept {
-        let swept = self.child.tracking.sweep();
+    /// Starts the sweep the session asked for: done at once when nothing
+    /// was left behind, else under way, and read every round from then on
+    /// (`waker` is woken after each pass of its scan and when it is done).
+    fn start_sweep(&mut self, waker: &Waker) -> os::SweepState {
+        let sweeping = self.child.tracking.start_sweep(waker);
+        let state = sweeping.state();
+        match state {
+            os::SweepState::Done(swept) => self.log_swept(swept),
+            os::SweepState::Running { .. } => self.sweeping = Some(sweeping),
+        }
+        state
+    }
+
+    fn log_swept(&self, swept: childwire_core::Swept) {
         if swept.ended > 0 {
             crate::log::warn!(program = %self.child.program, "ended {} process(es) the child left behind", swept.ended);
         }
-        swept
     }
 
     /// Hands the child's stdout lines that are not messages on where its

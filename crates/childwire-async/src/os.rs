@@ -156,6 +156,38 @@ pub(crate) struct Tracking {
     process: Option<windows::Process>,
 }
 
+/// A sweep carried out, or under way.
+#[derive(Debug)]
+pub(crate) enum Sweeping {
+    /// Done: what it ended.
+    Done(Swept),
+    /// The scan runs on the sweeper thread.
+    #[cfg(target_os = "linux")]
+    Running(sweeper::Pending),
+}
+
+/// Where a sweep is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SweepState {
+    /// Done: what it ended.
+    Done(Swept),
+    /// Still running: what it ended so far, and whether it has been
+    /// through the processes once.
+    Running { so_far: Swept, passed: bool },
+}
+
+impl Sweeping {
+    /// Where the sweep is now. Dropping a sweep still running hands what it
+    /// ends later to the log.
+    pub(crate) fn state(&self) -> SweepState {
+        match self {
+            Sweeping::Done(swept) => SweepState::Done(*swept),
+            #[cfg(target_os = "linux")]
+            Sweeping::Running(pending) => pending.state(),
+        }
+    }
+}
+
 impl Tracking {
     /// Tracks the child just spawned with `prepared`'s setup. On Windows
     /// this also starts it (it was created suspended): an error means it
@@ -244,39 +276,42 @@ impl Tracking {
     ///
     /// On Linux its cost follows the child's own tree: when nothing is left
     /// (no writer on the child's stdout or stderr, no reader on its stdin,
-    /// nobody in its group), it reads nothing of any other process.
-    /// Otherwise the `/proc` scan runs on the sweeper thread, shared with
-    /// every sweep waiting then, and this waits for it, a short while at
-    /// most: a scan still chasing a descendant that keeps changing its PID
-    /// goes on without a caller, and the report counts what was ended by
-    /// then. A sweep asked before the child's exit is handed over as by
-    /// [`sweep_stopping`](Self::sweep_stopping).
-    pub(crate) fn sweep(&self) -> Swept {
+    /// nobody in its group), it reads nothing of any other process and is
+    /// done here. Otherwise the `/proc` scan runs on the sweeper thread,
+    /// shared with every sweep waiting then, and this returns at once with
+    /// the scan to follow: `waker` is woken after each of its passes and
+    /// once it is done. A sweep asked before the child's exit is handed over
+    /// as by [`sweep_stopping`](Self::sweep_stopping).
+    pub(crate) fn start_sweep(&self, waker: &std::task::Waker) -> Sweeping {
         #[cfg(target_os = "linux")]
         {
             let target = self.target();
             let exited = self.pidfd.as_deref().is_none_or(linux::exited);
             if !exited {
-                return self.sweep_stopping();
+                return Sweeping::Done(self.sweep_stopping());
             }
             let pipes_held = target.holders.held();
-            let swept = if pipes_held || linux::group_alive(target.group) {
-                sweeper::run(linux::Sweep::new(target), pipes_held)
+            let sweeping = if pipes_held || linux::group_alive(target.group) {
+                match sweeper::start(linux::Sweep::new(target), pipes_held, waker) {
+                    Ok(pending) => Sweeping::Running(pending),
+                    Err(swept) => Sweeping::Done(swept),
+                }
             } else {
                 // Nothing holds the pipes and the group is empty: only the
                 // cgroup, which lists its own members, may hold anything.
-                Swept {
+                Sweeping::Done(Swept {
                     ended: linux::live_cgroup_members(&target),
                     held_pipes: false,
-                }
+                })
             };
             self.kill_late_forks();
-            swept
+            sweeping
         }
         #[cfg(windows)]
         {
+            let _ = waker;
             let Some(job) = &self.job else {
-                return Swept::default();
+                return Sweeping::Done(Swept::default());
             };
             // Counted before the kill; the child itself is no leftover.
             let left = job
@@ -287,18 +322,19 @@ impl Tracking {
                 .count();
             // Late starts too: nothing leaves the job.
             let _ = job.terminate();
-            Swept {
+            Sweeping::Done(Swept {
                 ended: u32::try_from(left).unwrap_or(u32::MAX),
                 held_pipes: false,
-            }
+            })
         }
         #[cfg(not(any(target_os = "linux", windows)))]
         {
+            let _ = waker;
             // The group only, and no way to count what it held.
             if let (Some(pid), true) = (self.pid, self.group) {
                 let _ = send(pid, Signal::Kill, true);
             }
-            Swept::default()
+            Sweeping::Done(Swept::default())
         }
     }
 
@@ -321,7 +357,9 @@ impl Tracking {
         }
         #[cfg(not(target_os = "linux"))]
         {
-            self.sweep()
+            match self.start_sweep(std::task::Waker::noop()) {
+                Sweeping::Done(swept) => swept,
+            }
         }
     }
 

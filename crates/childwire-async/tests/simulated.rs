@@ -34,6 +34,12 @@ const NS: Duration = Duration::from_nanos(1);
 fn spawn(config: Config) -> Fake {
     let mut command = Command::new("fake-server");
     command.stderr(StderrMode::Capture);
+    // Signals go to the sink's PID alone. As a group, the sink (a zombie
+    // kept unreaped) would still be there after the fake exit, and the sweep
+    // would scan `/proc` for it on the sweeper thread, in real time, which
+    // the virtual clock outruns: the report would wait for the sweep's
+    // deadline instead of its result.
+    command.process_group(false);
     Transport::spawn(&command, config).expect("the scripted child spawns")
 }
 
@@ -136,7 +142,7 @@ fn shutdown_ignoring_everything(
 }
 
 /// Signals cannot reach a fake child, so the sink takes them (a zombie of
-/// our own: `killpg` succeeds and does nothing) and the child's script
+/// our own: `kill` succeeds and does nothing) and the child's script
 /// exits at chosen instants around each deadline. Which step the report
 /// names on each side of a deadline pins the instant of that step to the
 /// nanosecond.

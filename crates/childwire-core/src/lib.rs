@@ -95,7 +95,9 @@ pub use frame::{
 pub use framing::{EncodeErrorKind, FrameDecoder, Framing};
 pub use inbound::{Backlog, ITEM_OVERHEAD};
 pub use jsonrpc::{IdScanner, oversized_error};
-pub use lifecycle::{Action, Lifecycle, LifecycleConfig, Phase, SignalError};
+pub use lifecycle::{
+    Action, Lifecycle, LifecycleConfig, Phase, SWEEP_FIRST_END_WAIT, SWEEP_WAIT, SignalError,
+};
 pub use lines::{Lines, check_message};
 pub use outbound::{
     Closed, SendError, SendErrorKind, WRITE_BATCH, WriteOp, WriteResult, WriteRound, WriteStep,

@@ -232,11 +232,14 @@ enum Stage {
         term_deadline: Option<Instant>,
     },
     Killing,
-    /// The exit was observed; the pipes' EOF and the sweep are awaited
-    /// until `drain_deadline`.
+    /// The exit was observed; the pipes' EOF is awaited until
+    /// `drain_deadline` (`None` once it passed, or if it overflowed), and
+    /// the sweep until its own deadline.
     Exited {
         end: End,
         drain_deadline: Option<Instant>,
+        /// The drain deadline passed: the pipes are waited for no more.
+        drain_over: bool,
     },
     /// The end is decided; [`Lifecycle::poll_end`] hands it out.
     Ended {
@@ -258,12 +261,45 @@ struct End {
     elapsed: Duration,
 }
 
+/// How long the report waits for a sweep's result once it was asked: a
+/// scan that chases a descendant changing its PID may go on for longer,
+/// and then what it ended by this deadline is counted (the rest is the
+/// adapter's to log).
+pub const SWEEP_WAIT: Duration = Duration::from_millis(250);
+
+/// How much longer than [`SWEEP_WAIT`] the report waits for a sweep that has
+/// not yet been through the processes once, or has ended nothing yet (on a
+/// loaded machine, behind another scan, or chasing a descendant that
+/// changes its PID).
+pub const SWEEP_FIRST_END_WAIT: Duration = Duration::from_secs(2);
+
 /// Where the one [`Action::Sweep`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sweep {
     NotDecided,
-    Asked,
+    /// Asked at `at`; `so_far` is what the running sweep found, as last
+    /// handed in, and whether it has been through the processes once.
+    Asked {
+        at: Instant,
+        so_far: Option<(Swept, bool)>,
+    },
     Reported(Swept),
+}
+
+impl Sweep {
+    /// When the report stops waiting for the asked sweep's result.
+    fn deadline(self) -> Option<Instant> {
+        let Sweep::Asked { at, so_far } = self else {
+            return None;
+        };
+        let ended_something = so_far.is_some_and(|(swept, passed)| passed && swept.ended > 0);
+        let wait = if ended_something {
+            SWEEP_WAIT
+        } else {
+            SWEEP_WAIT + SWEEP_FIRST_END_WAIT
+        };
+        at.checked_add(wait)
+    }
 }
 
 impl Lifecycle {
@@ -415,10 +451,11 @@ impl Lifecycle {
             };
             // Undelivered steps are moot now, and a signal could hit a reused PID.
             self.queue.retain(|action| *action == Action::Sweep);
-            self.decide_sweep();
+            self.decide_sweep(now);
             self.stage = Stage::Exited {
                 end,
                 drain_deadline: now.checked_add(self.config.drain_grace),
+                drain_over: false,
             };
         }
         self.advance(now);
@@ -457,10 +494,28 @@ impl Lifecycle {
 
     /// The [`Action::Sweep`] was carried out and found `swept`. The exit
     /// report counts what it ended, and says the pipes were held if any of
-    /// them held the child's pipes. Only the first report counts.
+    /// them held the child's pipes. Only the first report counts, and none
+    /// after the sweep's deadline (see
+    /// [`handle_sweep_progress`](Self::handle_sweep_progress)).
     pub fn handle_swept(&mut self, swept: Swept, now: Instant) {
-        if self.sweep == Sweep::Asked {
+        if matches!(self.sweep, Sweep::Asked { .. }) {
             self.sweep = Sweep::Reported(swept);
+        }
+        self.advance(now);
+    }
+
+    /// The [`Action::Sweep`] is still running, and has found `so_far`;
+    /// `passed` says whether it has been through the processes once. The
+    /// report waits for the sweep's result [`SWEEP_WAIT`] after it was
+    /// asked, or [`SWEEP_FIRST_END_WAIT`] longer while it has not yet ended
+    /// anything in a pass; at that deadline ([`poll_timeout`](Self::poll_timeout))
+    /// it counts what was last handed in here.
+    pub fn handle_sweep_progress(&mut self, so_far: Swept, passed: bool, now: Instant) {
+        if let Sweep::Asked { at, .. } = self.sweep {
+            self.sweep = Sweep::Asked {
+                at,
+                so_far: Some((so_far, passed)),
+            };
         }
         self.advance(now);
     }
@@ -477,7 +532,7 @@ impl Lifecycle {
             if self.exit().is_none() {
                 self.kill_now();
             }
-            self.decide_sweep();
+            self.decide_sweep(now);
         }
         self.advance(now);
     }
@@ -569,7 +624,10 @@ impl Lifecycle {
                 stdin_deadline
             }
             Stage::Terminating { term_deadline } if !self.process_gone => term_deadline,
-            Stage::Exited { drain_deadline, .. } => drain_deadline,
+            Stage::Exited { drain_deadline, .. } => match (drain_deadline, self.sweep.deadline()) {
+                (Some(drain), Some(sweep)) => Some(drain.min(sweep)),
+                (drain, sweep) => drain.or(sweep),
+            },
             _ => None,
         }
     }
@@ -628,10 +686,13 @@ impl Lifecycle {
         }
     }
 
-    /// Decides the sweep, once.
-    fn decide_sweep(&mut self) {
+    /// Decides the sweep, once, asked at `now`.
+    fn decide_sweep(&mut self, now: Instant) {
         if self.sweep == Sweep::NotDecided {
-            self.sweep = Sweep::Asked;
+            self.sweep = Sweep::Asked {
+                at: now,
+                so_far: None,
+            };
             self.queue.push_back(Action::Sweep);
         }
     }
@@ -640,6 +701,11 @@ impl Lifecycle {
     /// is known.
     fn advance(&mut self, now: Instant) {
         let reached = |deadline: Option<Instant>| deadline.is_some_and(|d| now >= d);
+        if let Sweep::Asked { so_far, .. } = self.sweep {
+            if reached(self.sweep.deadline()) {
+                self.sweep = Sweep::Reported(so_far.map(|(swept, _)| swept).unwrap_or_default());
+            }
+        }
         loop {
             match self.stage {
                 Stage::Flushing { stdin_deadline } | Stage::StdinClosed { stdin_deadline }
@@ -662,15 +728,25 @@ impl Lifecycle {
                 Stage::Exited {
                     end,
                     drain_deadline,
+                    drain_over,
                 } => {
+                    if reached(drain_deadline) {
+                        self.stage = Stage::Exited {
+                            end,
+                            drain_deadline: None,
+                            drain_over: true,
+                        };
+                        continue;
+                    }
                     let drained = self.stdout_eof && self.stderr_eof;
                     let swept = match self.sweep {
                         Sweep::Reported(swept) => Some(swept),
-                        Sweep::NotDecided | Sweep::Asked => None,
+                        Sweep::NotDecided | Sweep::Asked { .. } => None,
                     };
                     let sweep_handed_out = !self.queue.contains(&Action::Sweep);
-                    let decided = (drained && swept.is_some())
-                        || reached(drain_deadline)
+                    // A sweep still running past the drain deadline is
+                    // waited for until its own deadline, which is bounded.
+                    let decided = (swept.is_some() && (drained || drain_over))
                         || (self.driver_stopped && (swept.is_some() || sweep_handed_out));
                     if decided {
                         let swept = swept.unwrap_or_default();

@@ -98,7 +98,9 @@ pub enum Output {
     /// failure with [`handle_signal_failed`](Session::handle_signal_failed).
     Signal(Signal),
     /// End what the child left behind (see [`Action::Sweep`]); report with
-    /// [`handle_swept`](Session::handle_swept).
+    /// [`handle_swept`](Session::handle_swept), and while it runs (it need not
+    /// finish before the driver goes on) with
+    /// [`handle_sweep_progress`](Session::handle_sweep_progress).
     Sweep,
     /// A line the child wrote to stderr, to hand on (a callback,
     /// `tracing`); once handed on, call
@@ -670,10 +672,24 @@ impl<F: Framing> Session<F> {
         }
     }
 
-    /// The [`Output::Sweep`] was carried out and found `swept`.
+    /// The [`Output::Sweep`] was carried out and found `swept`. Only the
+    /// first result counts, and none once the sweep's deadline passed.
     pub fn handle_swept(&mut self, swept: Swept, now: Instant) {
         if let Some(sup) = &mut self.child {
             sup.handle_swept(swept, now);
+        }
+    }
+
+    /// The [`Output::Sweep`] is still running and has found `so_far`;
+    /// `passed` says whether it has been through the processes once. The
+    /// exit report waits for the sweep's result [`SWEEP_WAIT`](crate::SWEEP_WAIT)
+    /// after it was asked, or [`SWEEP_FIRST_END_WAIT`](crate::SWEEP_FIRST_END_WAIT)
+    /// longer while it has not ended anything in a pass; then it counts what
+    /// was last handed in here. [`poll_output`](Self::poll_output) says when
+    /// with its [`Output::Timeout`].
+    pub fn handle_sweep_progress(&mut self, so_far: Swept, passed: bool, now: Instant) {
+        if let Some(sup) = &mut self.child {
+            sup.handle_sweep_progress(so_far, passed, now);
         }
     }
 

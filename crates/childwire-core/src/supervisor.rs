@@ -127,6 +127,11 @@ impl Supervisor {
         self.advance();
     }
 
+    pub(crate) fn handle_sweep_progress(&mut self, so_far: Swept, passed: bool, now: Instant) {
+        self.lifecycle.handle_sweep_progress(so_far, passed, now);
+        self.advance();
+    }
+
     pub(crate) fn handle_driver_stopped(&mut self, now: Instant) {
         self.farewell.handle_stop();
         self.lifecycle.handle_driver_stopped(now);

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use childwire_core::ExitReport;
 use childwire_core::{
-    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, Signal, SignalError, Swept,
+    Action, EndedBy, Exit, Lifecycle, LifecycleConfig, Phase, SWEEP_FIRST_END_WAIT, SWEEP_WAIT,
+    Signal, SignalError, Swept,
 };
 
 const fn ms(n: u64) -> Duration {
@@ -960,4 +961,88 @@ fn c27_a_stopping_driver_kills_and_sweeps_at_once_and_ends_at_the_exit() {
     lc.handle_driver_stopped(start);
     assert_eq!(lc.poll_action(), None, "no signal after the exit");
     assert_eq!(lc.poll_end().map(|e| e.ended_by), Some(EndedBy::OnItsOwn));
+}
+
+/// A sweep that goes on (a scan chasing what the child left) does not hold
+/// the report past its deadline, which the machine keeps: 250 ms after the
+/// sweep was asked once it has ended something in a pass, counting what it
+/// ended by then; 2 s longer while it has ended nothing yet. A result after
+/// the deadline no longer counts.
+#[test]
+fn c32_a_running_sweep_is_waited_for_until_its_deadline_and_what_it_ended_by_then_is_counted() {
+    let start = Instant::now();
+    let drained = |lc: &mut Lifecycle| {
+        lc.handle_stdout_eof(start);
+        lc.handle_stderr_eof(start);
+    };
+
+    // It ended two in its first pass: the report comes at 250 ms.
+    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
+    drained(&mut lc);
+    lc.handle_exit(Exit::Code(0), start);
+    assert_eq!(lc.poll_action(), Some(SWEEP));
+    let two = Swept {
+        ended: 2,
+        held_pipes: true,
+    };
+    lc.handle_sweep_progress(two, true, start + ms(40));
+    assert_eq!(lc.poll_timeout(), Some(start + SWEEP_WAIT));
+    lc.handle_timeout(start + SWEEP_WAIT - ms(1));
+    assert_eq!(lc.poll_end(), None, "the sweep is waited for");
+    lc.handle_timeout(start + SWEEP_WAIT);
+    let ending = lc.poll_end().expect("reported at the sweep's deadline");
+    assert_eq!(ending.stray_processes_ended, 2);
+    assert!(!ending.pipes_drained);
+    lc.handle_swept(
+        Swept {
+            ended: 5,
+            held_pipes: true,
+        },
+        start + secs(1),
+    );
+    assert_eq!(lc.poll_end(), None, "reported once");
+
+    // Nothing ended yet: past the drain grace, up to 2.25 s.
+    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
+    lc.handle_exit(Exit::Code(0), start);
+    assert_eq!(lc.poll_action(), Some(SWEEP));
+    let none_yet = Swept {
+        ended: 0,
+        held_pipes: true,
+    };
+    lc.handle_sweep_progress(none_yet, true, start + ms(300));
+    let last = SWEEP_WAIT + SWEEP_FIRST_END_WAIT;
+    assert_eq!(
+        lc.poll_timeout(),
+        Some(start + secs(1)),
+        "the drain grace first"
+    );
+    lc.handle_timeout(start + secs(1));
+    assert_eq!(lc.poll_end(), None, "the sweep still runs");
+    assert_eq!(lc.poll_timeout(), Some(start + last));
+    lc.handle_timeout(start + last);
+    let ending = lc.poll_end().expect("reported at the last deadline");
+    assert_eq!(ending.stray_processes_ended, 0);
+    assert!(!ending.pipes_drained, "the pipes were held");
+
+    // A result before the deadline is taken at once.
+    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
+    drained(&mut lc);
+    lc.handle_exit(Exit::Code(0), start);
+    assert_eq!(lc.poll_action(), Some(SWEEP));
+    lc.handle_sweep_progress(Swept::default(), false, start + ms(10));
+    assert_eq!(lc.poll_end(), None);
+    lc.handle_swept(two, start + ms(600));
+    assert_eq!(lc.poll_end().map(|e| e.stray_processes_ended), Some(2));
+
+    // A sweep nobody reports on still ends the wait, counting nothing.
+    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
+    drained(&mut lc);
+    lc.handle_exit(Exit::Code(0), start);
+    assert_eq!(lc.poll_action(), Some(SWEEP));
+    assert_eq!(lc.poll_timeout(), Some(start + secs(1)));
+    lc.handle_timeout(start + secs(1));
+    assert_eq!(lc.poll_timeout(), Some(start + last));
+    lc.handle_timeout(start + last);
+    assert_eq!(lc.poll_end().map(|e| e.stray_processes_ended), Some(0));
 }

@@ -37,8 +37,9 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use childwire_core::{Exit, Swept};
@@ -260,19 +261,38 @@ impl Target {
 /// What a sweep ended so far, shared with whoever waits for it: a caller
 /// that stops waiting reads what was ended by then.
 ///
-/// Atomics because the scan thread writes them while the caller may read
-/// them at any moment; off the data path (after a child's exit, and only
-/// when something still holds its pipes), so no cost was measured: a lock
-/// would do as well.
+/// Atomics and a lock because the scan thread writes them while the caller
+/// may read them at any moment; off the data path (after a child's exit,
+/// and only when something still holds its pipes), so no cost was measured.
 #[derive(Debug, Default)]
 pub(super) struct Progress {
     ended: AtomicU32,
     held_pipes: AtomicBool,
     /// Whether one pass over `/proc` went through for this sweep.
     passed: AtomicBool,
+    /// The task to wake after each pass, and once the result is sent.
+    waker: Mutex<Option<Waker>>,
 }
 
 impl Progress {
+    /// Wakes `waker` after each pass from now on, and once the result is
+    /// sent.
+    pub(super) fn wake_on_progress(&self, waker: &Waker) {
+        *self.waker.lock().unwrap_or_else(PoisonError::into_inner) = Some(waker.clone());
+    }
+
+    /// Wakes the task waiting for this sweep, if any.
+    pub(super) fn wake(&self) {
+        let waker = self
+            .waker
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone();
+        if let Some(waker) = waker {
+            waker.wake();
+        }
+    }
+
     /// Whether one pass over `/proc` went through for this sweep: what it
     /// ended then is counted.
     pub(super) fn passed(&self) -> bool {
@@ -399,6 +419,7 @@ pub(super) fn scan(sweeps: &mut [Sweep]) {
         pass.run(sweeps, &host, until);
         for sweep in sweeps.iter() {
             sweep.progress.passed.store(true, Ordering::Release);
+            sweep.progress.wake();
         }
         sweeps.iter().for_each(Sweep::kill_group);
         wait_all_exited(&pass.killed, until.min(Instant::now() + DEATH_WAIT));

@@ -7,30 +7,22 @@
 //! goes on at once. One thread for the process, started at the first scan
 //! and idle (blocked on a condition variable) between them.
 //!
-//! A caller waits for its scan [`REPLY_WAIT`], or until it has ended
-//! something ([`FIRST_PASS_WAIT`] longer at most): a scan
-//! that chases a descendant changing its PID may take longer (up to
-//! [`CHASE`](super::linux::CHASE)), and the caller, a runtime's worker
-//! thread, must not be held that long. It then reports what was ended so
-//! far; the rest is logged.
+//! A driver never waits for a scan: [`start`] hands it over and returns a
+//! [`Pending`], which the driver's task is woken to read after each pass
+//! and once the result is in. How long the exit report waits for it is the
+//! core's decision (its sweep deadline); a scan that chases a descendant
+//! changing its PID may go on longer (up to [`CHASE`](super::linux::CHASE)),
+//! and what it ends after the report is logged.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc::{self, RecvTimeoutError};
-use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
-use std::time::{Duration, Instant};
+use std::sync::mpsc::{self, TryRecvError};
+use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
+use std::task::Waker;
 
 use childwire_core::Swept;
 
-use super::linux::{self, Sweep};
-
-/// How long a caller of [`run`] waits for its scan.
-const REPLY_WAIT: Duration = Duration::from_millis(250);
-
-/// How long a caller of [`run`] waits, past [`REPLY_WAIT`], while its scan
-/// has ended nothing yet (on a loaded machine, behind another scan still
-/// chasing, or chasing a descendant that changes its PID): the report
-/// counts what was ended by then.
-const FIRST_PASS_WAIT: Duration = Duration::from_secs(2);
+use super::SweepState;
+use super::linux::{self, Progress, Sweep};
 
 struct Job {
     sweep: Sweep,
@@ -55,44 +47,59 @@ fn started() -> bool {
     })
 }
 
-/// Runs `sweep`'s scan (with whatever others wait) and returns what it
-/// ended: the caller waits for the scan, which it shares, for
-/// [`REPLY_WAIT`] at most; then it gets what was ended by then, and
-/// `pipes_held` (whether the pipes were held when the sweep began) says
-/// whether they were.
-pub(super) fn run(sweep: Sweep, pipes_held: bool) -> Swept {
+/// A scan handed to the sweeper thread, as its driver sees it.
+#[derive(Debug)]
+pub(crate) struct Pending {
+    progress: Arc<Progress>,
+    result: mpsc::Receiver<Swept>,
+    /// Whether the pipes were held when the sweep began.
+    pipes_held: bool,
+}
+
+impl Pending {
+    /// Where the scan is now. Once it is done, dropping this hands what it
+    /// ends later to the log.
+    pub(crate) fn state(&self) -> SweepState {
+        let so_far = || {
+            let swept = self.progress.swept();
+            Swept {
+                ended: swept.ended,
+                held_pipes: swept.held_pipes || self.pipes_held,
+            }
+        };
+        match self.result.try_recv() {
+            Ok(swept) => SweepState::Done(swept),
+            Err(TryRecvError::Empty) => SweepState::Running {
+                so_far: so_far(),
+                passed: self.progress.passed(),
+            },
+            // A panic in the thread dropped the sender.
+            Err(TryRecvError::Disconnected) => SweepState::Done(so_far()),
+        }
+    }
+}
+
+/// Hands `sweep`'s scan to the thread (shared with whatever others wait
+/// then) and returns at once: `waker` is woken after each pass and once the
+/// result is in. `pipes_held` (whether the pipes were held when the sweep
+/// began) is part of every answer. Where the thread cannot run, the scan
+/// runs here and its result comes back as `Err`.
+pub(super) fn start(sweep: Sweep, pipes_held: bool, waker: &Waker) -> Result<Pending, Swept> {
     if !started() {
-        return inline(sweep);
+        return Err(inline(sweep));
     }
     let progress = sweep.progress();
+    progress.wake_on_progress(waker);
     let (reply, result) = mpsc::channel();
     enqueue(Job {
         sweep,
         reply: Some(reply),
     });
-    let asked = Instant::now();
-    let mut wait = REPLY_WAIT;
-    loop {
-        match result.recv_timeout(wait) {
-            Ok(swept) => return swept,
-            // Nothing ended yet (no pass yet, or a descendant changing its
-            // PID not caught yet): a while longer, a step at a time.
-            Err(RecvTimeoutError::Timeout)
-                if (!progress.passed() || progress.swept().ended == 0)
-                    && asked.elapsed() < REPLY_WAIT + FIRST_PASS_WAIT =>
-            {
-                wait = Duration::from_millis(10);
-            }
-            // Still chasing, or a panic in the thread dropped the sender.
-            Err(RecvTimeoutError::Timeout | RecvTimeoutError::Disconnected) => {
-                let so_far = progress.swept();
-                return Swept {
-                    ended: so_far.ended,
-                    held_pipes: so_far.held_pipes || pipes_held,
-                };
-            }
-        }
-    }
+    Ok(Pending {
+        progress,
+        result,
+        pipes_held,
+    })
 }
 
 /// Hands `sweep` over to the thread and returns at once: what it ends is
@@ -139,16 +146,20 @@ fn serve() {
         }));
         if scanned.is_err() {
             crate::log::error!("the sweep of /proc panicked");
+            // The senders go first, so that the woken drivers find them gone.
+            drop(replies);
+            sweeps.iter().for_each(|sweep| sweep.progress().wake());
             continue;
         }
         for (sweep, reply) in sweeps.iter().zip(replies) {
             let swept = sweep.swept();
             match reply {
-                // The caller may have stopped waiting: then it is logged.
+                // The driver may have stopped waiting: then it is logged.
                 Some(reply) => {
                     if reply.send(swept).is_err() {
                         log(&swept);
                     }
+                    sweep.progress().wake();
                 }
                 None => log(&swept),
             }
@@ -156,8 +167,8 @@ fn serve() {
     }
 }
 
-/// The result of a sweep nobody waits for (its driver stopped, or its
-/// caller stopped waiting): logged.
+/// The result of a sweep nobody waits for (its driver stopped, or the
+/// report was made without it): logged.
 fn log(swept: &Swept) {
     if swept.ended > 0 {
         crate::log::warn!(
