@@ -279,26 +279,48 @@ enum Sweep {
     NotDecided,
     /// Asked at `at`; `so_far` is what the running sweep found, as last
     /// handed in, and whether it has been through the processes once.
+    /// `longer`: [`SWEEP_WAIT`] passed with nothing ended, so the report
+    /// waits [`SWEEP_FIRST_END_WAIT`] longer.
     Asked {
         at: Instant,
         so_far: Option<(Swept, bool)>,
+        longer: bool,
     },
     Reported(Swept),
 }
 
 impl Sweep {
-    /// When the report stops waiting for the asked sweep's result.
+    /// The next instant the asked sweep's wait is decided at: it only moves
+    /// forward.
     fn deadline(self) -> Option<Instant> {
-        let Sweep::Asked { at, so_far } = self else {
+        let Sweep::Asked { at, longer, .. } = self else {
             return None;
         };
-        let ended_something = so_far.is_some_and(|(swept, passed)| passed && swept.ended > 0);
-        let wait = if ended_something {
-            SWEEP_WAIT
+        if longer {
+            at.checked_add(SWEEP_WAIT + SWEEP_FIRST_END_WAIT)
         } else {
-            SWEEP_WAIT + SWEEP_FIRST_END_WAIT
+            at.checked_add(SWEEP_WAIT)
+        }
+    }
+
+    /// At `now`: what the sweep ended counts once [`SWEEP_WAIT`] passed and
+    /// it ended something in a pass, or once the longer wait passed
+    /// whatever it ended.
+    fn settle(&mut self, now: Instant) {
+        let Sweep::Asked { at, so_far, longer } = *self else {
+            return;
         };
-        at.checked_add(wait)
+        let passed = |wait: Duration| at.checked_add(wait).is_some_and(|d| now >= d);
+        let ended_something = so_far.is_some_and(|(swept, passed)| passed && swept.ended > 0);
+        if (passed(SWEEP_WAIT) && ended_something) || passed(SWEEP_WAIT + SWEEP_FIRST_END_WAIT) {
+            *self = Sweep::Reported(so_far.map(|(swept, _)| swept).unwrap_or_default());
+        } else if passed(SWEEP_WAIT) && !longer {
+            *self = Sweep::Asked {
+                at,
+                so_far,
+                longer: true,
+            };
+        }
     }
 }
 
@@ -511,10 +533,11 @@ impl Lifecycle {
     /// anything in a pass; at that deadline ([`poll_timeout`](Self::poll_timeout))
     /// it counts what was last handed in here.
     pub fn handle_sweep_progress(&mut self, so_far: Swept, passed: bool, now: Instant) {
-        if let Sweep::Asked { at, .. } = self.sweep {
+        if let Sweep::Asked { at, longer, .. } = self.sweep {
             self.sweep = Sweep::Asked {
                 at,
                 so_far: Some((so_far, passed)),
+                longer,
             };
         }
         self.advance(now);
@@ -692,6 +715,7 @@ impl Lifecycle {
             self.sweep = Sweep::Asked {
                 at: now,
                 so_far: None,
+                longer: false,
             };
             self.queue.push_back(Action::Sweep);
         }
@@ -701,11 +725,7 @@ impl Lifecycle {
     /// is known.
     fn advance(&mut self, now: Instant) {
         let reached = |deadline: Option<Instant>| deadline.is_some_and(|d| now >= d);
-        if let Sweep::Asked { so_far, .. } = self.sweep {
-            if reached(self.sweep.deadline()) {
-                self.sweep = Sweep::Reported(so_far.map(|(swept, _)| swept).unwrap_or_default());
-            }
-        }
+        self.sweep.settle(now);
         loop {
             match self.stage {
                 Stage::Flushing { stdin_deadline } | Stage::StdinClosed { stdin_deadline }

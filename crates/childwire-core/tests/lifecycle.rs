@@ -870,6 +870,9 @@ mod contract {
             1 => Just(Op::Stalled),
             2 => (0..3u32, any::<bool>())
                 .prop_map(|(ended, held_pipes)| Op::Swept(Swept { ended, held_pipes })),
+            2 => (0..3u32, any::<bool>(), any::<bool>()).prop_map(|(ended, held_pipes, passed)| {
+                Op::SweepProgress(Swept { ended, held_pipes }, passed)
+            }),
             2 => Just(Op::Timeout),
             1 => (0..3000u64).prop_map(|n| Op::StaleTimeout(ms(n))),
             3 => (0..3000u64).prop_map(|n| Op::Advance(ms(n))),
@@ -1035,11 +1038,26 @@ fn c32_a_running_sweep_is_waited_for_until_its_deadline_and_what_it_ended_by_the
     lc.handle_swept(two, start + ms(600));
     assert_eq!(lc.poll_end().map(|e| e.stray_processes_ended), Some(2));
 
-    // A sweep nobody reports on still ends the wait, counting nothing.
+    // Past 250 ms with nothing ended, a pass that ends something counts at
+    // once.
     let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
     drained(&mut lc);
     lc.handle_exit(Exit::Code(0), start);
     assert_eq!(lc.poll_action(), Some(SWEEP));
+    lc.handle_timeout(start + SWEEP_WAIT);
+    assert_eq!(lc.poll_end(), None);
+    lc.handle_sweep_progress(two, true, start + ms(700));
+    assert_eq!(lc.poll_end().map(|e| e.stray_processes_ended), Some(2));
+
+    // A sweep nobody reports on still ends the wait, counting nothing; the
+    // deadlines only move forward.
+    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
+    drained(&mut lc);
+    lc.handle_exit(Exit::Code(0), start);
+    assert_eq!(lc.poll_action(), Some(SWEEP));
+    assert_eq!(lc.poll_timeout(), Some(start + SWEEP_WAIT));
+    lc.handle_timeout(start + SWEEP_WAIT);
+    assert_eq!(lc.poll_end(), None, "nothing ended yet: it waits longer");
     assert_eq!(lc.poll_timeout(), Some(start + secs(1)));
     lc.handle_timeout(start + secs(1));
     assert_eq!(lc.poll_timeout(), Some(start + last));

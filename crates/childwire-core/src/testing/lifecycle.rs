@@ -18,7 +18,9 @@
 use std::time::{Duration, Instant};
 
 use crate::ending::{EndedBy, Exit, Signal, Swept};
-use crate::lifecycle::{Action, Lifecycle, LifecycleConfig, Phase, SignalError};
+use crate::lifecycle::{
+    Action, Lifecycle, LifecycleConfig, Phase, SWEEP_FIRST_END_WAIT, SWEEP_WAIT, SignalError,
+};
 use crate::report::ExitReport;
 
 /// One input to the machine, or a move of the clock.
@@ -56,6 +58,9 @@ pub enum Op {
     /// for the sweep with [`Action::Sweep`]; the outcome comes later, as
     /// this op (a report nobody asked for, or a second one, is ignored).
     Swept(Swept),
+    /// [`Lifecycle::handle_sweep_progress`]: what the sweep, still running,
+    /// found so far, and whether it has been through the processes once.
+    SweepProgress(Swept, bool),
     /// [`Lifecycle::handle_timeout`] with the current time.
     Timeout,
     /// `handle_timeout` with a `now` this far in the past.
@@ -74,7 +79,7 @@ impl<'a> arbitrary::Arbitrary<'a> for Op {
         let ms = |u: &mut arbitrary::Unstructured<'a>| -> arbitrary::Result<Duration> {
             Ok(Duration::from_millis(u64::from(u.arbitrary::<u16>()?)))
         };
-        Ok(match u.int_in_range(0..=16u8)? {
+        Ok(match u.int_in_range(0..=17u8)? {
             0 => Op::Shutdown,
             1 => Op::OutboundDrained,
             2 => Op::OutboundPending,
@@ -94,6 +99,13 @@ impl<'a> arbitrary::Arbitrary<'a> for Op {
                 ended: u32::from(u.arbitrary::<u8>()? % 4),
                 held_pipes: u.arbitrary()?,
             }),
+            16 => Op::SweepProgress(
+                Swept {
+                    ended: u32::from(u.arbitrary::<u8>()? % 4),
+                    held_pipes: u.arbitrary()?,
+                },
+                u.arbitrary()?,
+            ),
             _ => Op::AdvanceToDeadline,
         })
     }
@@ -148,8 +160,16 @@ pub struct Checker {
     term_asked: u32,
     kill_asked: u32,
     sweeps: u32,
-    /// The sweep's outcome, reported after it was asked (the first report).
+    /// The sweep's outcome, reported after it was asked (the first report),
+    /// or what it found by its deadline.
     swept: Option<Swept>,
+    /// When the sweep was asked: the time of the input that asked it.
+    sweep_asked_at: Option<Instant>,
+    /// What the running sweep found so far, and whether it made a pass.
+    sweep_so_far: Option<(Swept, bool)>,
+    /// The drain grace passed at some input after the exit: the pipes are
+    /// waited for no more.
+    drain_over: bool,
     gone: bool,
     stdout_eof: bool,
     stderr_eof: bool,
@@ -191,6 +211,9 @@ impl Checker {
             kill_asked: 0,
             sweeps: 0,
             swept: None,
+            sweep_asked_at: None,
+            sweep_so_far: None,
+            drain_over: false,
             gone: false,
             stdout_eof: false,
             stderr_eof: false,
@@ -286,6 +309,12 @@ impl Checker {
                     self.swept = Some(swept);
                 }
                 self.lc.handle_swept(swept, self.now);
+            }
+            Op::SweepProgress(so_far, passed) => {
+                if self.sweeps == 1 && self.swept.is_none() {
+                    self.sweep_so_far = Some((so_far, passed));
+                }
+                self.lc.handle_sweep_progress(so_far, passed, self.now);
             }
             Op::Timeout => self.lc.handle_timeout(self.now),
             Op::StaleTimeout(back) => {
@@ -393,17 +422,41 @@ impl Checker {
         }
     }
 
-    /// Whether the end must be known by an input at `call_now`: once the
-    /// child was reaped, when both pipes reached EOF and the sweep was
-    /// reported, when `drain_grace` has passed since the exit, or at once
-    /// when the driver stopped (nobody reads the pipes any more).
-    fn end_due(&self, call_now: Instant) -> bool {
-        let Some((_, exit_now, _)) = self.exit else {
+    /// Whether the end must be known by now: once the child was reaped,
+    /// when the sweep was reported (or its deadline passed) and both pipes
+    /// reached EOF or `drain_grace` passed since the exit, or at once when
+    /// the driver stopped (nobody reads the pipes any more).
+    fn end_due(&self) -> bool {
+        if self.exit.is_none() {
             return false;
-        };
-        let drained = self.stdout_eof && self.stderr_eof && self.swept.is_some();
-        let deadline = exit_now.checked_add(self.config.drain_grace);
-        drained || self.driver_stopped || deadline.is_some_and(|d| call_now >= d)
+        }
+        let pipes_done = (self.stdout_eof && self.stderr_eof) || self.drain_over;
+        (self.swept.is_some() && pipes_done) || self.driver_stopped
+    }
+
+    /// What the input at `call_now` decided by the clock: the sweep's wait
+    /// ([`SWEEP_WAIT`] once it ended something in a pass, else
+    /// [`SWEEP_FIRST_END_WAIT`] longer; then what it found counts), and
+    /// the drain grace, which once passed stays passed.
+    fn settle(&mut self, call_now: Instant) {
+        if let (Some(at), None, 0) = (self.sweep_asked_at, self.swept, self.endings) {
+            let passed = |wait: Duration| at.checked_add(wait).is_some_and(|d| call_now >= d);
+            let ended_something = self
+                .sweep_so_far
+                .is_some_and(|(swept, passed)| passed && swept.ended > 0);
+            if (passed(SWEEP_WAIT) && ended_something) || passed(SWEEP_WAIT + SWEEP_FIRST_END_WAIT)
+            {
+                self.swept = Some(
+                    self.sweep_so_far
+                        .map(|(swept, _)| swept)
+                        .unwrap_or_default(),
+                );
+            }
+        }
+        if let Some((_, exit_now, _)) = self.exit {
+            let deadline = exit_now.checked_add(self.config.drain_grace);
+            self.drain_over |= deadline.is_some_and(|d| call_now >= d);
+        }
     }
 
     /// Drains the machine's outputs; `call_now` is the `now` of the input
@@ -412,6 +465,7 @@ impl Checker {
         while let Some(action) = self.lc.poll_action() {
             self.check_action(action, call_now)?;
         }
+        self.settle(call_now);
         check!(
             self.close_asked <= 1,
             "stdin closed {} times",
@@ -430,7 +484,7 @@ impl Checker {
             let Some((exit, exit_now, ended_by)) = self.exit else {
                 return Err(format!("an ending without an exit: {ending:?}"));
             };
-            check!(self.end_due(call_now), "an ending before it was due");
+            check!(self.end_due(), "an ending before it was due");
             let since = self.shutdown_at.unwrap_or(self.start);
             let swept = self.swept.unwrap_or_default();
             let mut expected =
@@ -443,7 +497,7 @@ impl Checker {
             self.endings += 1;
         }
         check!(self.endings <= 1, "more than one ending");
-        if self.end_due(call_now) {
+        if self.end_due() {
             check_eq!(self.endings, 1, "the end is due and was not reported");
         }
 
@@ -483,6 +537,7 @@ impl Checker {
                     "Sweep before the exit (the driver runs)"
                 );
                 self.sweeps += 1;
+                self.sweep_asked_at.get_or_insert(call_now);
             }
         }
         Ok(())
