@@ -507,6 +507,39 @@ fn c28_a_response_too_large_reaches_the_host_as_an_error_for_its_id() {
     assert_eq!(lines[1]["id"], 8, "the stream goes on after the notice");
 }
 
+/// A line from the host with a raw `\r` between its tokens cannot travel as one line: it is
+/// dropped, and a request among such lines is answered in its place with an error for its id, so
+/// the host is not left waiting; a notification is answered by nothing, and the lines around them
+/// go through.
+#[test]
+fn c02_a_request_holding_a_carriage_return_is_answered_with_an_error_for_its_id() {
+    let input = b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"a\"}\n\
+        {\"jsonrpc\":\"2.0\",\r\"id\":\"two\",\"method\":\"b\"}\n\
+        {\"jsonrpc\":\"2.0\",\r\"method\":\"note\"}\n\
+        {\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"c\"}\n";
+    let out = run(&example("relay"), &["cat"], input.to_vec(), DEADLINE);
+    assert!(out.status.success(), "{out:?}");
+    let lines: Vec<Value> = out
+        .stdout_text()
+        .lines()
+        .map(|line| serde_json::from_str(line).expect("JSON lines"))
+        .collect();
+    assert_eq!(lines.len(), 3, "{out:?}");
+    let answer = lines
+        .iter()
+        .find(|line| line["id"] == "two")
+        .unwrap_or_else(|| panic!("no answer for the dropped request: {out:?}"));
+    assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    let echoed: Vec<&Value> = lines.iter().filter_map(|line| line.get("method")).collect();
+    assert_eq!(echoed, ["a", "c"], "{out:?}");
+    assert!(
+        out.stderr
+            .contains("dropped a line from stdin: it holds a carriage return"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn c02_the_default_limit_lets_a_25_mb_message_through_both_ways() {
     let mut input = b"{\"id\":1,\"result\":\"".to_vec();

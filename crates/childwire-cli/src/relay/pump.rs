@@ -35,7 +35,7 @@ use childwire::{
     Receiver, SendErrorKind, Sender, StderrMode,
 };
 use childwire_core::Framing;
-use childwire_core::jsonrpc::oversized_error;
+use childwire_core::jsonrpc::{IdScanner, oversized_error};
 
 use super::child::{self, ChildEvent, FromChild, ToChild};
 use super::exit_code;
@@ -253,8 +253,13 @@ async fn host_to_child<R: ExampleRuntime>(
                 if message.contains(&b'\r') {
                     // A `\r` inside the line: relaying it would corrupt
                     // the stream, so it is dropped, loudly, and not logged
-                    // as sent.
+                    // as sent; a request is answered in its place.
                     note!("{name}: dropped a line from stdin: it holds a carriage return");
+                    let mut id = IdScanner::new();
+                    id.feed(&message);
+                    if let Some(answer) = answer_carriage_return(id.id().as_ref()) {
+                        ends.answers.borrow_mut().push_back(answer);
+                    }
                     continue;
                 }
                 // Logged before the child can see it, so a request's record
@@ -659,6 +664,19 @@ fn answer_oversized(id: Option<&Bytes>, len: u64, limit: usize) -> Option<Bytes>
     (&id[..] != b"null").then(|| oversized_error(id, len, limit))
 }
 
+/// The error that answers a request from the host dropped for the `\r` it
+/// holds (line framing cannot carry one), if it has an id: -32600, Invalid
+/// Request. A notification (no id) and `null` answer nobody.
+fn answer_carriage_return(id: Option<&Bytes>) -> Option<Bytes> {
+    let id = id.filter(|id| !id.is_empty() && &id[..] != b"null")?;
+    let mut out = br#"{"jsonrpc":"2.0","id":"#.to_vec();
+    out.extend_from_slice(id);
+    out.extend_from_slice(
+        br#","error":{"code":-32600,"message":"the line holds a carriage return, which line framing cannot carry; relay dropped it"}}"#,
+    );
+    Some(Bytes::from(out))
+}
+
 /// A long line from the host, dropped after its first `sent` bytes had
 /// gone to the child (see `host.rs`): said on stderr as a line dropped
 /// whole is, with what the child got, logged, and, when it was over the
@@ -676,7 +694,7 @@ fn dropped_long<R: ExampleRuntime>(
     match dropped.why {
         Why::CarriageReturn => {
             note!("{name}: dropped a line from stdin: it holds a carriage return; {got}");
-            None
+            answer_carriage_return(dropped.id.as_ref())
         }
         Why::Oversized => {
             // As the line decoder's notice says it.
