@@ -218,3 +218,31 @@ fn c08_messages_fed_to_the_sink_go_before_a_later_send_and_survive_a_drop() {
         assert_eq!(report.exit, Exit::Code(0));
     });
 }
+
+/// A receiver takes the messages ready at once out together, and hands them out one by one: a
+/// request whose answer was among them when it was sent still gets it. Here the "answer" is a
+/// response-shaped line `cat` echoes, queued with the line before it.
+#[test]
+fn c17_a_request_gets_an_answer_already_taken_out_with_earlier_messages() {
+    run(async {
+        let mut t = start_misbehave(&["echo"]);
+        let answer = r#"{"jsonrpc":"2.0","id":5,"result":{}}"#;
+        within(
+            STEP,
+            "send_many",
+            t.send_many([r#"{"jsonrpc":"2.0","method":"first"}"#, answer]),
+        )
+        .await
+        .expect("send_many");
+        assert_eq!(text(&mut t).await, r#"{"jsonrpc":"2.0","method":"first"}"#);
+        let got = within(
+            STEP,
+            "request",
+            t.request(r#"{"jsonrpc":"2.0","id":5,"method":"m"}"#),
+        )
+        .await
+        .expect("the answer");
+        assert_eq!(&got[..], answer.as_bytes());
+        finish(t).await;
+    });
+}

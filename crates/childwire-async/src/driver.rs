@@ -129,6 +129,8 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                 || matches!(events.sweep, Some(os::SweepState::Done(_)));
             let mut state = self.shared.lock();
             state.session.handle_driver_wake(now);
+            let (messages, bytes) = self.shared.holds.get();
+            state.session.handle_receiver_holds(messages, bytes);
             if let Some(io) = io.as_deref_mut() {
                 io.hand_in(&mut state, events, now);
             }
@@ -386,6 +388,8 @@ impl<R: Runtime, F: Framing> Drop for Driver<R, F> {
         }
         let now = self.rt.now();
         let mut state = self.shared.lock();
+        let (messages, bytes) = self.shared.holds.get();
+        state.session.handle_receiver_holds(messages, bytes);
         state.session.handle_driver_stopped(now);
         let mut lines = Vec::new();
         state = self.finish(state, &io, &mut lines, now);

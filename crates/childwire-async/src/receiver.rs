@@ -1,17 +1,18 @@
 //! The receiving half of a transport: [`Receiver`] and its `Stream`. The
 //! caller's task reads and decodes when nothing is queued.
 
+use std::collections::VecDeque;
 use std::fmt;
 use std::future::poll_fn;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
-use childwire_core::{Framing, Lines, Receive, Received};
+use childwire_core::{Framing, Lines, Message, Receive, Received, Session};
 use futures_core::Stream;
 
 use crate::runtime::Runtime;
-use crate::shared::Shared;
+use crate::shared::{Holds, Shared};
 use crate::tap::Hook;
 
 /// The receiving half of a [`Transport`](crate::Transport): messages and
@@ -42,7 +43,16 @@ pub struct Receiver<R: Runtime, F: Framing = Lines> {
     pub(crate) rt: R,
     pub(crate) pid: Option<u32>,
     pub(crate) tap: Hook<R>,
+    /// Messages taken out of the session with the last one handed out,
+    /// under the same lock, handed out next without it (see `poll_item`).
+    pub(crate) batch: VecDeque<Message>,
 }
+
+/// How much a receiver takes out of the session under one lock: messages
+/// ready at once, up to this many...
+const BATCH_MESSAGES: usize = 64;
+/// ... and this many bytes (a large message is handed out alone).
+const BATCH_BYTES: usize = 64 * 1024;
 
 impl<R: Runtime, F: Framing> Receiver<R, F> {
     pub(crate) fn new(shared: Arc<Shared<F>>, rt: R, pid: Option<u32>) -> Self {
@@ -52,6 +62,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
             rt,
             pid,
             tap: Hook::none(),
+            batch: VecDeque::new(),
         }
     }
 
@@ -78,14 +89,23 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
         };
         into.push(first);
         let tapped_from = into.len();
-        let mut state = self.shared.lock();
-        while into.len() - tapped_from + 1 < limit {
-            let Some(item) = state.session.poll_received() else {
-                break;
-            };
-            into.push(item);
+        // What the batch holds comes first, without the lock.
+        let held = self.batch.len().min(limit - 1);
+        if held > 0 {
+            let bytes: usize = self.batch.iter().take(held).map(|m| m.len()).sum();
+            self.shared.holds.handed_out_many(held as u64, bytes as u64);
+            into.extend(self.batch.drain(..held).map(Received::Message));
         }
-        self.shared.unlock(state);
+        if into.len() - tapped_from + 1 < limit {
+            let mut state = self.shared.lock();
+            while into.len() - tapped_from + 1 < limit {
+                let Some(item) = state.session.poll_received() else {
+                    break;
+                };
+                into.push(item);
+            }
+            self.shared.unlock(state);
+        }
         self.tap.received_all(&into[tapped_from..]);
         into.len() - tapped_from + 1
     }
@@ -115,10 +135,15 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
     /// for the receiver, taken until it gives an item, the end, or a wait.
     #[inline(always)]
     fn poll_item(&mut self, cx: &mut Context<'_>) -> Poll<Option<Received>> {
+        if let Some(message) = self.batch.pop_front() {
+            self.shared.holds.handed_out(message.len() as u64);
+            return Poll::Ready(Some(Received::Message(message)));
+        }
         let mut state = self.shared.lock();
         loop {
             match state.session.poll_receive() {
                 Receive::Item(item) => {
+                    take_batch(&mut self.batch, &self.shared.holds, &mut state.session);
                     self.shared.unlock(state);
                     return Poll::Ready(Some(item));
                 }
@@ -178,5 +203,29 @@ impl<R: Runtime, F: Framing> Stream for Receiver<R, F> {
 
     fn poll_next(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Received>> {
         self.get_mut().poll_recv(cx)
+    }
+}
+
+/// Takes the messages ready at once after the one handed out, under the
+/// same lock, to hand out next without it: the writing task and this one
+/// then meet on the lock once per batch, not once per message, and the
+/// exit report still counts what the batch holds as not yet received
+/// (`Holds`). Only messages: a notice or the report waits in the session,
+/// where the end and a request's answer are looked for.
+///
+/// What it pays for, in the users' shape (`cargo bench -p childwire-bench
+/// --bench users_shape`: a writer task's `send().await` and `recv()` on two
+/// Tokio workers, `cat` echoing 100,000 lines; five interleaved runs,
+/// 2026-11-28), throughput over `LinesCodec`'s, medians without and with
+/// it: 64 B 0.39x -> 0.59x (reader in a task) and 0.45x -> 0.74x (in
+/// `block_on`); 200 B 0.83x -> 1.14x and 0.98x -> 0.98x. Without it the
+/// two tasks took turns on the lock per message, and most turns were a
+/// sleep on the futex. In instructions per message, single-threaded:
+/// `recv()` 815 -> 793, a round trip on an in-memory pipe +1.7%.
+#[inline(always)]
+fn take_batch<F: Framing>(batch: &mut VecDeque<Message>, holds: &Holds, session: &mut Session<F>) {
+    let (messages, bytes) = session.take_messages(batch, BATCH_MESSAGES, BATCH_BYTES);
+    if messages > 0 {
+        holds.add(messages as u64, bytes as u64);
     }
 }

@@ -9,7 +9,7 @@
 //! Nothing here decides anything.
 
 use std::io;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
@@ -50,6 +50,50 @@ pub(crate) struct Shared<F: Framing> {
     /// The child's end, as published by the background task: what
     /// `shutdown`, `kill`, failed sends and exit handles read.
     pub(crate) exit: ExitSlot,
+    /// What the receiver took out in a batch and has not handed out yet.
+    pub(crate) holds: CachePadded<Holds>,
+}
+
+/// Messages the receiver took out of the session in a batch (under one
+/// lock) and has not handed to its caller yet, and their bytes: the
+/// background task hands them to the session, whose exit report counts them
+/// as not yet received.
+///
+/// An atomic because the receiver hands its messages out without the lock;
+/// on its own cache line, which only the receiver writes. One word, the
+/// messages in its top 16 bits and their bytes below, so that a message
+/// handed out costs one atomic step. What it pays for is the batch,
+/// measured there (`take_batch` in receiver.rs).
+#[derive(Debug, Default)]
+pub(crate) struct Holds(AtomicU64);
+
+/// Where [`Holds`] keeps its messages: a batch holds 64 at most, and its
+/// bytes stay far below 2^48.
+const HELD_MESSAGE: u64 = 1 << 48;
+
+impl Holds {
+    /// The receiver took `messages` more, of `bytes` bytes.
+    pub(crate) fn add(&self, messages: u64, bytes: u64) {
+        self.0
+            .fetch_add(messages * HELD_MESSAGE + bytes, Ordering::Relaxed);
+    }
+
+    /// The receiver handed out one of `bytes` bytes.
+    pub(crate) fn handed_out(&self, bytes: u64) {
+        self.handed_out_many(1, bytes);
+    }
+
+    /// The receiver handed out `messages` at once, of `bytes` bytes.
+    pub(crate) fn handed_out_many(&self, messages: u64, bytes: u64) {
+        self.0
+            .fetch_sub(messages * HELD_MESSAGE + bytes, Ordering::Relaxed);
+    }
+
+    /// Messages and bytes held now.
+    pub(crate) fn get(&self) -> (u64, u64) {
+        let held = self.0.load(Ordering::Relaxed);
+        (held / HELD_MESSAGE, held % HELD_MESSAGE)
+    }
 }
 
 pub(crate) struct State<F: Framing> {
@@ -102,6 +146,7 @@ impl<F: Framing> Shared<F> {
             driver: BgWaker::default(),
             send_ready: AtomicBool::new(true),
             exit: ExitSlot::new(),
+            holds: CachePadded::new(Holds::default()),
         })
     }
 

@@ -6,7 +6,7 @@ use std::mem::size_of;
 
 use bytes::Bytes;
 
-use crate::frame::{DecoderStats, Frame, Malformed, MalformedReason, PollutionNotice};
+use crate::frame::{DecoderStats, Frame, Malformed, MalformedReason, Message, PollutionNotice};
 use crate::framing::{FrameDecoder, Framing};
 use crate::lines::Lines;
 use crate::pollution::{
@@ -173,6 +173,32 @@ impl<F: Framing> Inbound<F> {
         let frame = self.queue.pop_front()?;
         self.cost -= cost(&frame);
         Some(frame)
+    }
+
+    /// Moves the messages at the front, up to `max_messages` of them and
+    /// until `max_bytes` is reached, to the back of `into`, stopping at the
+    /// first frame that is no message. Returns how many and their bytes.
+    #[inline]
+    pub(crate) fn take_messages(
+        &mut self,
+        into: &mut VecDeque<Message>,
+        max_messages: usize,
+        max_bytes: usize,
+    ) -> (usize, usize) {
+        let (mut messages, mut bytes) = (0, 0);
+        while messages < max_messages && bytes < max_bytes {
+            let Some(Frame::Message(_)) = self.queue.front() else {
+                break;
+            };
+            let Some(Frame::Message(message)) = self.queue.pop_front() else {
+                break;
+            };
+            messages += 1;
+            bytes += message.len();
+            into.push_back(message);
+        }
+        self.cost -= bytes + messages * ITEM_OVERHEAD;
+        (messages, bytes)
     }
 
     /// Takes the first queued frame `pred` accepts, out of its place: the

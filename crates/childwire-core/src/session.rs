@@ -17,6 +17,7 @@ use crate::ending::{Exit, Signal, Swept};
 use crate::frame::PollutionNotice;
 use crate::frame::{Frame, Malformed, Message, Oversized};
 use crate::framing::Framing;
+use crate::inbound::Backlog;
 use crate::lifecycle::{Action, Lifecycle, SignalError};
 use crate::lines::Lines;
 use crate::outbound::{Closed, SendError, WriteResult, WriteRound, WriteStep};
@@ -246,6 +247,10 @@ pub struct Session<F: Framing = Lines> {
     /// it was last woken.
     offered_write: bool,
     offered_read: bool,
+    /// Messages the receiver took out in a batch and has not handed to
+    /// its caller yet, and their bytes (see
+    /// [`handle_receiver_holds`](Self::handle_receiver_holds)).
+    receiver_holds: (u64, u64),
 }
 
 impl Session<Lines> {
@@ -267,6 +272,7 @@ impl<F: Framing> Session<F> {
             handles: 0,
             offered_write: false,
             offered_read: false,
+            receiver_holds: (0, 0),
         }
     }
 
@@ -282,6 +288,7 @@ impl<F: Framing> Session<F> {
             handles: 0,
             offered_write: false,
             offered_read: false,
+            receiver_holds: (0, 0),
         }
     }
 
@@ -441,6 +448,31 @@ impl<F: Framing> Session<F> {
         }
     }
 
+    /// Moves the messages ready now, in order, up to `max_messages` of
+    /// them and until `max_bytes` is reached, to the back of `into`: what
+    /// [`poll_received`](Self::poll_received) would give one by one, taken
+    /// at once, up to the first item that is no message (a notice, the
+    /// report), which stays. Returns how many and their bytes. A receiver
+    /// that holds them before handing them out says so with
+    /// [`handle_receiver_holds`](Self::handle_receiver_holds).
+    #[inline]
+    pub fn take_messages(
+        &mut self,
+        into: &mut VecDeque<Message>,
+        max_messages: usize,
+        max_bytes: usize,
+    ) -> (usize, usize) {
+        let full = !self.channel.inbound.wants_read();
+        let taken = self
+            .channel
+            .inbound
+            .take_messages(into, max_messages, max_bytes);
+        if full && taken.0 > 0 {
+            self.made_room();
+        }
+        taken
+    }
+
     /// Takes the response to the request with id `id` (raw JSON text) out of
     /// the items waiting, wherever it is among them (the others stay in
     /// order): the message, or the notice of it dropped for its size.
@@ -465,6 +497,14 @@ impl<F: Framing> Session<F> {
         let before = into.len();
         into.extend(std::iter::from_fn(|| self.poll_received()));
         into.len() - before
+    }
+
+    /// The receiver holds `messages` messages of `bytes` bytes that it took
+    /// out (with [`poll_received`](Self::poll_received)) in a batch and has
+    /// not handed to its caller yet: the exit report counts them as not yet
+    /// received. Said again whenever it changes; the last word counts.
+    pub fn handle_receiver_holds(&mut self, messages: u64, bytes: u64) {
+        self.receiver_holds = (messages, bytes);
     }
 
     /// The caller took an item below the receive bound: the background task
@@ -786,7 +826,8 @@ impl<F: Framing> Session<F> {
                     return Output::Read;
                 }
             }
-            if let Some(report) = sup.take_report(self.channel.counters(), self.channel.backlog()) {
+            let backlog = backlog(&self.channel, self.receiver_holds);
+            if let Some(report) = sup.take_report(self.channel.counters(), backlog) {
                 let report = Box::new(report);
                 self.end = End::Due(report.clone());
                 self.channel.wake(Wakes::RECEIVER | Wakes::SENDERS);
@@ -908,4 +949,13 @@ impl<F: Framing> Session<F> {
             ..self.channel.counters()
         }
     }
+}
+
+/// What the caller has not received yet: what waits in `channel`, and what
+/// the receiver holds (`holds`: messages and bytes).
+fn backlog<F: Framing>(channel: &Channel<F>, holds: (u64, u64)) -> Backlog {
+    let mut backlog = channel.backlog();
+    backlog.messages += holds.0;
+    backlog.bytes += holds.1;
+    backlog
 }

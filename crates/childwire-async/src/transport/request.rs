@@ -13,6 +13,7 @@ use childwire_core::{
 
 use super::Transport;
 use crate::runtime::Runtime;
+use childwire_core::jsonrpc::is_response_to;
 
 /// Why [`Transport::request`] has no answer.
 #[derive(Debug)]
@@ -83,6 +84,16 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         let body = Bytes::copy_from_slice(request.as_ref());
         self.send(body).await.map_err(RequestError::Send)?;
         let receiver = &mut self.receiver;
+        // An answer already taken out with a batch of received messages.
+        if let Some(at) = receiver
+            .batch
+            .iter()
+            .position(|message| is_response_to(message, &id))
+        {
+            let message = receiver.batch.remove(at).expect("found above");
+            receiver.shared.holds.handed_out(message.len() as u64);
+            return Ok(message);
+        }
         poll_fn(|cx| {
             let mut state = receiver.shared.lock();
             loop {
