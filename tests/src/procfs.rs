@@ -182,6 +182,27 @@ pub fn open_fds() -> Option<usize> {
     Some(std::fs::read_dir("/proc/self/fd").ok()?.count())
 }
 
+/// The processes other than this one that have `link` (as `/proc/PID/fd/N` reads, e.g.
+/// `pipe:[12345]`) open; empty where `/proc` is unavailable.
+pub fn holders_of(link: &str) -> Vec<u32> {
+    if !SUPPORTED {
+        return Vec::new();
+    }
+    let me = std::process::id();
+    all_processes()
+        .into_iter()
+        .map(|stat| stat.pid)
+        .filter(|&pid| pid != me)
+        .filter(|pid| {
+            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+                fds.flatten().any(|fd| {
+                    std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == link)
+                })
+            })
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -229,25 +250,4 @@ mod tests {
         assert!(!pid_exists(pid));
         assert!(!zombie_children_of(me).contains(&pid));
     }
-}
-
-/// The processes other than this one that have `link` (as `/proc/PID/fd/N` reads, e.g.
-/// `pipe:[12345]`) open; empty where `/proc` is unavailable.
-pub fn holders_of(link: &str) -> Vec<u32> {
-    if !SUPPORTED {
-        return Vec::new();
-    }
-    let me = std::process::id();
-    all_processes()
-        .into_iter()
-        .map(|stat| stat.pid)
-        .filter(|&pid| pid != me)
-        .filter(|pid| {
-            std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
-                fds.flatten().any(|fd| {
-                    std::fs::read_link(fd.path()).is_ok_and(|target| target.as_os_str() == link)
-                })
-            })
-        })
-        .collect()
 }
