@@ -495,11 +495,7 @@ fn c28_a_response_too_large_reaches_the_host_as_an_error_for_its_id() {
         DEADLINE,
     );
     assert!(out.status.success(), "{out:?}");
-    let lines: Vec<Value> = out
-        .stdout_text()
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("JSON lines"))
-        .collect();
+    let lines: Vec<Value> = out.json_lines();
     assert_eq!(lines.len(), 2, "{out:?}");
     assert_eq!(lines[0]["id"], 7, "the top-level id, not the nested 99");
     assert_eq!(lines[0]["error"]["code"], -32013);
@@ -519,11 +515,7 @@ fn c02_a_request_holding_a_carriage_return_is_answered_with_an_error_for_its_id(
         {\"jsonrpc\":\"2.0\",\"id\":3,\"method\":\"c\"}\n";
     let out = run(&example("relay"), &["cat"], input.to_vec(), DEADLINE);
     assert!(out.status.success(), "{out:?}");
-    let lines: Vec<Value> = out
-        .stdout_text()
-        .lines()
-        .map(|line| serde_json::from_str(line).expect("JSON lines"))
-        .collect();
+    let lines: Vec<Value> = out.json_lines();
     assert_eq!(lines.len(), 3, "{out:?}");
     let answer = lines
         .iter()
@@ -690,11 +682,7 @@ fn c02_a_long_line_over_the_limit_goes_no_further_than_the_limit_and_is_answered
             DEADLINE,
         );
         assert!(out.status.success(), "{runtime}: {out:?}");
-        let mut lines: Vec<Value> = out
-            .stdout_text()
-            .lines()
-            .map(|line| serde_json::from_str(line).expect("JSON lines"))
-            .collect();
+        let mut lines: Vec<Value> = out.json_lines();
         // The relay's answer comes once the host's line ended, the child's lines as it reads
         // them: in no fixed order between them.
         let answer = lines

@@ -974,16 +974,21 @@ fn c27_a_stopping_driver_kills_and_sweeps_at_once_and_ends_at_the_exit() {
 #[test]
 fn c32_a_running_sweep_is_waited_for_until_its_deadline_and_what_it_ended_by_then_is_counted() {
     let start = Instant::now();
-    let drained = |lc: &mut Lifecycle| {
-        lc.handle_stdout_eof(start);
-        lc.handle_stderr_eof(start);
+    // A child that exited at `start`, its pipes drained or not, its sweep
+    // asked.
+    let exited = |drained: bool| {
+        let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
+        if drained {
+            lc.handle_stdout_eof(start);
+            lc.handle_stderr_eof(start);
+        }
+        lc.handle_exit(Exit::Code(0), start);
+        assert_eq!(lc.poll_action(), Some(SWEEP));
+        lc
     };
 
     // It ended two in its first pass: the report comes at 250 ms.
-    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
-    drained(&mut lc);
-    lc.handle_exit(Exit::Code(0), start);
-    assert_eq!(lc.poll_action(), Some(SWEEP));
+    let mut lc = exited(true);
     let two = Swept {
         ended: 2,
         held_pipes: true,
@@ -1006,9 +1011,7 @@ fn c32_a_running_sweep_is_waited_for_until_its_deadline_and_what_it_ended_by_the
     assert_eq!(lc.poll_end(), None, "reported once");
 
     // Nothing ended yet: past the drain grace, up to 2.25 s.
-    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
-    lc.handle_exit(Exit::Code(0), start);
-    assert_eq!(lc.poll_action(), Some(SWEEP));
+    let mut lc = exited(false);
     let none_yet = Swept {
         ended: 0,
         held_pipes: true,
@@ -1029,10 +1032,7 @@ fn c32_a_running_sweep_is_waited_for_until_its_deadline_and_what_it_ended_by_the
     assert!(!ending.pipes_drained, "the pipes were held");
 
     // A result before the deadline is taken at once.
-    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
-    drained(&mut lc);
-    lc.handle_exit(Exit::Code(0), start);
-    assert_eq!(lc.poll_action(), Some(SWEEP));
+    let mut lc = exited(true);
     lc.handle_sweep_progress(Swept::default(), false, start + ms(10));
     assert_eq!(lc.poll_end(), None);
     lc.handle_swept(two, start + ms(600));
@@ -1040,10 +1040,7 @@ fn c32_a_running_sweep_is_waited_for_until_its_deadline_and_what_it_ended_by_the
 
     // Past 250 ms with nothing ended, a pass that ends something counts at
     // once.
-    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
-    drained(&mut lc);
-    lc.handle_exit(Exit::Code(0), start);
-    assert_eq!(lc.poll_action(), Some(SWEEP));
+    let mut lc = exited(true);
     lc.handle_timeout(start + SWEEP_WAIT);
     assert_eq!(lc.poll_end(), None);
     lc.handle_sweep_progress(two, true, start + ms(700));
@@ -1051,10 +1048,7 @@ fn c32_a_running_sweep_is_waited_for_until_its_deadline_and_what_it_ended_by_the
 
     // A sweep nobody reports on still ends the wait, counting nothing; the
     // deadlines only move forward.
-    let mut lc = Lifecycle::new(LifecycleConfig::default(), true, start);
-    drained(&mut lc);
-    lc.handle_exit(Exit::Code(0), start);
-    assert_eq!(lc.poll_action(), Some(SWEEP));
+    let mut lc = exited(true);
     assert_eq!(lc.poll_timeout(), Some(start + SWEEP_WAIT));
     lc.handle_timeout(start + SWEEP_WAIT);
     assert_eq!(lc.poll_end(), None, "nothing ended yet: it waits longer");

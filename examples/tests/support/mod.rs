@@ -83,6 +83,15 @@ impl Output {
     pub(crate) fn stdout_text(&self) -> String {
         String::from_utf8_lossy(&self.stdout).into_owned()
     }
+
+    /// Stdout as JSON, a value per line; panics on a line that is not JSON.
+    #[allow(dead_code)] // Not every test file that includes this module reads JSON.
+    pub(crate) fn json_lines(&self) -> Vec<serde_json::Value> {
+        self.stdout_text()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("JSON lines"))
+            .collect()
+    }
 }
 
 /// Runs `program` with `args`, feeding it `input` from a thread (so a
