@@ -151,14 +151,6 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
                     self.shared.unlock(state);
                     return Poll::Ready(None);
                 }
-                Receive::Flush(round) => {
-                    // About to wait for the peer: what this transport
-                    // queued goes first, from this task.
-                    state = self
-                        .shared
-                        .write_round(state, &round, None, self.rt.now())
-                        .0;
-                }
                 Receive::Read => {
                     let blocked;
                     (state, blocked) = self.shared.read_once(state, cx.waker(), || self.rt.now());

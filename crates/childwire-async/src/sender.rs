@@ -87,8 +87,7 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// and written by this task when it is alone in the queue (the pipe
     /// took everything before it) or a pipe's worth is queued; what is left
     /// (behind a full pipe, or a write in progress) is written by the
-    /// background task, or by the next `recv` on this transport, whichever
-    /// comes first.
+    /// background task, woken once per batch.
     ///
     /// Waits while the outbound queue is full (backpressure), writing to
     /// the pipe itself meanwhile. Fails, handing the payload back, if the

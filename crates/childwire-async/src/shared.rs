@@ -264,13 +264,8 @@ impl<F: Framing> Shared<F> {
             };
             state.session.handle_write(result, now);
             if result == WriteResult::WouldBlock {
-                if waiter.is_none() {
-                    // Nobody here polls the pipe again: the background task
-                    // is woken to take the rest on (what the session armed
-                    // for it), waiting on the pipe itself. It may have been
-                    // armed before, and asleep since.
-                    wake_bg(&self.driver);
-                }
+                // Unless this was the background task's round, the session
+                // named that task to wait for the pipe (woken on unlock).
                 return (state, RoundEnd::Blocked);
             }
         }

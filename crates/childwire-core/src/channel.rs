@@ -114,9 +114,6 @@ pub struct Channel<F: Framing = Lines> {
     /// Reads that brought bytes: the peer's turns, for the rule of who
     /// writes.
     turns: u64,
-    /// The turn in which a receiver about to wait was last offered to write
-    /// what senders left.
-    flush_offered: Option<u64>,
     wakes: Wakes,
 }
 
@@ -237,7 +234,6 @@ impl<F: Framing> Channel<F> {
             ),
             read: ReadPipe::Here,
             turns: 0,
-            flush_offered: None,
             wakes: Wakes::NONE,
         }
     }
@@ -312,8 +308,7 @@ impl<F: Framing> Channel<F> {
     }
 
     /// A round that writes what is queued now and stops there, yielding to
-    /// the senders what they queue meanwhile: the background task's, or a
-    /// receiver's about to wait.
+    /// the senders what they queue meanwhile: the background task's.
     pub fn queued_round(&self) -> WriteRound {
         self.outbound.queued_round()
     }
@@ -341,7 +336,7 @@ impl<F: Framing> Channel<F> {
         if self.outbound.handle_write(result, now) {
             self.wakes |= Wakes::SENDERS;
         }
-        if !armed && self.outbound.flush_armed() {
+        if self.outbound.take_wake_background() || (!armed && self.outbound.flush_armed()) {
             // Bytes left behind a full pipe: the background task waits for
             // the pipe to take more.
             self.wakes |= Wakes::DRIVER;
@@ -358,20 +353,6 @@ impl<F: Framing> Channel<F> {
     /// it, or a close to carry out) and the pipe is free.
     pub fn wants_background_write(&self) -> bool {
         self.outbound.wants_background_write()
-    }
-
-    /// Whether a receiver about to wait for the peer writes what senders
-    /// left first (once per turn of the peer), so that a request and its
-    /// answer cross no thread. Returns the round to write with.
-    pub fn poll_flush_before_wait(&mut self) -> Option<WriteRound> {
-        if !self.outbound.flush_armed()
-            || self.outbound.is_pipe_out()
-            || self.flush_offered == Some(self.turns)
-        {
-            return None;
-        }
-        self.flush_offered = Some(self.turns);
-        Some(self.outbound.queued_round())
     }
 
     /// Whether everything accepted up to `target` (a

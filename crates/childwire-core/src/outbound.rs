@@ -74,6 +74,11 @@ pub struct WriteRound {
     /// A sender's round, which does not wait: if the pipe is held, or full,
     /// what it queued is left to the background task.
     hand_off: bool,
+    /// The background task's round: on a full pipe it waits for the pipe
+    /// itself. Any other writer that leaves bytes behind a full pipe may
+    /// not come back for them (a sender that got its room, a flush that was
+    /// dropped), so the background task is woken to wait instead.
+    background: bool,
 }
 
 /// How the writing pipe is closed, once decided.
@@ -93,8 +98,9 @@ enum Close {
 enum Pipe {
     /// With its owner, free.
     Here,
-    /// A writer holds it for one call: a shutdown (`true`) or another.
-    Out { shutdown: bool },
+    /// A writer holds it for one call: a shutdown or another, in the
+    /// background task's round or another's.
+    Out { shutdown: bool, background: bool },
     /// Dropped: the peer reads EOF.
     Gone,
 }
@@ -135,6 +141,8 @@ pub(crate) struct Outbound<F: Framing> {
     /// Sending was aborted while a writer held the pipe: what it was writing
     /// may still go; the queue is dropped when the pipe comes back.
     abort_pending: bool,
+    /// See [`take_wake_background`](Self::take_wake_background).
+    wake_background: bool,
 }
 
 /// What [`Outbound::send`] decided for the sender.
@@ -175,6 +183,7 @@ impl<F: Framing> Outbound<F> {
             written_in_turn: None,
             write_failed: false,
             abort_pending: false,
+            wake_background: false,
         }
     }
 
@@ -200,6 +209,18 @@ impl<F: Framing> Outbound<F> {
     /// - but once a pipe's worth is queued since the last attempt
     ///   ([`WRITE_BATCH`]), written now: a sender running ahead of the
     ///   flush, or of a full pipe, tries it once per batch.
+    ///
+    /// A receiver about to wait for the peer does not write what was left
+    /// to the flush. It did once (so that a burst and its answers crossed
+    /// no thread), but in a stream the receiver waits after every read, so
+    /// the pipe got a write at the receiver's pace, a few KiB each, the
+    /// child echoed in as many small writes, and the receiver woke for each:
+    /// in the users' shape (`cargo bench -p childwire-bench --bench
+    /// users_shape`, a writer task's `send().await`, `recv()` in another,
+    /// `cat` echoing 100,000 lines of 64 B on two Tokio workers) 2,500-4,700
+    /// writes of 0.3-4 KiB and as many reads, 140-157 MiB/s; without it
+    /// 160-470 writes, mostly of 16 KiB or more, about 100 reads of 64 KiB,
+    /// 204-281 MiB/s (2026-11-28). The instruction rows moved by under 1%.
     #[inline(always)]
     pub(crate) fn send<B: AsRef<[u8]>>(
         &mut self,
@@ -313,6 +334,7 @@ impl<F: Framing> Outbound<F> {
         WriteRound {
             upto: None,
             hand_off: false,
+            background: false,
         }
     }
 
@@ -321,6 +343,7 @@ impl<F: Framing> Outbound<F> {
         WriteRound {
             upto: None,
             hand_off: true,
+            background: false,
         }
     }
 
@@ -329,6 +352,7 @@ impl<F: Framing> Outbound<F> {
         WriteRound {
             upto: Some(self.encoder.queue_end()),
             hand_off: false,
+            background: true,
         }
     }
 
@@ -386,6 +410,7 @@ impl<F: Framing> Outbound<F> {
         };
         self.pipe = Pipe::Out {
             shutdown: op == WriteOp::Shutdown,
+            background: round.background,
         };
         WriteStep::Io(op)
     }
@@ -394,12 +419,23 @@ impl<F: Framing> Outbound<F> {
     /// Returns whether anything moved (bytes taken, a flush done, the pipe
     /// closed or broken): the senders waiting are to be woken.
     pub(crate) fn handle_write(&mut self, result: WriteResult, now: Instant) -> bool {
-        let shutdown = matches!(self.pipe, Pipe::Out { shutdown: true });
+        let (shutdown, background) = match self.pipe {
+            Pipe::Out {
+                shutdown,
+                background,
+            } => (shutdown, background),
+            _ => (false, false),
+        };
         if let Pipe::Out { .. } = self.pipe {
             self.pipe = Pipe::Here;
         }
         let woken = std::mem::take(&mut self.contended);
         let moved = self.handle_result(result, shutdown, now) || woken;
+        if result == WriteResult::WouldBlock && !background && self.flush_armed {
+            // Left behind a full pipe by a writer that may not come back:
+            // the background task waits for the pipe.
+            self.wake_background = true;
+        }
         if std::mem::take(&mut self.abort_pending) {
             self.drop_queue();
             self.waiting_since = None;
@@ -443,6 +479,13 @@ impl<F: Framing> Outbound<F> {
         }
     }
 
+    /// Whether a writer other than the background task left bytes behind a
+    /// full pipe since the last call: the background task is to wait for
+    /// the pipe.
+    pub(crate) fn take_wake_background(&mut self) -> bool {
+        std::mem::take(&mut self.wake_background)
+    }
+
     /// Whether a write failed since the last call (the peer closed its end).
     pub(crate) fn take_write_failed(&mut self) -> bool {
         std::mem::take(&mut self.write_failed)
@@ -484,11 +527,6 @@ impl<F: Framing> Outbound<F> {
     /// Whether a write was left to the background task.
     pub(crate) fn flush_armed(&self) -> bool {
         self.flush_armed
-    }
-
-    /// Whether a writer holds the pipe now.
-    pub(crate) fn is_pipe_out(&self) -> bool {
-        matches!(self.pipe, Pipe::Out { .. })
     }
 
     /// Whether the pipe is closed (dropped) or about to be.

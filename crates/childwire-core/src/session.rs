@@ -78,9 +78,6 @@ impl From<Frame> for Received {
 pub enum Receive {
     /// The next item.
     Item(Received),
-    /// Before waiting for the peer, write what senders left, with this
-    /// round (a request and its answer then cross no thread).
-    Flush(WriteRound),
     /// Read the peer once (the caller holds the reading pipe now), then
     /// report with `handle_read*`.
     Read,
@@ -396,8 +393,7 @@ impl<F: Framing> Session<F> {
 
     // ---- receiving ----
 
-    /// The receiver's next step: an item, a write of what senders left
-    /// before waiting, a read, a wait, or the end.
+    /// The receiver's next step: an item, a read, a wait, or the end.
     #[inline(always)]
     pub fn poll_receive(&mut self) -> Receive {
         if let Some(item) = self.poll_received() {
@@ -411,9 +407,6 @@ impl<F: Framing> Session<F> {
     pub fn poll_wait(&mut self) -> Receive {
         if matches!(self.end, End::Over) {
             return Receive::End;
-        }
-        if let Some(round) = self.channel.poll_flush_before_wait() {
-            return Receive::Flush(round);
         }
         match self.channel.poll_read() {
             ReadStep::Read => Receive::Read,

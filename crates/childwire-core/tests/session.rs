@@ -5,7 +5,8 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use childwire_core::{
-    Action, ITEM_OVERHEAD, Output, Receive, Swept, WriteOp, WriteResult, WriteRound, WriteStep,
+    Action, ITEM_OVERHEAD, Output, Receive, Sent, Swept, Wakes, WriteOp, WriteResult, WriteRound,
+    WriteStep,
 };
 use childwire_core::{
     Closed, Config, EndedBy, Exit, ExitReport, Received, SendErrorKind, Session, Signal,
@@ -137,7 +138,7 @@ impl Sim {
                     }
                     return items;
                 }
-                Receive::Flush(_) | Receive::Wait | Receive::End => return items,
+                Receive::Wait | Receive::End => return items,
             }
         }
     }
@@ -540,6 +541,48 @@ fn c09_the_report_waits_until_stderr_lines_are_delivered() {
         sim.session.poll_received(),
         Some(Received::Exited(_))
     ));
+}
+
+/// Bytes a sender leaves behind a full pipe become the background task's to
+/// wait for, though their flush was armed (and that task woken) before: it
+/// may have run while the sender held the pipe, found nothing to do, and
+/// gone to sleep, and the sender itself goes on once it has room.
+#[test]
+fn c07_bytes_a_sender_leaves_behind_a_full_pipe_wake_the_background_task() {
+    let now = Instant::now();
+    let mut session = Session::new(&plain_config(), true, now);
+    let Ok(Sent::Write(round)) = session.send("one") else {
+        panic!("the first message is its sender's to write");
+    };
+    assert!(matches!(session.send("two"), Ok(Sent::Queued)));
+    assert!(
+        session.take_wakes().contains(Wakes::DRIVER),
+        "the flush armed"
+    );
+    // The sender takes the pipe; the background task runs meanwhile.
+    assert!(matches!(session.poll_write(&round, now), WriteStep::Io(_)));
+    session.handle_driver_wake(now);
+    loop {
+        match session.poll_output() {
+            Output::Write(_) => panic!("no write is offered while the sender holds the pipe"),
+            Output::Timeout(_) | Output::Done => break,
+            _ => {}
+        }
+    }
+    let _ = session.take_wakes();
+    // The pipe is full: the sender goes on without it.
+    session.handle_write(WriteResult::WouldBlock, now);
+    assert!(
+        session.take_wakes().contains(Wakes::DRIVER),
+        "nobody else comes back for the bytes"
+    );
+    session.handle_driver_wake(now);
+    let offered = std::iter::from_fn(|| match session.poll_output() {
+        Output::Timeout(_) | Output::Done => None,
+        output => Some(output),
+    })
+    .any(|output| matches!(output, Output::Write(_)));
+    assert!(offered, "the background task writes the rest");
 }
 
 /// The default config without pollution notices: these tests speak plain

@@ -580,11 +580,6 @@ impl<F: Model> Harness<F> {
         for _ in 0..n {
             match self.session.poll_receive() {
                 Receive::Item(item) => self.take(item),
-                Receive::Flush(round) => {
-                    self.receiver.round = Some(round);
-                    self.step_round(Who::Receiver);
-                    return;
-                }
                 Receive::Read => {
                     self.start_read(Who::Receiver);
                     return;

@@ -113,12 +113,6 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
                     return Poll::Ready(Err(RequestError::Ended(report)));
                 }
                 match state.session.poll_wait() {
-                    Receive::Flush(round) => {
-                        state = receiver
-                            .shared
-                            .write_round(state, &round, None, receiver.rt.now())
-                            .0;
-                    }
                     Receive::Read => {
                         let blocked;
                         (state, blocked) = receiver

@@ -222,11 +222,6 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
             }
             // Wait for the child as `recv` does, taking nothing.
             match state.session.poll_wait() {
-                Receive::Flush(round) => {
-                    state = self.shared.write_round(state, &round, None, now).0;
-                    self.shared.unlock(state);
-                    continue;
-                }
                 Receive::Read => {
                     let blocked;
                     (state, blocked) = self.shared.read_once(state, cx.waker(), || self.rt.now());
