@@ -326,12 +326,10 @@ fn c07_a_flood_with_nobody_receiving_reaches_the_child_whole() {
         let message = format!(r#"{{"data":"{}"}}"#, "x".repeat(199 - 11));
         let total = MESSAGES * (message.len() + 1);
         for round in 0..ROUNDS {
-            let mut cmd = rt::Command::new("sh");
             // Exits once it has read every byte sent, and only then.
-            cmd.args(["-c", &format!("head -c {total} >/dev/null")]);
             let mut config = config();
             config.send_high_water(1 << 20);
-            let t = start(&cmd, config);
+            let t = start(&misbehave(&["read-bytes", &total.to_string()]), config);
             let exit = t.exit_handle();
             for _ in 0..MESSAGES {
                 within(STEP, "send", t.send(message.as_bytes().to_vec()))

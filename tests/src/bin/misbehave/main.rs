@@ -13,6 +13,7 @@
 //! | `invalid-utf8`               | lines of invalid UTF-8, then `{"valid":true}`, then echo |
 //! | `blank-lines`                | `\n\n{"a":1}\n\r\n\n{"b":2}\n`, then echo |
 //! | `exit-after N CODE`          | write N lines `{"n":I}`, exit with CODE without reading stdin |
+//! | `read-bytes N`               | read N bytes of stdin and exit (0, or 1 if stdin ended first) |
 //! | `unterminated`               | `one\ntwo\nlast-without-newline`, exit 0 |
 //! | `ignore-eof`                 | echo until EOF, then block forever (SIGTERM ends it) |
 //! | `ignore-term`                | ignore SIGTERM (Windows: console control events), print `{"ready":true}`, echo until EOF, block forever |
@@ -68,7 +69,7 @@ mod polite;
 mod unix;
 
 use std::ffi::OsString;
-use std::io::{self, BufRead, BufReader, BufWriter, Write};
+use std::io::{self, BufRead, BufReader, BufWriter, Read, Write};
 use std::process::{Command, Stdio};
 use std::str::FromStr;
 use std::thread;
@@ -176,6 +177,11 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             }
             out.flush()?;
             return Ok(code);
+        }
+        "read-bytes" => {
+            let want: u64 = number(rest, 0, "N", None)?;
+            let got = io::copy(&mut io::stdin().lock().take(want), &mut io::sink())?;
+            return Ok(if got == want { 0 } else { 1 });
         }
         "unterminated" => say(b"one\ntwo\nlast-without-newline")?,
         "ignore-eof" => {
