@@ -204,7 +204,8 @@ impl<F: Framing> Encoder<F> {
         }
         match std::mem::take(&mut self.spent).try_into_mut() {
             Ok(mut spent) => {
-                // Written out, it starts where it ends: rewind it.
+                // Written out: the next batch goes on after its end, or
+                // from its start when the room left there is too small.
                 if spent.try_reclaim(framed) {
                     self.queue = spent;
                     return;
