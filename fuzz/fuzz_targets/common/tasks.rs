@@ -21,6 +21,19 @@
 //! completion, the report (for a child) or the end of the stream (for a
 //! channel) comes, and the frames taken are what the reference model makes
 //! of the bytes the child wrote.
+//!
+//! Wakes: the steps of the input may poll any task at any time (a spurious
+//! wake-up is allowed), but the end is played as a runtime plays it: a task
+//! whose last poll ended waiting runs again only once something woke it
+//! (the core's `Wakes`, a pipe's readiness, its timer, the child's exit).
+//! So a wake the core forgot is a task left waiting, which the end names:
+//! before the child ends, with stdin open, every accepted message is written
+//! and no sender waits for room or its flush; at every quiet point, a
+//! waiting receiver has no item queued beside it; and the end comes. (Each
+//! of these caught a wake taken out of the core on purpose within two
+//! minutes of fuzzing: the background task's for bytes a sender left behind
+//! a full pipe, the senders' after a write, the receiver's after another
+//! task's read.)
 
 use std::time::{Duration, Instant};
 
@@ -28,8 +41,8 @@ use arbitrary::Arbitrary;
 use bytes::Bytes;
 use childwire_core::{
     Config, Exit, ExitReport, Frame, Output, PollutionKind, PollutionPolicy, Receive, Received,
-    SendErrorKind, Sent, Session, Signal, SignalError, Swept, WriteOp, WriteResult, WriteRound,
-    WriteStep,
+    SendErrorKind, Sent, Session, Signal, SignalError, Swept, Wakes, WriteOp, WriteResult,
+    WriteRound, WriteStep,
 };
 
 use childwire_core::pollution::classify;
@@ -149,6 +162,25 @@ struct Task {
     flush: Option<(u64, bool)>,
     /// The handle was dropped.
     dropped: bool,
+    /// Its last poll ended waiting: it runs again in `finish` only once
+    /// something wakes it.
+    parked: bool,
+    /// Woken since it parked (by the core's wakes or a pipe's readiness).
+    woken: bool,
+}
+
+impl Task {
+    /// Whether the runtime would poll it now: it is not waiting, or it was
+    /// woken.
+    fn runnable(&self) -> bool {
+        !self.dropped && (!self.parked || self.woken)
+    }
+
+    /// It is polled: what woke it is used up.
+    fn polled(&mut self) {
+        self.parked = false;
+        self.woken = false;
+    }
 }
 
 /// The child on the other side of the pipes.
@@ -179,6 +211,18 @@ pub struct Harness<F: Model> {
     /// The driver is in the middle of draining its outputs (it took a pipe).
     driver_draining: bool,
     driver_done: bool,
+    /// The deadline the driver's timer waits for.
+    driver_deadline: Option<Instant>,
+    /// The driver did something in this poll: it polls itself again.
+    driver_progress: bool,
+    /// The driver waits on the stdin pipe's wakers (its round found the
+    /// pipe held, or full) or on the stdout pipe's (its read found nothing).
+    driver_on_stdin: bool,
+    driver_on_stdout: bool,
+    /// A read found stdout empty / a write found stdin full: the pipe
+    /// wakes who waits on it once the child writes / reads.
+    stdout_armed: bool,
+    stdin_armed: bool,
     child: Child,
 
     /// Every accepted message, framed: what the child may read.
@@ -240,6 +284,12 @@ impl<F: Model> Harness<F> {
             driver: Task::default(),
             driver_draining: false,
             driver_done: false,
+            driver_deadline: None,
+            driver_progress: false,
+            driver_on_stdin: false,
+            driver_on_stdout: false,
+            stdout_armed: false,
+            stdin_armed: false,
             child: Child::default(),
             wire: Vec::new(),
             boundaries: Vec::new(),
@@ -298,28 +348,41 @@ impl<F: Model> Harness<F> {
                 let frame = self.framing.frame(body);
                 self.child_writes(&frame);
             }
-            Op::StdoutEof => self.child.stdout_eof = true,
+            Op::StdoutEof => {
+                self.child.stdout_eof = true;
+                self.stdout_ready();
+            }
             Op::Stderr(bytes) => {
                 if self.has_child && !self.child.stderr_eof {
                     self.child.stderr_bytes += bytes.len() as u64;
                     self.session.handle_stderr(bytes, self.now);
+                    // Read by the driver, woken by the pipe.
+                    self.driver.woken = true;
                 }
             }
             Op::StderrEof => {
                 if self.has_child && !self.child.stderr_eof {
                     self.child.stderr_eof = true;
                     self.session.handle_stderr_eof(self.now);
+                    self.driver.woken = true;
                 }
             }
             Op::DeliverStderr => self.deliver_stderr(),
-            Op::ChildClosesStdin => self.child.stdin_closed = true,
+            Op::ChildClosesStdin => {
+                self.child.stdin_closed = true;
+                self.stdin_ready();
+            }
             Op::Exit(exit) => self.exit(*exit),
             Op::FailNextSignal(err) => self.armed_failure = Some(*err),
-            Op::Advance(ms) => self.now += Duration::from_millis(u64::from(*ms)),
+            Op::Advance(ms) => {
+                self.now += Duration::from_millis(u64::from(*ms));
+                self.timer_fires();
+            }
             Op::AdvanceToDeadline => {
                 if let Some(at) = self.session.poll_timeout() {
                     self.now = self.now.max(at);
                 }
+                self.timer_fires();
             }
             Op::Shutdown => {
                 self.apply_shutdown_model();
@@ -333,8 +396,64 @@ impl<F: Model> Harness<F> {
             }
             Op::Drop(who) => self.drop_handle(*who),
         }
-        let _ = self.session.take_wakes();
+        let wakes = self.session.take_wakes();
+        self.wake(wakes);
         self.check_queues();
+    }
+
+    /// The core's wakes, as the async layer's wake sets deliver them: the
+    /// senders' set (where the driver waits too when its round found the
+    /// pipe busy or full), the receiver's (where the driver waits too when
+    /// its read found nothing), the driver.
+    fn wake(&mut self, wakes: Wakes) {
+        if wakes.contains(Wakes::SENDERS) {
+            self.wake_stdin_waiters();
+        }
+        if wakes.contains(Wakes::RECEIVER) {
+            self.wake_stdout_waiters();
+        }
+        if wakes.contains(Wakes::DRIVER) {
+            self.driver.woken = true;
+        }
+    }
+
+    fn wake_stdin_waiters(&mut self) {
+        for sender in &mut self.senders {
+            sender.woken = true;
+        }
+        if std::mem::take(&mut self.driver_on_stdin) {
+            self.driver.woken = true;
+        }
+    }
+
+    fn wake_stdout_waiters(&mut self) {
+        self.receiver.woken = true;
+        if std::mem::take(&mut self.driver_on_stdout) {
+            self.driver.woken = true;
+        }
+    }
+
+    /// The child wrote to stdout or closed it: a read that found nothing
+    /// armed the pipe, which wakes who waits on it.
+    fn stdout_ready(&mut self) {
+        if std::mem::take(&mut self.stdout_armed) {
+            self.wake_stdout_waiters();
+        }
+    }
+
+    /// The child read stdin or closed it: a write that found the pipe full
+    /// armed it, and it wakes who waits on it.
+    fn stdin_ready(&mut self) {
+        if std::mem::take(&mut self.stdin_armed) {
+            self.wake_stdin_waiters();
+        }
+    }
+
+    /// The clock moved: the driver's timer fires at its deadline.
+    fn timer_fires(&mut self) {
+        if self.driver_deadline.is_some_and(|at| at <= self.now) {
+            self.driver.woken = true;
+        }
     }
 
     /// The model's record of a shutdown asked now.
@@ -349,6 +468,11 @@ impl<F: Model> Harness<F> {
     fn send(&mut self, who: Who, payload: &Payload, anyway: bool) {
         if self.task(who).dropped || self.task(who).round.is_some() {
             return;
+        }
+        // A wake is used up by this poll, unless it is for a flush that
+        // still waits beside it (polled together, as in a `join`).
+        if self.task(who).flush.is_none() {
+            self.task(who).polled();
         }
         if anyway && !self.sink_ready && !self.session.send_ready() {
             // `poll_ready` waits: the `Sink` writes meanwhile.
@@ -415,6 +539,9 @@ impl<F: Model> Harness<F> {
     fn flush(&mut self, who: Who, close: bool) {
         if self.task(who).dropped || self.task(who).round.is_some() {
             return;
+        }
+        if self.task(who).waiting.is_none() {
+            self.task(who).polled();
         }
         if self.task(who).flush.is_some() {
             // Woken: it writes again and looks at the answer.
@@ -498,6 +625,9 @@ impl<F: Model> Harness<F> {
                     self.stdin_dropped = true;
                 }
                 WriteStep::Done | WriteStep::Busy | WriteStep::Yield => {
+                    if who == Who::Driver && step == WriteStep::Busy {
+                        self.driver_on_stdin = true;
+                    }
                     self.task(who).round = None;
                     self.round_ended(who);
                     return;
@@ -536,7 +666,14 @@ impl<F: Model> Harness<F> {
         };
         self.session.handle_write(result, self.now);
         self.check_written(&self.session.counters());
+        if who == Who::Driver && result != WriteResult::WouldBlock {
+            self.driver_progress = true;
+        }
         if result == WriteResult::WouldBlock {
+            self.stdin_armed = true;
+            if who == Who::Driver {
+                self.driver_on_stdin = true;
+            }
             self.task(who).round = None;
             self.round_ended(who);
         } else {
@@ -574,9 +711,10 @@ impl<F: Model> Harness<F> {
     // ---- the receiver ----
 
     fn recv(&mut self, n: usize) {
-        if self.receiver.dropped || self.receiver.round.is_some() || self.receiver.reading {
+        if self.receiver.dropped || self.receiver.reading || self.ended {
             return;
         }
+        self.receiver.polled();
         for _ in 0..n {
             match self.session.poll_receive() {
                 Receive::Item(item) => self.take(item),
@@ -584,8 +722,12 @@ impl<F: Model> Harness<F> {
                     self.start_read(Who::Receiver);
                     return;
                 }
-                Receive::Wait => return,
+                Receive::Wait => {
+                    self.receiver.parked = true;
+                    return;
+                }
                 Receive::End => {
+                    self.receiver.parked = true;
                     assert!(
                         self.received_report || !self.has_child || self.report.is_none(),
                         "the end before the report"
@@ -664,6 +806,7 @@ impl<F: Model> Harness<F> {
             let bytes: Vec<u8> = self.child.stdout.drain(..n).collect();
             self.largest_read = self.largest_read.max(n);
             self.read_all.extend_from_slice(&bytes);
+            self.driver_progress |= who == Who::Driver;
             if max.is_multiple_of(2) {
                 self.session.handle_read(&bytes, self.now);
             } else {
@@ -671,9 +814,16 @@ impl<F: Model> Harness<F> {
             }
         } else if self.child.stdout_eof {
             self.read_eof = true;
+            self.driver_progress |= who == Who::Driver;
             self.session.handle_read_eof(self.now);
         } else {
             self.session.handle_read_blocked();
+            // It waits for the pipe, which the child's next write wakes.
+            self.stdout_armed = true;
+            match who {
+                Who::Driver => self.driver_on_stdout = true,
+                _ => self.receiver.parked = true,
+            }
         }
         if who == Who::Driver && self.driver_draining {
             self.drain_outputs();
@@ -684,6 +834,7 @@ impl<F: Model> Harness<F> {
         if !self.child.stdout_eof {
             self.child.stdout.extend_from_slice(bytes);
             self.child.stdout_all.extend_from_slice(bytes);
+            self.stdout_ready();
         }
     }
 
@@ -693,6 +844,8 @@ impl<F: Model> Harness<F> {
         if self.driver_done || self.driver_draining {
             return;
         }
+        self.driver.polled();
+        self.driver_progress = false;
         self.session.handle_driver_wake(self.now);
         self.woken_at = self.now;
         self.driver_draining = true;
@@ -702,7 +855,14 @@ impl<F: Model> Harness<F> {
     /// The driver drains until it holds a pipe, or the session says wait.
     fn drain_outputs(&mut self) {
         while self.driver.op.is_none() && !self.driver.reading && self.driver.round.is_none() {
-            match self.session.poll_output() {
+            let output = self.session.poll_output();
+            if !matches!(
+                output,
+                Output::Timeout(_) | Output::Done | Output::Write(_) | Output::Read
+            ) {
+                self.driver_progress = true;
+            }
+            match output {
                 Output::Signal(signal) => {
                     assert!(self.has_child);
                     assert!(self.child.exit.is_none(), "{signal} after the exit");
@@ -751,6 +911,13 @@ impl<F: Model> Harness<F> {
                         assert!(at > self.woken_at, "a deadline at or before the wake-up");
                     }
                     self.driver_draining = false;
+                    // It waits for its timer or a wake, unless it did
+                    // something in this poll: then it goes round again.
+                    self.driver_deadline = at;
+                    self.driver.parked = true;
+                    if std::mem::take(&mut self.driver_progress) {
+                        self.driver.woken = true;
+                    }
                     return;
                 }
                 Output::Done => {
@@ -765,6 +932,8 @@ impl<F: Model> Harness<F> {
     fn deliver_stderr(&mut self) {
         if std::mem::take(&mut self.stderr_lines) > 0 {
             self.session.handle_stderr_delivered();
+            // In the driver's poll, which goes round again after lines.
+            self.driver.woken = true;
         }
     }
 
@@ -815,6 +984,10 @@ impl<F: Model> Harness<F> {
             // them in this model).
             self.child.stdin_closed = true;
             self.session.handle_exit(exit, self.now);
+            // The exit is the driver's to see; a closed pipe wakes its
+            // writers.
+            self.driver.woken = true;
+            self.stdin_ready();
         }
     }
 
@@ -857,22 +1030,125 @@ impl<F: Model> Harness<F> {
         self.log.record(decoded, self.taken, bound, self.step);
     }
 
-    /// Every task runs to completion: pipes take everything, the child ends,
-    /// the clock runs out, the caller takes everything. The end must come.
-    pub fn finish(mut self) {
-        for round in 0..64 {
-            for who in [
-                Who::Sender(SenderId::A),
-                Who::Sender(SenderId::B),
-                Who::Receiver,
-                Who::Driver,
-            ] {
+    /// One turn of the runtime: every pipe call in flight completes (the
+    /// child reads all it is given), and every task that is not waiting, or
+    /// was woken, is polled; a waiting task nobody woke is not. Whether
+    /// anything ran.
+    fn run_woken(&mut self) -> bool {
+        let mut ran = false;
+        for who in [
+            Who::Sender(SenderId::A),
+            Who::Sender(SenderId::B),
+            Who::Receiver,
+            Who::Driver,
+        ] {
+            if self.task(who).op.is_some() {
                 self.apply(&Op::Io(who, Io::Take(u16::MAX)));
+                ran = true;
             }
+        }
+        self.stdin_ready();
+        if (self.receiver.reading || self.driver.reading)
+            && (!self.child.stdout.is_empty() || self.child.stdout_eof)
+        {
             self.apply(&Op::Read(u16::MAX));
+            ran = true;
+        }
+        if self.stderr_lines > 0 {
             self.apply(&Op::DeliverStderr);
+            ran = true;
+        }
+        if !self.driver_done && !self.driver_draining && self.driver.runnable() {
             self.apply(&Op::DriverWake);
+            ran = true;
+        }
+        if !self.receiver.reading && !self.ended && self.receiver.runnable() {
             self.apply(&Op::Recv(u8::MAX));
+            ran = true;
+        }
+        for id in [SenderId::A, SenderId::B] {
+            let task = self.task(Who::Sender(id));
+            // Waiting for room or for its flush, it runs again once woken.
+            let waits = task.waiting.is_some() || task.flush.is_some();
+            if waits && task.round.is_none() && task.op.is_none() && !task.dropped && task.woken {
+                if task.waiting.is_some() {
+                    self.apply(&Op::Send(id, Payload::Empty));
+                } else {
+                    self.apply(&Op::Flush(id));
+                }
+                ran = true;
+            }
+        }
+        ran
+    }
+
+    /// The runtime runs what is woken until nothing is: whether it got
+    /// there. Then a receiver that waits is not left waiting beside an item
+    /// it could take (what another task read and nobody woke it for).
+    fn run_until_quiet(&mut self) -> bool {
+        for _ in 0..256 {
+            if !self.run_woken() {
+                let receiver = &self.receiver;
+                let waits = receiver.parked && !receiver.woken && !receiver.reading;
+                assert!(
+                    self.ended
+                        || receiver.dropped
+                        || !waits
+                        || !self.session.channel().has_received(),
+                    "the receiver waits beside a queued item, unwoken (a lost wake): {:?}",
+                    self.session
+                );
+                return true;
+            }
+        }
+        false
+    }
+
+    /// Before the child ends: the runtime runs what is woken until nothing
+    /// is, with a child that reads everything and writes nothing more. Then
+    /// nothing may be left waiting that only a wake nobody gave would move
+    /// (a lost wake, which in the async layer is a hang): with stdin open,
+    /// every accepted message was written, and no sender still waits for
+    /// room or for its flush.
+    fn settle(&mut self) {
+        if !self.run_until_quiet() {
+            // Still busy (a driver that keeps finding work): no verdict.
+            return;
+        }
+        let stdin_open = !self.stdin_dropped
+            && !self.child.stdin_closed
+            && self.child.exit.is_none()
+            && !self.kill_asked
+            && !self.abandoned
+            && !self.shutdown;
+        if !stdin_open {
+            return;
+        }
+        assert_eq!(
+            self.session.queued(),
+            0,
+            "accepted bytes left queued, nobody woken to write them (a lost wake): \
+             senders {:?}, driver {:?}: {:?}",
+            self.senders,
+            self.driver,
+            self.session
+        );
+        for sender in &self.senders {
+            assert!(
+                sender.dropped || (sender.waiting.is_none() && sender.flush.is_none()),
+                "a sender still waits with nothing left to write (a lost wake): {sender:?}"
+            );
+        }
+    }
+
+    /// Every task runs to completion: pipes take everything, the child ends,
+    /// the clock runs out, the caller takes everything. The end must come,
+    /// with only the wakes the core gave (and the pipes', the timer's, the
+    /// exit's): a task left waiting for a wake nobody gave is a hang.
+    pub fn finish(mut self) {
+        self.settle();
+        for round in 0..64 {
+            self.run_until_quiet();
             if round > 2 {
                 self.apply(&Op::StdoutEof);
                 self.apply(&Op::StderrEof);
@@ -887,19 +1163,27 @@ impl<F: Model> Harness<F> {
         // finishes that and hands on what waits for it (stdout lines set
         // aside), as it would once the caller has the end.
         for _ in 0..8 {
-            self.apply(&Op::Io(Who::Driver, Io::Take(u16::MAX)));
-            self.apply(&Op::DriverWake);
+            self.run_woken();
         }
         if self.receiver.dropped {
             // Nobody receives: the child's end is still reported.
             assert!(
                 self.report.is_some() || !self.has_child,
-                "no report once everything ended: {:?}",
+                "no report once everything ended (a lost wake?): driver {:?}, deadline {:?} \
+                 (now {:?}), done {}: {:?}",
+                self.driver,
+                self.driver_deadline,
+                self.now,
+                self.driver_done,
                 self.session
             );
             return;
         }
-        assert!(self.ended, "the stream never ended: {:?}", self.session);
+        assert!(
+            self.ended,
+            "the stream never ended (a lost wake?): receiver {:?}, driver {:?}: {:?}",
+            self.receiver, self.driver, self.session
+        );
         if self.has_child {
             assert!(self.received_report, "no exit report once everything ended");
         }
