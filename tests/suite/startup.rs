@@ -80,11 +80,12 @@ fn c38_a_silent_child_shows_no_sign_of_life_and_is_left_as_it_was() {
 #[test]
 fn c38_a_slow_but_chatty_child_is_ready_after_longer_than_the_silence_and_its_message_is_kept() {
     run(async {
-        // Fifteen stderr lines 200 ms apart: 3 s of start-up, each line well within a silence
-        // of 2 s (a loaded machine may be slow to start the child), which a fixed deadline of
-        // that length would have ended.
-        let mut t = start_misbehave(&["slow-start", "15", "200"]);
-        let quiet = Duration::from_secs(2);
+        // Twenty stderr lines 200 ms apart: 4 s of start-up, each line well within a silence
+        // of 3 s, which a fixed deadline of that length would have ended. The first line comes
+        // 0.2 s after the spawn, so the child may take 2.8 s to start on a loaded machine (with
+        // a silence of 2 s, one clean-clone CI run saw no line within it).
+        let mut t = start_misbehave(&["slow-start", "20", "200"]);
+        let quiet = Duration::from_secs(3);
         let verdict = within(STEP, "the verdict", t.started(silence(quiet))).await;
         let StartupVerdict::Ready { after } = verdict else {
             panic!("expected ready, got {verdict}");
@@ -97,7 +98,7 @@ fn c38_a_slow_but_chatty_child_is_ready_after_longer_than_the_silence_and_its_me
         assert_eq!(text(&mut t).await, "{\"ready\":true}");
         roundtrip(&mut t, "{\"after\":\"ready\"}").await;
         let report = finish(t).await;
-        assert!(report.stderr_tail.contains("starting 15 of 15"), "{report}");
+        assert!(report.stderr_tail.contains("starting 20 of 20"), "{report}");
     });
 }
 
