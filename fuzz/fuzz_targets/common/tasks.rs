@@ -163,7 +163,9 @@ struct Task {
     /// The handle was dropped.
     dropped: bool,
     /// Its last poll ended waiting: it runs again in `finish` only once
-    /// something wakes it.
+    /// something wakes it. The receiver and the driver; a sender waits
+    /// while it holds a payload refused for room or a flush (`waiting`,
+    /// `flush`), so it needs no flag of its own.
     parked: bool,
     /// Woken since it parked (by the core's wakes or a pipe's readiness).
     woken: bool,
