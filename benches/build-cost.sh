@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # What childwire adds to a Tokio user's cold build: two tiny programs that
 # spawn `cat`, send it one line and read it back, one on bare
-# `tokio::process`, one on `childwire` with its default feature, `tokio`
-# (and, as a third, the same with feature `tracing` too), each
+# `tokio::process`, one on `childwire` with its default features (`tokio`
+# and `tracing`), and, as a third, the same with `tokio` alone, each
 # built cold (`cargo build`, a fresh target directory) under
 # `/usr/bin/time`, interleaved round by round so that load on a shared
 # machine hits all alike. Prints each build's crates compiled, CPU
@@ -96,7 +96,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
 tokio_dep='tokio = { version = "1", features = ["rt-multi-thread", "macros"] }'
 program "$work/user" "childwire = { path = \"$root/crates/childwire\", features = [\"tokio\"] }
 $tokio_dep" "$user_main"
-program "$work/user-tracing" "childwire = { path = \"$root/crates/childwire\", features = [\"tokio\", \"tracing\"] }
+program "$work/user-lean" "childwire = { path = \"$root/crates/childwire\", default-features = false, features = [\"tokio\"] }
 $tokio_dep" "$user_main"
 
 build() { # name round
@@ -115,14 +115,14 @@ build() { # name round
 }
 
 for round in $(seq 1 "$rounds"); do
-    for name in bare user user-tracing; do build "$name" "$round"; done
+    for name in bare user user-lean; do build "$name" "$round"; done
 done
 
 median() { sort -n | awk '{v[NR]=$1} END {print (NR % 2) ? v[(NR+1)/2] : (v[NR/2] + v[NR/2+1]) / 2}'; }
 cpu_of() { sed -n "s/^$1 .*cpu=\([0-9.]*\).*/\1/p" "$results"; }
 bare=$(cpu_of bare | median)
 echo "median CPU over $rounds cold builds (toolchain: ${TOOLCHAIN:-default}):"
-for name in bare user user-tracing; do
+for name in bare user user-lean; do
     cpu=$(cpu_of "$name" | median)
     paired=$(paste <(cpu_of "$name") <(cpu_of bare) | awk '{print $1 / $2}' | median)
     printf '  %-13s %6.2f s  %.2fx  (per round: %.2fx)\n' "$name" "$cpu" "$(echo "$cpu / $bare" | bc -l)" "$paired"

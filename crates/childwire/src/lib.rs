@@ -18,34 +18,33 @@
 //! | `smol`              | `childwire::smol`     | `childwire-smol`      | `smol` (`async-process`, `async-io`, its executor) |
 //! | `async-std`         | `childwire::async_std` | `childwire-async-std` | `async-std` (discontinued upstream), `async-process`, `async-io` |
 //! | none                | —                     | —                     | `childwire-core` and `childwire-async` only: the types below and the [`core`] framer |
-//! | `tracing`           | —                     | —                     | `tracing`: log events (below) |
+//! | `tracing` (default) | —                     | —                     | `tracing`: log events (below) |
 //!
 //! The features are additive: any combination builds, and enabling one
 //! never changes another (two crates in one dependency graph may pick
-//! different runtimes). To use smol or async-std only, turn the default
-//! off:
+//! different runtimes). To use smol or async-std only, turn the defaults
+//! off and name `tracing` again:
 //!
 //! ```toml
 //! [dependencies]
-//! childwire = { version = "0.1", default-features = false, features = ["smol"] }
+//! childwire = { version = "0.1", default-features = false, features = ["smol", "tracing"] }
 //! ```
 //!
-//! Feature `tracing` (off by default, as in Tokio) logs through `tracing`:
-//! each stderr line of the child (target `childwire::stderr`, at debug, the
-//! level the line names in the field `child_level`), what it writes to
-//! stdout that is not a message (`childwire::stdout`), and the transport's
-//! own warnings, in a `childwire` span that names the child's pid and
-//! program. A program that shows `tracing` events turns it on:
+//! Feature `tracing` (on by default) logs through `tracing`: each stderr
+//! line of the child (target `childwire::stderr`, at debug, the level the
+//! line names in the field `child_level`), what it writes to stdout that is
+//! not a message (`childwire::stdout`), and the transport's own warnings,
+//! in a `childwire` span that names the child's pid and program. Without it
+//! nothing is logged and nothing else changes: the stderr callback and
+//! stream, [`StderrMode::Show`], the exit report and its stderr tail are
+//! the same. A program with no `tracing` subscriber (nothing would show the
+//! events) can leave it out, and its cold build compiles `tracing`,
+//! `tracing-core` and `once_cell` less:
 //!
 //! ```toml
 //! [dependencies]
-//! childwire = { version = "0.1", features = ["tracing"] }
+//! childwire = { version = "0.1", default-features = false, features = ["tokio"] }
 //! ```
-//!
-//! Without it nothing is logged and nothing else changes: the stderr
-//! callback and stream, [`StderrMode::Show`], the exit report and its
-//! stderr tail are the same, and a cold build compiles `tracing`,
-//! `tracing-core` and `once_cell` less.
 //!
 //! # Tokio
 //!
