@@ -7,6 +7,7 @@
 //! while the host lives on. This thread never exits before the process, so
 //! the signal comes exactly when the host dies, however it dies.
 
+use std::any::Any;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::mpsc;
@@ -14,9 +15,24 @@ use std::sync::{Mutex, OnceLock};
 
 type Job = Box<dyn FnOnce() + Send>;
 
+/// What a job made, its type erased.
+type Made = Box<dyn Any + Send>;
+
 /// Runs `spawn` on the spawner thread and hands its result back; its panic
 /// is resumed here, on the caller's thread.
+///
+/// Generic only in this wrapper: the channels and the thread are
+/// [`run_erased`]'s, compiled once in this crate rather than in every
+/// crate that names a runtime (in a Tokio user's program they were a
+/// quarter of its code to compile, `std`'s channels for each result type).
 pub(crate) fn run<T: Send + 'static>(spawn: impl FnOnce() -> T + Send + 'static) -> io::Result<T> {
+    let made = run_erased(Box::new(move || Box::new(spawn()) as Made))?;
+    made.downcast::<T>()
+        .map(|made| *made)
+        .map_err(|_| io::Error::other("the childwire spawner returned another type"))
+}
+
+fn run_erased(spawn: Box<dyn FnOnce() -> Made + Send>) -> io::Result<Made> {
     static JOBS: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
     let jobs = match JOBS.get() {
         Some(jobs) => jobs,
@@ -44,7 +60,7 @@ pub(crate) fn run<T: Send + 'static>(spawn: impl FnOnce() -> T + Send + 'static)
         .send(job)
         .map_err(|_| io::Error::other("the childwire spawner thread is gone"))?;
     match done_rx.recv() {
-        Ok(Ok(value)) => Ok(value),
+        Ok(Ok(made)) => Ok(made),
         Ok(Err(panic)) => resume_unwind(panic),
         Err(_) => Err(io::Error::other("the childwire spawner thread is gone")),
     }
