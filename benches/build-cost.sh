@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# What childwire adds to a Tokio user's cold build: two tiny programs that
+# What childwire adds to a Tokio user's cold build: three tiny programs that
 # spawn `cat`, send it one line and read it back, one on bare
 # `tokio::process`, one on `childwire` with its default features (`tokio`
-# and `tracing`), and, as a third, the same with `tokio` alone, each
+# and `tracing`), and one on `childwire` with `tokio` alone, each
 # built cold (`cargo build`, a fresh target directory) under
 # `/usr/bin/time`, interleaved round by round so that load on a shared
 # machine hits all alike. Prints each build's crates compiled, CPU
@@ -14,10 +14,10 @@
 #
 # The childwire crates are path dependencies here, which cargo would build
 # incrementally (as it builds a workspace's own crates); a user gets them
-# from the registry, built once without incremental state, as every other
-# dependency. So both programs build their dependencies with
+# from git (as the README says) or the registry, built once without
+# incremental state, as every other dependency. So the programs build their dependencies with
 # `incremental = false` and their own crate as cargo does by default.
-# Both use this workspace's `Cargo.lock`, so they resolve the same versions.
+# All use this workspace's `Cargo.lock`, so they resolve the same versions.
 #
 # Environment: TOOLCHAIN (default: `+1.85`, the MSRV, when rustup has it,
 # else the default toolchain); CARGO_FLAGS (e.g. `--offline`); WORK, where
