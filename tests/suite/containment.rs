@@ -429,8 +429,22 @@ fn c27_a_dropped_runtime_leaves_no_zombie_and_the_receiver_gets_the_report() {
             }
         };
         if procfs::SUPPORTED {
-            // Reaped while the runtime was dropped, not left to a later one.
-            assert!(!pid_exists(pid), "child {pid} is left a zombie");
+            // Reaped once the runtime was dropped, not left to a later one.
+            eventually(STEP, "the child is reaped, not left a zombie", || {
+                !pid_exists(pid)
+            })
+            .await;
+            // And not by the drop, which does not wait for a death (a
+            // runtime's shutdown never does): the child, alive when its
+            // driver was dropped, was left to the late reaper's thread
+            // (named before it runs anything, so by now).
+            assert!(
+                thread_names()
+                    .iter()
+                    .any(|name| name.starts_with("childwire-late")),
+                "no late reaper thread: {:?}",
+                thread_names()
+            );
         }
         match within(STEP, "recv after the runtime was dropped", t.recv()).await {
             Some(Received::Exited(report)) => {
@@ -510,4 +524,14 @@ fn c27_spawning_from_a_thread_outside_any_runtime_fails_first_or_works() {
             }
         }
     });
+}
+
+/// The names of this process's threads (Linux truncates them to 15 bytes).
+fn thread_names() -> Vec<String> {
+    std::fs::read_dir("/proc/self/task")
+        .into_iter()
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.ok()?.path().join("comm")).ok())
+        .map(|name| name.trim_end().to_owned())
+        .collect()
 }

@@ -19,6 +19,7 @@ use childwire_core::stderr_level::{Level, level_of};
 use childwire_core::{Action, Framing, Output};
 
 use crate::StderrCallback;
+use crate::job_thread::{Job, JobThread};
 use crate::os;
 use crate::runtime::{PipeRead, Runtime};
 use crate::shared::{Guard, RoundEnd, Shared};
@@ -37,10 +38,10 @@ const STDOUT_MARK: &[u8] = b"(stdout) ";
 /// starve the runtime's other tasks.
 const ROUNDS_PER_POLL: usize = 32;
 
-/// How long a dropped driver waits for the child it just sent SIGKILL to
-/// die, so that it can be reaped on the spot. SIGKILL takes effect within
-/// milliseconds unless the child is stuck in the kernel; past this, the
-/// runtime's child type is left to reap it.
+/// How long the late reaper waits for a child its dropped driver just sent
+/// SIGKILL to die, so that it can be reaped then. SIGKILL takes effect
+/// within milliseconds unless the child is stuck in the kernel; past this,
+/// the runtime's child type is left to reap it.
 const DROP_REAP_WAIT: Duration = Duration::from_secs(2);
 
 type ExitFuture = Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>;
@@ -371,16 +372,59 @@ impl ChildIo {
         state.session.handle_stderr_delivered();
         shared.unlock(state);
     }
+
+    /// The rest of a stopped driver's work, once the child is dead or
+    /// `dead_by` (`None`: it has exited already) has passed: the exit handed
+    /// in, the child reaped, its last stderr lines delivered, the report
+    /// made or its absence said.
+    fn after_stop<F: Framing, R: Runtime>(
+        mut self,
+        shared: &Shared<F>,
+        rt: &R,
+        mut lines: Vec<Bytes>,
+        dead_by: Option<Instant>,
+    ) {
+        // Waited for without the lock: a caller on another runtime may take it.
+        let exit = dead_by.and_then(|dead_by| {
+            let limit = dead_by.saturating_duration_since(Instant::now());
+            self.child.tracking.wait_exited(limit)
+        });
+        let mut state = shared.lock();
+        if let Some(exit) = exit {
+            if !state.session.has_exited() {
+                let now = rt.now();
+                state.session.handle_exit(exit, now);
+                state = finish(shared, state, &self, &mut lines, now);
+            }
+        }
+        // The runtime's child type reaps an exited child when dropped.
+        drop(self.child.exit.take());
+        shared.unlock(state);
+        if !lines.is_empty() {
+            // Its lines still reach the callback; then the report may come.
+            self.deliver(shared, lines);
+            let state = finish(shared, shared.lock(), &self, &mut Vec::new(), rt.now());
+            shared.unlock(state);
+        }
+        let mut state = shared.lock();
+        if !state.session.has_ended() {
+            state.session.handle_driver_gone();
+            shared.exit.close();
+        }
+        shared.unlock(state);
+    }
 }
 
 impl<R: Runtime, F: Framing> Drop for Driver<R, F> {
     /// The task was dropped before the session was done (its runtime shut
-    /// down): the child is killed and what it left swept, the driver waits
-    /// briefly for it to die so that it is reaped now (not left a zombie
-    /// for a runtime that may never run again), and whoever waits gets the
-    /// report, or else learns that none will come.
+    /// down): the child is killed and what it left swept, and whoever waits
+    /// gets the report, or else learns that none will come. The drop never
+    /// waits for the death: a child that has not died yet is left to the
+    /// late reaper's thread, which waits for it there (up to
+    /// [`DROP_REAP_WAIT`]), reaps it (it is not left a zombie for a runtime
+    /// that may never run again) and then makes the report.
     fn drop(&mut self) {
-        let Some(mut io) = self.child.take() else {
+        let Some(io) = self.child.take() else {
             return;
         };
         if self.done {
@@ -392,63 +436,64 @@ impl<R: Runtime, F: Framing> Drop for Driver<R, F> {
         state.session.handle_receiver_holds(messages, bytes);
         state.session.handle_driver_stopped(now);
         let mut lines = Vec::new();
-        state = self.finish(state, &io, &mut lines, now);
-        if !state.session.has_exited() {
-            if let Some(exit) = io.child.tracking.wait_exited(DROP_REAP_WAIT) {
-                state.session.handle_exit(exit, self.rt.now());
-                state = self.finish(state, &io, &mut lines, now);
+        state = finish(&self.shared, state, &io, &mut lines, now);
+        let exited = state.session.has_exited();
+        self.shared.unlock(state);
+        let shared = Arc::clone(&self.shared);
+        let rt = self.rt.clone();
+        let dead_by = (!exited).then(|| Instant::now() + DROP_REAP_WAIT);
+        let rest = move || io.after_stop(&shared, &rt, lines, dead_by);
+        if exited {
+            rest();
+            return;
+        }
+        let job: Job = Box::new(move || {
+            // No panic may end the thread: other children wait behind this one.
+            if catch_unwind(AssertUnwindSafe(rest)).is_err() {
+                crate::log::error!("the late reaper panicked ending a child");
             }
+        });
+        // Where the thread cannot run, the wait happens here.
+        if let Err(job) = LATE_REAPER.submit(job) {
+            job();
         }
-        // The runtime's child type reaps an exited child when dropped.
-        drop(io.child.exit.take());
-        self.shared.unlock(state);
-        if !lines.is_empty() {
-            // Its lines still reach the callback; then the report may come.
-            io.deliver(&self.shared, lines);
-            let state = self.finish(self.shared.lock(), &io, &mut Vec::new(), now);
-            self.shared.unlock(state);
-        }
-        let mut state = self.shared.lock();
-        if !state.session.has_ended() {
-            state.session.handle_driver_gone();
-            self.shared.exit.close();
-        }
-        self.shared.unlock(state);
     }
 }
 
-impl<R: Runtime, F: Framing> Driver<R, F> {
-    /// The outputs of a driver that stops, carried out now: no timer will
-    /// run them later, and no task will wait for a pipe (a sweep never
-    /// waits for a scan either: it is handed to the sweeper thread).
-    fn finish<'a>(
-        &'a self,
-        mut state: Guard<'a, F>,
-        io: &ChildIo,
-        lines: &mut Vec<Bytes>,
-        now: Instant,
-    ) -> Guard<'a, F> {
-        let waker = Waker::noop();
-        loop {
-            match state.session.poll_output() {
-                Output::Signal(signal) => {
-                    if let Err(err) = io.child.tracking.signal(Action::Signal(signal)) {
-                        state.session.handle_signal_failed(signal, err, now);
-                    }
+/// Where a driver dropped before its child died leaves the wait for that
+/// death, so that the drop (a runtime's shutdown) never waits for it.
+static LATE_REAPER: JobThread = JobThread::new("childwire-late-reaper");
+
+/// The outputs of a driver that stops, carried out now: no timer will run
+/// them later, and no task will wait for a pipe (a sweep never waits for a
+/// scan either: it is handed to the sweeper thread).
+fn finish<'a, F: Framing>(
+    shared: &'a Shared<F>,
+    mut state: Guard<'a, F>,
+    io: &ChildIo,
+    lines: &mut Vec<Bytes>,
+    now: Instant,
+) -> Guard<'a, F> {
+    let waker = Waker::noop();
+    loop {
+        match state.session.poll_output() {
+            Output::Signal(signal) => {
+                if let Err(err) = io.child.tracking.signal(Action::Signal(signal)) {
+                    state.session.handle_signal_failed(signal, err, now);
                 }
-                Output::Sweep => {
-                    let swept = io.child.tracking.sweep_stopping();
-                    state.session.handle_swept(swept, now);
-                }
-                Output::StderrLine(line) => lines.push(line),
-                Output::StdoutLine(_) | Output::StdoutNotice(_) => {}
-                Output::Report(report) => self.shared.exit.set(*report),
-                Output::Write(round) => {
-                    state = self.shared.write_round(state, &round, None, now).0;
-                }
-                Output::Read => state = self.shared.read_once(state, waker, || now).0,
-                Output::Timeout(_) | Output::Done => return state,
             }
+            Output::Sweep => {
+                let swept = io.child.tracking.sweep_stopping();
+                state.session.handle_swept(swept, now);
+            }
+            Output::StderrLine(line) => lines.push(line),
+            Output::StdoutLine(_) | Output::StdoutNotice(_) => {}
+            Output::Report(report) => shared.exit.set(*report),
+            Output::Write(round) => {
+                state = shared.write_round(state, &round, None, now).0;
+            }
+            Output::Read => state = shared.read_once(state, waker, || now).0,
+            Output::Timeout(_) | Output::Done => return state,
         }
     }
 }

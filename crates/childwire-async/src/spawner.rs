@@ -11,9 +11,8 @@ use std::any::Any;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
 use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock};
 
-type Job = Box<dyn FnOnce() + Send>;
+use crate::job_thread::{Job, JobThread};
 
 /// What a job made, its type erased.
 type Made = Box<dyn Any + Send>;
@@ -33,32 +32,14 @@ pub(crate) fn run<T: Send + 'static>(spawn: impl FnOnce() -> T + Send + 'static)
 }
 
 fn run_erased(spawn: Box<dyn FnOnce() -> Made + Send>) -> io::Result<Made> {
-    static JOBS: OnceLock<Mutex<mpsc::Sender<Job>>> = OnceLock::new();
-    let jobs = match JOBS.get() {
-        Some(jobs) => jobs,
-        None => {
-            let (tx, rx) = mpsc::channel::<Job>();
-            let started = std::thread::Builder::new()
-                .name("childwire-spawner".into())
-                .spawn(move || {
-                    for job in rx {
-                        job();
-                    }
-                });
-            started?;
-            // Another caller may have won the race: its thread serves, ours
-            // ends with its channel.
-            JOBS.get_or_init(|| Mutex::new(tx))
-        }
-    };
+    static SPAWNER: JobThread = JobThread::new("childwire-spawner");
     let (done_tx, done_rx) = mpsc::sync_channel(1);
     let job: Job = Box::new(move || {
         let _ = done_tx.send(catch_unwind(AssertUnwindSafe(spawn)));
     });
-    jobs.lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .send(job)
-        .map_err(|_| io::Error::other("the childwire spawner thread is gone"))?;
+    SPAWNER
+        .submit(job)
+        .map_err(|_| io::Error::other("the childwire spawner thread cannot run"))?;
     match done_rx.recv() {
         Ok(Ok(made)) => Ok(made),
         Ok(Err(panic)) => resume_unwind(panic),

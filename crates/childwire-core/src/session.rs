@@ -755,10 +755,16 @@ impl<F: Framing> Session<F> {
     /// The background task stops for good (its runtime is going away): the
     /// child is killed and what it left swept at once (drain
     /// [`poll_output`](Self::poll_output) now: no timer will run), and its
-    /// end reported as soon as its exit is known, drained or not.
+    /// end reported as soon as its exit is known, drained or not. New
+    /// messages are refused from now on ([`Closed::DriverStopped`]), since
+    /// nothing will write them; a refused send waits for the report
+    /// ([`report_wait`](Self::report_wait)), which comes once the adapter
+    /// has seen the exit, or [`handle_driver_gone`](Self::handle_driver_gone)
+    /// says it never will.
     pub fn handle_driver_stopped(&mut self, now: Instant) {
         if let Some(sup) = &mut self.child {
             sup.handle_driver_stopped(now);
+            self.channel.refuse_sending(Closed::DriverStopped);
         }
     }
 
@@ -868,6 +874,9 @@ impl<F: Framing> Session<F> {
     ///   for `drain_grace` more. A child that runs on with its stdin closed
     ///   costs the failing send that long, once.
     /// - The end is decided, the report not handed out yet: certain too.
+    /// - The background task stopped ([`Closed::DriverStopped`]): certain
+    ///   as well; it ends with the report, or with
+    ///   [`handle_driver_gone`](Self::handle_driver_gone) when none comes.
     /// - Otherwise (the caller closed, the child stalled, the report is
     ///   out, a channel over a pipe pair): [`ReportWait::No`].
     #[must_use]

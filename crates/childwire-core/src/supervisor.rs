@@ -255,7 +255,7 @@ impl Supervisor {
         }
         let config = self.lifecycle.config();
         match closed {
-            Closed::Exited => ReportWait::Certain,
+            Closed::Exited | Closed::DriverStopped => ReportWait::Certain,
             Closed::PeerClosed if self.exited() => ReportWait::Certain,
             Closed::PeerClosed => ReportWait::Until(now + config.stdin_grace + config.drain_grace),
             _ => ReportWait::No,

@@ -54,3 +54,44 @@ fn c33_a_failed_send_waits_for_the_report_while_it_is_coming_and_not_once_it_was
         "handed out: the driver published it where the sender looks"
     );
 }
+
+/// The background task stopped (its runtime shut down) while the child still ran: no new message
+/// is taken, since nothing will write it, and a refused send waits for the report, which comes
+/// once the exit is seen, or learns at once that none will (the task is gone).
+#[test]
+fn c33_once_the_driver_stopped_sends_are_refused_and_wait_for_the_report() {
+    let now = Instant::now();
+    let config = Config::default();
+    let mut session = Session::new(&config, true, now);
+    assert!(session.send(&b"{}"[..]).is_ok(), "open before");
+
+    session.handle_driver_stopped(now);
+    let refused = session
+        .send(&b"{}"[..])
+        .expect_err("nothing will write it: refused");
+    assert_eq!(
+        refused.kind(),
+        childwire_core::SendErrorKind::Closed(Closed::DriverStopped)
+    );
+    assert_eq!(
+        session.report_wait(Closed::DriverStopped, now),
+        ReportWait::Certain
+    );
+
+    // The exit is seen (by whatever waited for it): the report comes.
+    session.handle_exit(Exit::Signal(9), now);
+    let report = loop {
+        match session.poll_output() {
+            Output::Sweep => session.handle_swept(Swept::default(), now),
+            Output::Report(report) => break report,
+            Output::Write(_) | Output::Signal(_) | Output::Read => {}
+            other => panic!("the report was due, got {other:?}"),
+        }
+    };
+    assert_eq!(report.exit, Exit::Signal(9));
+    assert_eq!(
+        session.report_wait(Closed::DriverStopped, now),
+        ReportWait::No,
+        "handed out"
+    );
+}
