@@ -166,7 +166,8 @@ pub struct ShareConfig {
     /// message larger than the bound does not disconnect a client that
     /// reads.
     pub client_queue_bytes: usize,
-    /// How long a client that read within this time counts as reading:
+    /// How long a client that read within this time counts as reading (a
+    /// client that had nothing to read counts from its first message since):
     /// while such a client has more than half its bound queued, the share
     /// holds off reading the server ([`Share::poll_read_pause`]), so a
     /// client that reads slower than the server writes slows the server
@@ -339,7 +340,9 @@ struct Client {
     caps: Option<u8>,
     /// When it last sent a message (the share's message count).
     active: u64,
-    /// When it last read a message (or joined).
+    /// When it last read a message, or else since when it has had
+    /// something to read (it was caught up before: a client waiting for
+    /// its next message is reading).
     last_read: Option<Instant>,
 }
 
@@ -512,8 +515,8 @@ impl Share {
 
     /// Whether to hold off reading the server's output, and until when:
     /// while a client that is reading (it read within
-    /// [`read_grace`](ShareConfig::read_grace)) has more than half its
-    /// bound queued. Ask again at the instant given, or as soon as a
+    /// [`read_grace`](ShareConfig::read_grace), or had nothing to read
+    /// until then) has more than half its bound queued. Ask again at the instant given, or as soon as a
     /// client reads. `None`: read on.
     ///
     /// This is the share's backpressure: a client that reads slowly slows
@@ -1194,6 +1197,9 @@ impl Share {
         }
         if c.queue.is_empty() {
             self.events.push_back(Event::Readable(client));
+            // Caught up until now: how long it takes to read is counted
+            // from here, not from its last read, which may be long ago.
+            c.last_read = Some(self.now);
         }
         c.queued += cost;
         c.queue.push_back(message);

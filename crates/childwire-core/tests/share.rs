@@ -776,6 +776,37 @@ fn a_client_that_reads_holds_the_server_back_one_that_stopped_does_not() {
     assert_eq!(share.poll_read_pause(later), None);
 }
 
+/// A client waiting for its next message is reading, however long ago its last read was: when a
+/// burst comes, the time it has to read is counted from the burst, so a client that joined (or
+/// last read) long before it is not taken for one that stopped reading and dropped.
+#[test]
+fn a_caught_up_client_is_given_the_read_grace_from_the_burst_not_from_its_last_read() {
+    let now = Instant::now();
+    let mut config = ShareConfig::default();
+    config.client_queue_bytes = 4096;
+    config.read_grace = Duration::from_millis(500);
+    let mut share = Share::new(config, now);
+    let reader = share.join(now).unwrap();
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
+        "params": {"data": "x".repeat(200)}});
+    // Ten seconds later, a burst past half its bound.
+    let burst = now + Duration::from_secs(10);
+    for _ in 0..10 {
+        send_server(&mut share, burst, note.clone());
+    }
+    assert!(share.queued(reader) > 2048);
+    assert_eq!(
+        share.poll_read_pause(burst),
+        Some(burst + Duration::from_millis(500)),
+        "held back for the client that was waiting"
+    );
+    // Still not reading half a second after the burst: it holds no one up.
+    assert_eq!(
+        share.poll_read_pause(burst + Duration::from_millis(500)),
+        None
+    );
+}
+
 #[test]
 fn a_server_request_with_a_broken_id_is_dropped_not_answered() {
     let (mut share, now) = start();
