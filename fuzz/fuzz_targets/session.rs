@@ -4,7 +4,9 @@
 //! steps, against a child that writes stdout in any chunking, reads stdin at
 //! its own pace, writes stderr, closes its stdin, exits; with time, sends of
 //! valid and invalid payloads, flushes, closes, shutdown, kill, dropped
-//! handles and failed signals. See `common/tasks.rs` for what is checked.
+//! handles, a dropped background task (its runtime shut down, the rest left
+//! to the late reaper) and failed signals. See `common/tasks.rs` for what is
+//! checked.
 
 #![no_main]
 

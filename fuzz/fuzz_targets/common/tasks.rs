@@ -144,7 +144,8 @@ pub enum Op {
     AdvanceToDeadline,
     Shutdown,
     Kill,
-    /// A handle is dropped.
+    /// A handle is dropped; for the driver, its task (its runtime shut
+    /// down).
     Drop(Who),
 }
 
@@ -213,6 +214,9 @@ pub struct Harness<F: Model> {
     /// The driver is in the middle of draining its outputs (it took a pipe).
     driver_draining: bool,
     driver_done: bool,
+    /// The driver's task was dropped before the session was done (its
+    /// runtime shut down): what it left is done by the late reaper.
+    driver_stopped: bool,
     /// The deadline the driver's timer waits for.
     driver_deadline: Option<Instant>,
     /// The driver did something in this poll: it polls itself again.
@@ -286,6 +290,7 @@ impl<F: Model> Harness<F> {
             driver: Task::default(),
             driver_draining: false,
             driver_done: false,
+            driver_stopped: false,
             driver_deadline: None,
             driver_progress: false,
             driver_on_stdin: false,
@@ -355,7 +360,8 @@ impl<F: Model> Harness<F> {
                 self.stdout_ready();
             }
             Op::Stderr(bytes) => {
-                if self.has_child && !self.child.stderr_eof {
+                // Read by the driver: nobody reads it once the driver stopped.
+                if self.has_child && !self.child.stderr_eof && !self.driver_stopped {
                     self.child.stderr_bytes += bytes.len() as u64;
                     self.session.handle_stderr(bytes, self.now);
                     // Read by the driver, woken by the pipe.
@@ -363,7 +369,7 @@ impl<F: Model> Harness<F> {
                 }
             }
             Op::StderrEof => {
-                if self.has_child && !self.child.stderr_eof {
+                if self.has_child && !self.child.stderr_eof && !self.driver_stopped {
                     self.child.stderr_eof = true;
                     self.session.handle_stderr_eof(self.now);
                     self.driver.woken = true;
@@ -461,8 +467,13 @@ impl<F: Model> Harness<F> {
     /// The model's record of a shutdown asked now.
     fn apply_shutdown_model(&mut self) {
         self.shutdown = true;
-        self.shutdown_before_exit |=
-            self.has_child && self.child.exit.is_none() && !self.kill_asked && !self.abandoned;
+        // (Once the driver stopped, the child is already being killed: the
+        // end is not the caller's.)
+        self.shutdown_before_exit |= self.has_child
+            && self.child.exit.is_none()
+            && !self.kill_asked
+            && !self.abandoned
+            && !self.driver_stopped;
     }
 
     // ---- the senders ----
@@ -843,7 +854,7 @@ impl<F: Model> Harness<F> {
     // ---- the background task ----
 
     fn driver_wake(&mut self) {
-        if self.driver_done || self.driver_draining {
+        if self.driver_done || self.driver_draining || self.driver_stopped {
             return;
         }
         self.driver.polled();
@@ -869,7 +880,7 @@ impl<F: Model> Harness<F> {
                     assert!(self.has_child);
                     assert!(self.child.exit.is_none(), "{signal} after the exit");
                     assert!(
-                        self.shutdown || self.kill_asked || self.abandoned,
+                        self.shutdown || self.kill_asked || self.abandoned || self.driver_stopped,
                         "{signal} without a shutdown, a kill or a drop"
                     );
                     assert!(!self.signals.contains(&signal), "{signal} asked twice");
@@ -966,7 +977,8 @@ impl<F: Model> Harness<F> {
                 self.child.stdout_eof && self.child.stderr_eof,
                 "pipes said drained before both ends"
             );
-        } else {
+        } else if !self.driver_stopped {
+            // (A stopped driver's report comes as soon as the exit is known.)
             let exit_at = self.child.exit_at.expect("an exit before the report");
             assert!(
                 self.now >= exit_at + self.config.lifecycle.drain_grace,
@@ -986,6 +998,11 @@ impl<F: Model> Harness<F> {
             // them in this model).
             self.child.stdin_closed = true;
             self.session.handle_exit(exit, self.now);
+            if self.driver_stopped {
+                // The late reaper saw it.
+                self.late_reaper();
+                return;
+            }
             // The exit is the driver's to see; a closed pipe wakes its
             // writers.
             self.driver.woken = true;
@@ -993,8 +1010,97 @@ impl<F: Model> Harness<F> {
         }
     }
 
+    /// The driver's task is dropped between its polls, before the session
+    /// is done (its runtime shuts down), as `Driver::drop` does it: the
+    /// session is told, its outputs are carried out at once (a write or a
+    /// read takes what the pipe gives now), and the rest is left to the late
+    /// reaper, which runs once the exit is known.
+    fn stop_driver(&mut self) {
+        let driver = &self.driver;
+        if !self.has_child
+            || self.driver_done
+            || self.driver_stopped
+            || self.driver_draining
+            || driver.op.is_some()
+            || driver.reading
+            || driver.round.is_some()
+        {
+            return;
+        }
+        self.driver_stopped = true;
+        self.driver.dropped = true;
+        self.driver_deadline = None;
+        self.session.handle_driver_stopped(self.now);
+        self.carry_out_stopped();
+        if self.child.exit.is_some() {
+            self.late_reaper();
+        }
+    }
+
+    /// What the late reaper does once the exit was handed in: the outputs,
+    /// the stderr lines delivered and the outputs again, then, without a
+    /// report by now, the driver is gone.
+    fn late_reaper(&mut self) {
+        self.carry_out_stopped();
+        if std::mem::take(&mut self.stderr_lines) > 0 {
+            self.session.handle_stderr_delivered();
+            self.carry_out_stopped();
+        }
+        if !self.session.has_ended() {
+            self.session.handle_driver_gone();
+        }
+        self.driver_done = true;
+        let wakes = self.session.take_wakes();
+        self.wake(wakes);
+    }
+
+    /// A stopped driver's outputs, carried out until the session says wait:
+    /// no timer will fire and no pipe will wake it.
+    fn carry_out_stopped(&mut self) {
+        loop {
+            match self.session.poll_output() {
+                Output::Signal(signal) => {
+                    assert!(self.child.exit.is_none(), "{signal} after the exit");
+                    assert!(!self.signals.contains(&signal), "{signal} asked twice");
+                    match self.armed_failure.take() {
+                        Some(err) => self.session.handle_signal_failed(signal, err, self.now),
+                        None => self.signals.push(signal),
+                    }
+                }
+                Output::Sweep => {
+                    self.sweeps += 1;
+                    assert_eq!(self.sweeps, 1, "a second sweep");
+                    self.session.handle_swept(Swept::default(), self.now);
+                }
+                Output::StderrLine(line) => {
+                    assert!(!line.contains(&b'\n'));
+                    self.stderr_lines += 1;
+                }
+                Output::StdoutLine(line) => self.diverted.push(line),
+                Output::StdoutNotice(_) => {}
+                Output::Report(report) => self.report(*report),
+                Output::Write(round) => {
+                    self.driver.round = Some(round);
+                    self.step_round(Who::Driver);
+                    while self.driver.op.is_some() {
+                        self.io(Who::Driver, Io::Take(u16::MAX));
+                    }
+                }
+                Output::Read => {
+                    self.start_read(Who::Driver);
+                    self.read(usize::from(u16::MAX));
+                }
+                Output::Timeout(_) | Output::Done => return,
+            }
+        }
+    }
+
     fn drop_handle(&mut self, who: Who) {
-        if who == Who::Driver || self.task(who).dropped {
+        if who == Who::Driver {
+            self.stop_driver();
+            return;
+        }
+        if self.task(who).dropped {
             return;
         }
         // A handle is dropped between its polls: nothing in its hands.
@@ -1118,6 +1224,7 @@ impl<F: Model> Harness<F> {
             return;
         }
         let stdin_open = !self.stdin_dropped
+            && !self.driver_stopped
             && !self.child.stdin_closed
             && self.child.exit.is_none()
             && !self.kill_asked
