@@ -447,10 +447,14 @@ impl<R: Runtime, F: Framing> Drop for Driver<R, F> {
             rest();
             return;
         }
+        let slot = Arc::clone(&self.shared);
         let job: Job = Box::new(move || {
-            // No panic may end the thread: other children wait behind this one.
+            // No panic may end the thread: other children wait behind this
+            // one. Whoever waits for this child's report then learns that
+            // none will come.
             if catch_unwind(AssertUnwindSafe(rest)).is_err() {
                 crate::log::error!("the late reaper panicked ending a child");
+                slot.exit.close();
             }
         });
         // Where the thread cannot run, the wait happens here.
