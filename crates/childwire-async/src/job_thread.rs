@@ -2,8 +2,8 @@
 //! handed to it one at a time, in order: started by the first job, then
 //! idle (blocked on its channel) between jobs.
 
+use std::sync::OnceLock;
 use std::sync::mpsc;
-use std::sync::{Mutex, OnceLock, PoisonError};
 
 /// Work for the thread.
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
@@ -11,7 +11,8 @@ pub(crate) type Job = Box<dyn FnOnce() + Send>;
 /// One such thread, declared as a `static`.
 pub(crate) struct JobThread {
     name: &'static str,
-    jobs: OnceLock<Mutex<mpsc::Sender<Job>>>,
+    /// Where jobs go; `mpsc::Sender` is shared by reference, no lock.
+    jobs: OnceLock<mpsc::Sender<Job>>,
 }
 
 impl JobThread {
@@ -42,13 +43,10 @@ impl JobThread {
                 }
                 // Another caller may have won the race: its thread serves,
                 // ours ends with its channel.
-                self.jobs.get_or_init(|| Mutex::new(tx))
+                self.jobs.get_or_init(|| tx)
             }
         };
-        jobs.lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .send(job)
-            .map_err(|mpsc::SendError(job)| job)
+        jobs.send(job).map_err(|mpsc::SendError(job)| job)
     }
 }
 

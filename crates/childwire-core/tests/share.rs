@@ -739,20 +739,32 @@ fn an_answer_over_the_size_limit_becomes_an_error_for_the_client_that_asked() {
     assert_eq!(share.in_flight(), 0);
 }
 
-#[test]
-fn a_client_that_reads_holds_the_server_back_one_that_stopped_does_not() {
-    let now = Instant::now();
+/// A share with a 4 KiB queue bound and a 0.5 s read grace, and one client.
+fn one_reader(now: Instant) -> (Share, ClientId) {
     let mut config = ShareConfig::default();
     config.client_queue_bytes = 4096;
     config.read_grace = Duration::from_millis(500);
     let mut share = Share::new(config, now);
     let reader = share.join(now).unwrap();
+    (share, reader)
+}
+
+/// Ten notifications of 200 bytes from the server at `at`: past half of
+/// `one_reader`'s bound.
+fn burst(share: &mut Share, at: Instant) {
     let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
         "params": {"data": "x".repeat(200)}});
-    assert_eq!(share.poll_read_pause(now), None);
     for _ in 0..10 {
-        send_server(&mut share, now, note.clone());
+        send_server(share, at, note.clone());
     }
+}
+
+#[test]
+fn a_client_that_reads_holds_the_server_back_one_that_stopped_does_not() {
+    let now = Instant::now();
+    let (mut share, reader) = one_reader(now);
+    assert_eq!(share.poll_read_pause(now), None);
+    burst(&mut share, now);
     // Over half its bound, and it read (joined) just now: the server waits.
     assert!(share.queued(reader) > 2048);
     let until = now + Duration::from_millis(500);
@@ -782,27 +794,19 @@ fn a_client_that_reads_holds_the_server_back_one_that_stopped_does_not() {
 #[test]
 fn a_caught_up_client_is_given_the_read_grace_from_the_burst_not_from_its_last_read() {
     let now = Instant::now();
-    let mut config = ShareConfig::default();
-    config.client_queue_bytes = 4096;
-    config.read_grace = Duration::from_millis(500);
-    let mut share = Share::new(config, now);
-    let reader = share.join(now).unwrap();
-    let note = json!({"jsonrpc": "2.0", "method": "notifications/message",
-        "params": {"data": "x".repeat(200)}});
+    let (mut share, reader) = one_reader(now);
     // Ten seconds later, a burst past half its bound.
-    let burst = now + Duration::from_secs(10);
-    for _ in 0..10 {
-        send_server(&mut share, burst, note.clone());
-    }
+    let later = now + Duration::from_secs(10);
+    burst(&mut share, later);
     assert!(share.queued(reader) > 2048);
     assert_eq!(
-        share.poll_read_pause(burst),
-        Some(burst + Duration::from_millis(500)),
+        share.poll_read_pause(later),
+        Some(later + Duration::from_millis(500)),
         "held back for the client that was waiting"
     );
     // Still not reading half a second after the burst: it holds no one up.
     assert_eq!(
-        share.poll_read_pause(burst + Duration::from_millis(500)),
+        share.poll_read_pause(later + Duration::from_millis(500)),
         None
     );
 }

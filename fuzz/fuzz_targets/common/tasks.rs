@@ -878,28 +878,17 @@ impl<F: Model> Harness<F> {
             match output {
                 Output::Signal(signal) => {
                     assert!(self.has_child);
-                    assert!(self.child.exit.is_none(), "{signal} after the exit");
                     assert!(
-                        self.shutdown || self.kill_asked || self.abandoned || self.driver_stopped,
+                        self.shutdown || self.kill_asked || self.abandoned,
                         "{signal} without a shutdown, a kill or a drop"
                     );
-                    assert!(!self.signals.contains(&signal), "{signal} asked twice");
-                    match self.armed_failure.take() {
-                        // Not delivered: it may be asked again.
-                        Some(err) => self.session.handle_signal_failed(signal, err, self.now),
-                        None => self.signals.push(signal),
-                    }
+                    self.signal_out(signal);
                 }
                 Output::Sweep => {
                     assert!(self.child.exit.is_some(), "a sweep before the exit");
-                    self.sweeps += 1;
-                    assert_eq!(self.sweeps, 1, "a second sweep");
-                    self.session.handle_swept(Swept::default(), self.now);
+                    self.sweep_out();
                 }
-                Output::StderrLine(line) => {
-                    assert!(!line.contains(&b'\n'));
-                    self.stderr_lines += 1;
-                }
+                Output::StderrLine(line) => self.stderr_line_out(&line),
                 Output::StdoutLine(line) => {
                     // A `Content-Length` body set aside is whole, newlines
                     // and all.
@@ -940,6 +929,30 @@ impl<F: Model> Harness<F> {
                 }
             }
         }
+    }
+
+    /// A signal the driver sends: at most once, before the exit; a failure
+    /// the input armed makes it undelivered (it may be asked again).
+    fn signal_out(&mut self, signal: Signal) {
+        assert!(self.child.exit.is_none(), "{signal} after the exit");
+        assert!(!self.signals.contains(&signal), "{signal} asked twice");
+        match self.armed_failure.take() {
+            Some(err) => self.session.handle_signal_failed(signal, err, self.now),
+            None => self.signals.push(signal),
+        }
+    }
+
+    /// The sweep the driver runs: once, finding nothing.
+    fn sweep_out(&mut self) {
+        self.sweeps += 1;
+        assert_eq!(self.sweeps, 1, "a second sweep");
+        self.session.handle_swept(Swept::default(), self.now);
+    }
+
+    /// A stderr line the driver holds until it delivers them.
+    fn stderr_line_out(&mut self, line: &[u8]) {
+        assert!(!line.contains(&b'\n'));
+        self.stderr_lines += 1;
     }
 
     fn deliver_stderr(&mut self) {
@@ -1059,23 +1072,9 @@ impl<F: Model> Harness<F> {
     fn carry_out_stopped(&mut self) {
         loop {
             match self.session.poll_output() {
-                Output::Signal(signal) => {
-                    assert!(self.child.exit.is_none(), "{signal} after the exit");
-                    assert!(!self.signals.contains(&signal), "{signal} asked twice");
-                    match self.armed_failure.take() {
-                        Some(err) => self.session.handle_signal_failed(signal, err, self.now),
-                        None => self.signals.push(signal),
-                    }
-                }
-                Output::Sweep => {
-                    self.sweeps += 1;
-                    assert_eq!(self.sweeps, 1, "a second sweep");
-                    self.session.handle_swept(Swept::default(), self.now);
-                }
-                Output::StderrLine(line) => {
-                    assert!(!line.contains(&b'\n'));
-                    self.stderr_lines += 1;
-                }
+                Output::Signal(signal) => self.signal_out(signal),
+                Output::Sweep => self.sweep_out(),
+                Output::StderrLine(line) => self.stderr_line_out(&line),
                 Output::StdoutLine(line) => self.diverted.push(line),
                 Output::StdoutNotice(_) => {}
                 Output::Report(report) => self.report(*report),
