@@ -14,7 +14,9 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
-use childwire_core::{Framing, Session, Wakes, WriteOp, WriteResult, WriteRound, WriteStep};
+use childwire_core::{
+    Decoding, Framing, Session, Wakes, WriteOp, WriteResult, WriteRound, WriteStep,
+};
 
 use crate::exit_handle::ExitSlot;
 use crate::runtime::{PipeRead, PipeWrite};
@@ -99,13 +101,16 @@ impl Holds {
 pub(crate) struct State<F: Framing> {
     pub(crate) session: Session<F>,
     stdin: Option<Box<dyn PipeWrite>>,
-    stdout: Option<Reader>,
+    /// Boxed: taken out and put back on every read, a pointer moved.
+    stdout: Option<Box<Reader<F>>>,
 }
 
-/// The reading pipe and its buffer, taken out together by the one reader.
-struct Reader {
+/// The reading pipe, its buffer, and where the session's decoder goes
+/// while the reader has it: taken out together by the one reader.
+struct Reader<F: Framing> {
     pipe: Box<dyn PipeRead>,
     buf: Box<[u8]>,
+    decoding: Decoding<F>,
 }
 
 pub(crate) type Guard<'a, F> = MutexGuard<'a, State<F>>;
@@ -130,14 +135,16 @@ impl<F: Framing> Shared<F> {
     ) -> Arc<Self> {
         let senders = WakeSet::new();
         let receiver = WakeSet::new();
+        let decoding = session.decoding();
         Arc::new(Self {
             state: CachePadded::new(Mutex::new(State {
                 session,
                 stdin: Some(stdin),
-                stdout: Some(Reader {
+                stdout: Some(Box::new(Reader {
                     pipe: stdout,
                     buf: vec![0; READ_CHUNK].into_boxed_slice(),
-                }),
+                    decoding,
+                })),
             })),
             stdin_waker: fan_out(&senders),
             senders,
@@ -272,8 +279,18 @@ impl<F: Framing> Shared<F> {
     }
 
     /// Reads once (the session said so: the caller holds the reading pipe)
-    /// with the lock released, and hands what came in. Returns whether the
-    /// read brought nothing yet: `waiter` is woken when it can.
+    /// and decodes what came, both with the lock released, then hands the
+    /// frames in. Returns whether the read brought nothing yet: `waiter` is
+    /// woken when it can.
+    ///
+    /// The decoder goes with the pipe (`Session::lend_decoder`): decoding a
+    /// whole read under the lock held every sender up behind it. Measured
+    /// (`benches/users-shape.sh`, a `cat` child, writer task
+    /// `send().await`, reader `recv()`, 400,000 lines of 200 B): the writer
+    /// slept on this lock about once per read, and childwire's median
+    /// throughput fell from 748-861 MiB/s (6a80c2d, which read and decoded
+    /// under a lock of the receiving side alone) to 519-555 MiB/s; see
+    /// docs/performance.md for what it is now.
     pub(crate) fn read_once<'a>(
         &'a self,
         state: Guard<'a, F>,
@@ -286,13 +303,22 @@ impl<F: Framing> Shared<F> {
             state.session.handle_read_eof(clock());
             return (state, false);
         };
+        let lent = state.session.lend_decoder(&mut reader.decoding);
         drop(state);
         let mut cx = Context::from_waker(&self.stdout_waker);
         let result = reader.pipe.poll_read(&mut cx, &mut reader.buf);
+        if let (true, Poll::Ready(Ok(n))) = (lent, &result) {
+            reader.decoding.handle_data(&reader.buf[..*n]);
+        }
         let mut state = self.lock();
+        if lent {
+            state.session.handle_decoded(&mut reader.decoding, clock());
+        }
         let blocked = match result {
             Poll::Ready(Ok(n)) if n > 0 => {
-                state.session.handle_read(&reader.buf[..n], clock());
+                if !lent {
+                    state.session.handle_read(&reader.buf[..n], clock());
+                }
                 false
             }
             Poll::Ready(result) => {

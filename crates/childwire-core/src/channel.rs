@@ -8,6 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 
 use crate::config::ChannelConfig;
+use crate::decoding::Decoding;
 use crate::frame::{Frame, PollutionNotice};
 use crate::framing::Framing;
 use crate::inbound::{Backlog, Inbound};
@@ -406,6 +407,44 @@ impl<F: Framing> Channel<F> {
         if !data.is_empty() {
             self.turns += 1;
             self.inbound.handle_data(data);
+            self.note_diverted();
+        }
+    }
+
+    /// A place for the decoder to go with the reader (see [`Decoding`]):
+    /// made once, kept with the reading pipe.
+    pub fn decoding(&self) -> Decoding<F> {
+        self.inbound.decoding()
+    }
+
+    /// Lends the decoder, in `to`, to the reader that holds the read lease
+    /// (after [`ReadStep::Read`]), so that it decodes what it reads on its
+    /// own, away from the lock an owner keeps the channel behind. `false`
+    /// when no reader holds the lease, the decoder is lent already, or the
+    /// last read completed fewer than [`LEND_FROM`](crate::LEND_FROM) frames
+    /// (one answer is decoded in place for less): read with
+    /// [`handle_read`](Self::handle_read) then. Until
+    /// [`handle_decoded`](Self::handle_decoded) hands it back, the counters
+    /// stay as they were.
+    #[inline]
+    pub fn lend_decoder(&mut self, to: &mut Decoding<F>) -> bool {
+        matches!(self.read, ReadPipe::Out { .. }) && self.inbound.lend_decoder(to)
+    }
+
+    /// The lent decoder back from `from`, with what it decoded: what
+    /// [`handle_read`](Self::handle_read) does with the same bytes, the
+    /// reading pipe handed back if anything was read. A read that brought
+    /// nothing is then told as without lending: blocked
+    /// ([`handle_read_blocked`](Self::handle_read_blocked)) or the end
+    /// ([`handle_read_eof`](Self::handle_read_eof)). Nothing happens if
+    /// `from` holds no lent decoder.
+    #[inline]
+    pub fn handle_decoded(&mut self, from: &mut Decoding<F>, _now: Instant) {
+        if from.read && from.lent {
+            self.read_back();
+            self.turns += 1;
+        }
+        if self.inbound.return_decoder(from) {
             self.note_diverted();
         }
     }

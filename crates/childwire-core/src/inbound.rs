@@ -6,6 +6,7 @@ use std::mem::size_of;
 
 use bytes::Bytes;
 
+use crate::decoding::{Decoding, LEND_FROM};
 use crate::frame::{DecoderStats, Frame, Malformed, MalformedReason, Message, PollutionNotice};
 use crate::framing::{FrameDecoder, Framing};
 use crate::lines::Lines;
@@ -37,7 +38,17 @@ pub const ITEM_OVERHEAD: usize = size_of::<Frame>() + 32;
 /// Add the decoder's own bound (one message being assembled) and one read.
 #[derive(Debug)]
 pub(crate) struct Inbound<F: Framing = Lines> {
-    decoder: F::Decoder,
+    /// Boxed: lent and handed back on every read, a pointer moved rather
+    /// than the decoder's whole state.
+    decoder: Box<F::Decoder>,
+    /// While the decoder is lent ([`lend_decoder`](Self::lend_decoder)): its
+    /// counters as they were, which are the channel's until it is back.
+    lent: Option<DecoderStats>,
+    /// Makes the stand-ins ([`decoding`](Self::decoding)).
+    framing: F,
+    /// Frames the last read that brought bytes completed: whether lending
+    /// the decoder pays ([`LEND_FROM`]).
+    last_frames: usize,
     queue: VecDeque<Frame>,
     cost: usize,
     high_water: usize,
@@ -90,7 +101,10 @@ impl<F: Framing> Inbound<F> {
     /// queue costs `high_water` bytes or more.
     pub(crate) fn new(framing: &F, max_message_size: usize, high_water: usize) -> Self {
         Self {
-            decoder: framing.decoder(max_message_size),
+            decoder: Box::new(framing.decoder(max_message_size)),
+            lent: None,
+            framing: framing.clone(),
+            last_frames: 0,
             queue: VecDeque::new(),
             cost: 0,
             high_water,
@@ -149,14 +163,18 @@ impl<F: Framing> Inbound<F> {
 
     /// Bytes read from the peer.
     pub(crate) fn handle_data(&mut self, data: &[u8]) {
+        let before = self.queue.len();
         self.decoder.handle_data(data);
         self.collect();
+        self.last_frames = self.queue.len() - before;
     }
 
     /// Bytes read from the peer, handed over without a copy.
     pub(crate) fn handle_bytes(&mut self, data: Bytes) {
+        let before = self.queue.len();
         self.decoder.handle_bytes(data);
         self.collect();
+        self.last_frames = self.queue.len() - before;
     }
 
     /// The peer's end of the stream: what the decoder held comes out (a final
@@ -264,22 +282,97 @@ impl<F: Framing> Inbound<F> {
     /// Decoded messages that are JSON messages (or all of them, with the
     /// pollution check off): what a start-up counts as the first message.
     pub(crate) fn json_messages(&self) -> u64 {
-        self.decoder.stats().messages - self.polluted_messages
+        self.stats().messages - self.polluted_messages
     }
 
-    /// Counters of what was decoded.
+    /// Counters of what was decoded (and handed back, while the decoder is
+    /// lent).
     pub(crate) fn stats(&self) -> &DecoderStats {
-        self.decoder.stats()
+        match &self.lent {
+            Some(stats) => stats,
+            None => self.decoder.stats(),
+        }
+    }
+
+    /// A place for the decoder to go with the reader, holding an empty
+    /// one to stand in for it meanwhile.
+    pub(crate) fn decoding(&self) -> Decoding<F> {
+        Decoding::new(self.framing.decoder(self.decoder.max_message_size()))
+    }
+
+    /// Lends the decoder to the reader holding the read lease, in `to`,
+    /// the empty one there standing in for it: only the lease holder
+    /// decodes, so nothing reaches the stand-in. `false` if it is lent
+    /// already (to `to` or elsewhere), or if the last read completed fewer
+    /// than [`LEND_FROM`] frames.
+    pub(crate) fn lend_decoder(&mut self, to: &mut Decoding<F>) -> bool {
+        if self.lent.is_some() || to.lent || self.last_frames < LEND_FROM {
+            return false;
+        }
+        self.lent = Some(*self.decoder.stats());
+        std::mem::swap(&mut self.decoder, &mut to.decoder);
+        to.lent = true;
+        to.read = false;
+        to.shape_check = self.pollution.is_some();
+        to.plain = 0;
+        to.plain_bytes = 0;
+        true
+    }
+
+    /// The lent decoder back from `from`, with the frames it decoded,
+    /// queued as [`handle_data`](Self::handle_data) queues them. Whether it
+    /// brought bytes; nothing happens if `from` holds no lent decoder.
+    pub(crate) fn return_decoder(&mut self, from: &mut Decoding<F>) -> bool {
+        if !from.lent || self.lent.is_none() {
+            return false;
+        }
+        std::mem::swap(&mut self.decoder, &mut from.decoder);
+        from.lent = false;
+        self.lent = None;
+        if from.read {
+            self.last_frames = from.frames.len();
+        }
+        // The messages found plain, at once: what `collect` does with each.
+        // The reader reads once the queue is empty, so they are usually
+        // all there is: then the two queues trade places.
+        let plain = from.plain.min(from.frames.len());
+        if plain > 0 {
+            if let Some(detector) = self.pollution.as_mut() {
+                detector.count_passed(plain as u64);
+            }
+            self.cost += from.plain_bytes + plain * ITEM_OVERHEAD;
+            if plain == from.frames.len() && self.queue.is_empty() {
+                std::mem::swap(&mut self.queue, &mut from.frames);
+            } else {
+                self.queue.extend(from.frames.drain(..plain));
+            }
+        }
+        if from.frames.is_empty() {
+            self.name_dropped_head();
+        } else {
+            self.collect_from(Some(&mut from.frames));
+        }
+        std::mem::take(&mut from.read)
     }
 
     fn collect(&mut self) {
+        self.collect_from(None);
+    }
+
+    /// Queues what the decoder gives, or (`lent`) the frames it gave while
+    /// lent, which drained it.
+    fn collect_from(&mut self, lent: Option<&mut VecDeque<Frame>>) {
         let (queue, cost_sum) = (&mut self.queue, &mut self.cost);
         let mut push = |frame: Frame| {
             *cost_sum += cost(&frame);
             queue.push_back(frame);
         };
         let Some(detector) = self.pollution.as_mut() else {
-            self.decoder.drain_frames(push);
+            match lent {
+                Some(lent) if !lent.is_empty() => lent.drain(..).for_each(push),
+                Some(_) => {}
+                None => self.decoder.drain_frames(push),
+            }
             return;
         };
         let mut aside = Aside {
@@ -288,7 +381,7 @@ impl<F: Framing> Inbound<F> {
             named_early: &mut self.named_early,
             polluted_messages: &mut self.polluted_messages,
         };
-        self.decoder.drain_frames(|frame| {
+        let each = |frame: Frame| {
             // The message path: two bytes of the line looked at, inline.
             if let Frame::Message(message) = &frame {
                 if aside.detector.passes(message) {
@@ -297,11 +390,21 @@ impl<F: Framing> Inbound<F> {
                 }
             }
             aside.take(frame, &mut push);
-        });
-        // A `Content-Length` decoder drops a broken header block up to the
-        // next header, which an NDJSON peer never writes: name it from its
-        // first line, not when the stream ends.
-        if self.named_early {
+        };
+        match lent {
+            Some(lent) if !lent.is_empty() => lent.drain(..).for_each(each),
+            Some(_) => {}
+            None => self.decoder.drain_frames(each),
+        }
+        self.name_dropped_head();
+    }
+
+    /// A `Content-Length` decoder drops a broken header block up to the
+    /// next header, which an NDJSON peer never writes: name it from its
+    /// first line, not when the stream ends.
+    #[inline]
+    fn name_dropped_head(&mut self) {
+        if self.named_early || self.pollution.is_none() {
             return;
         }
         let Some(head) = self.decoder.dropping_head() else {
@@ -319,7 +422,9 @@ impl<F: Framing> Inbound<F> {
             if detector.policy() == PollutionPolicy::Divert {
                 self.diverted.notices.push_back(notice);
             } else {
-                push(Frame::Pollution(notice));
+                let frame = Frame::Pollution(notice);
+                self.cost += cost(&frame);
+                self.queue.push_back(frame);
             }
         }
     }

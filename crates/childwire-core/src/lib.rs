@@ -52,6 +52,7 @@ pub mod command;
 pub mod config;
 mod content_length;
 mod decoder;
+mod decoding;
 mod encoder;
 mod ending;
 mod frame;
@@ -86,6 +87,7 @@ pub use config::{ChannelConfig, Config, ConfigError};
 // The wire formats: their modules are private, each type has one path.
 pub use content_length::{ContentLength, ContentLengthDecoder, MAX_HEADER_LEN};
 pub use decoder::{DEFAULT_MAX_MESSAGE_SIZE, LineDecoder};
+pub use decoding::{Decoding, LEND_FROM};
 pub use encoder::{DEFAULT_HIGH_WATER, EncodeError, Encoder, LineEncoder};
 pub use ending::{EndedBy, Exit, Signal, Swept, ntstatus_name, signal_name};
 pub use frame::{

@@ -151,6 +151,13 @@ fn shape(line: &[u8]) -> Shape {
     }
 }
 
+/// Whether `line` looks like a message, from its first and last bytes:
+/// what [`PollutionDetector::passes`] answers, without counting it.
+#[inline]
+pub(crate) fn looks_like_message(line: &[u8]) -> bool {
+    shape(line) == Shape::Message
+}
+
 /// [`shape`] for the rest: spaces around the line, a `[` followed by a
 /// letter (checked whole), and lines that are no message.
 #[cold]
@@ -415,6 +422,12 @@ impl PollutionDetector {
     pub(crate) fn passes(&mut self, line: &[u8]) -> bool {
         self.counts.lines += 1;
         shape(line) == Shape::Message
+    }
+
+    /// Counts `n` lines found to be messages elsewhere ([`looks_like_message`]):
+    /// what [`passes`](Self::passes) would have counted for each.
+    pub(crate) fn count_passed(&mut self, n: u64) {
+        self.counts.lines += n;
     }
 
     /// [`observe`](Self::observe) for a line [`passes`](Self::passes)

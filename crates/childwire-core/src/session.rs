@@ -13,6 +13,7 @@ use bytes::Bytes;
 
 use crate::channel::{Channel, ReadStep, Sent, Wakes};
 use crate::config::{ChannelConfig, Config};
+use crate::decoding::Decoding;
 use crate::ending::{Exit, Signal, Swept};
 use crate::frame::PollutionNotice;
 use crate::frame::{Frame, Malformed, Message, Oversized};
@@ -518,6 +519,31 @@ impl<F: Framing> Session<F> {
     #[inline]
     pub fn handle_read(&mut self, data: &[u8], now: Instant) {
         self.channel.handle_read(data, now);
+        if self.awaits_goodbye_answer() {
+            self.look_for_goodbye_answer(now);
+        }
+    }
+
+    /// A place for the decoder to go with the reader: see
+    /// [`Channel::decoding`].
+    pub fn decoding(&self) -> Decoding<F> {
+        self.channel.decoding()
+    }
+
+    /// Lends the decoder, in `to`, to the reader holding the read lease, to
+    /// decode what it reads without the lock the session is kept behind:
+    /// see [`Channel::lend_decoder`].
+    #[inline]
+    pub fn lend_decoder(&mut self, to: &mut Decoding<F>) -> bool {
+        self.channel.lend_decoder(to)
+    }
+
+    /// The lent decoder back from `from`, with what it decoded: what
+    /// [`handle_read`](Self::handle_read) does with the same bytes (see
+    /// [`Channel::handle_decoded`]).
+    #[inline]
+    pub fn handle_decoded(&mut self, from: &mut Decoding<F>, now: Instant) {
+        self.channel.handle_decoded(from, now);
         if self.awaits_goodbye_answer() {
             self.look_for_goodbye_answer(now);
         }

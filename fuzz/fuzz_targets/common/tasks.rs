@@ -40,9 +40,9 @@ use std::time::{Duration, Instant};
 use arbitrary::Arbitrary;
 use bytes::Bytes;
 use childwire_core::{
-    Config, Exit, ExitReport, Frame, Output, PollutionKind, PollutionPolicy, Receive, Received,
-    SendErrorKind, Sent, Session, Signal, SignalError, Swept, Wakes, WriteOp, WriteResult,
-    WriteRound, WriteStep,
+    Config, Decoding, Exit, ExitReport, Frame, Output, PollutionKind, PollutionPolicy, Receive,
+    Received, SendErrorKind, Sent, Session, Signal, SignalError, Swept, Wakes, WriteOp,
+    WriteResult, WriteRound, WriteStep,
 };
 
 use childwire_core::pollution::classify;
@@ -244,6 +244,11 @@ pub struct Harness<F: Model> {
     /// Everything the transport read of stdout, and whether it read its end.
     read_all: Vec<u8>,
     read_eof: bool,
+    /// Where the decoder goes with the reader holding stdout, as the
+    /// shipped reader takes it; `lent`: this read took it (else it reads
+    /// the other ways, `handle_read` and `handle_read_bytes`).
+    decoding: Decoding<F>,
+    lent: bool,
     /// Whether the `Sink`'s readiness mirror said "room" when last written.
     sink_ready: bool,
     /// The instant of the driver's last wake-up.
@@ -278,6 +283,7 @@ impl<F: Model> Harness<F> {
         for _ in 0..3 {
             session.handle_handle_opened();
         }
+        let decoding = session.decoding();
         Self {
             session,
             framing,
@@ -306,6 +312,8 @@ impl<F: Model> Harness<F> {
             taken: 0,
             read_all: Vec::new(),
             read_eof: false,
+            decoding,
+            lent: false,
             sink_ready: true,
             woken_at: now,
             pollution: Vec::new(),
@@ -803,6 +811,18 @@ impl<F: Model> Harness<F> {
         let bound = self.config.channel.recv_high_water - 1;
         self.log.record(decoded, self.taken, bound, self.step);
         self.task(who).reading = true;
+        // Most reads ask for the decoder, as the shipped reader does (it is
+        // lent once reads carry several frames); the rest keep the two
+        // other ways in.
+        if !self.step.is_multiple_of(4) {
+            self.lent = self.session.lend_decoder(&mut self.decoding);
+            if self.lent {
+                assert!(
+                    !self.session.lend_decoder(&mut self.decoding),
+                    "a decoder lent twice"
+                );
+            }
+        }
     }
 
     fn read(&mut self, max: usize) {
@@ -820,12 +840,23 @@ impl<F: Model> Harness<F> {
             self.largest_read = self.largest_read.max(n);
             self.read_all.extend_from_slice(&bytes);
             self.driver_progress |= who == Who::Driver;
-            if max.is_multiple_of(2) {
+            if std::mem::take(&mut self.lent) {
+                // Decoded away from the session, then handed back.
+                self.decoding.handle_data(&bytes);
+                self.session.handle_decoded(&mut self.decoding, self.now);
+            } else if max.is_multiple_of(2) {
                 self.session.handle_read(&bytes, self.now);
             } else {
                 self.session.handle_read_bytes(Bytes::from(bytes), self.now);
             }
-        } else if self.child.stdout_eof {
+            self.read_done(who);
+            return;
+        }
+        if std::mem::take(&mut self.lent) {
+            // Nothing read: the decoder comes back untouched.
+            self.session.handle_decoded(&mut self.decoding, self.now);
+        }
+        if self.child.stdout_eof {
             self.read_eof = true;
             self.driver_progress |= who == Who::Driver;
             self.session.handle_read_eof(self.now);
@@ -838,6 +869,11 @@ impl<F: Model> Harness<F> {
                 _ => self.receiver.parked = true,
             }
         }
+        self.read_done(who);
+    }
+
+    /// A driver that read while draining its outputs goes on with them.
+    fn read_done(&mut self, who: Who) {
         if who == Who::Driver && self.driver_draining {
             self.drain_outputs();
         }
