@@ -22,8 +22,11 @@
 //! transport's redesign.
 //!
 //! `cargo bench -p childwire-bench --bench users_shape -- [--size BYTES]
-//! [--messages N] [--reps N]` (default: 64 and 200 B, 100,000 messages,
-//! one repetition after a warm-up round).
+//! [--messages N] [--reps N] [--childwire-only]` (default: 64 and 200 B,
+//! 100,000 messages, one repetition after a warm-up round).
+//! `--childwire-only` leaves LinesCodec out and prints `childwire=` alone:
+//! for comparing builds of childwire with nothing else in the process (the
+//! measurements of 2026-11-29 in docs/performance.md).
 
 use std::fmt::Write as _;
 use std::process::{ExitCode, Stdio};
@@ -92,6 +95,7 @@ fn run() -> Result<(), String> {
     };
     let messages = flag("--messages")?.unwrap_or(if quick { 2_000 } else { 100_000 });
     let reps = flag("--reps")?.unwrap_or(1);
+    let childwire_only = std::env::args().any(|a| a == "--childwire-only");
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -104,7 +108,11 @@ fn run() -> Result<(), String> {
     for &size in &sizes {
         for rep in 0..=reps {
             for placement in [Placement::Task, Placement::BlockOn] {
-                let codec = on(&runtime, placement, lines_codec(messages, size))?;
+                let codec = if childwire_only {
+                    None
+                } else {
+                    Some(on(&runtime, placement, lines_codec(messages, size))?)
+                };
                 let ours = on(&runtime, placement, childwire(messages, size))?;
                 if rep == 0 {
                     continue;
@@ -114,7 +122,14 @@ fn run() -> Result<(), String> {
                         / elapsed.as_secs_f64().max(1e-9)
                         / (1024.0 * 1024.0)
                 };
-                let (ours, codec) = (mib_s(ours), mib_s(codec));
+                let ours = mib_s(ours);
+                let Some(codec) = codec.map(mib_s) else {
+                    println!(
+                        "users-shape size={size} placement={} rep={rep} childwire={ours:.1}",
+                        placement.name()
+                    );
+                    continue;
+                };
                 println!(
                     "users-shape size={size} placement={} rep={rep} childwire={ours:.1} \
                      lines_codec={codec:.1} ratio={:.4}",
