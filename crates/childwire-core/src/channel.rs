@@ -440,11 +440,9 @@ impl<F: Framing> Channel<F> {
     /// `from` holds no lent decoder.
     #[inline]
     pub fn handle_decoded(&mut self, from: &mut Decoding<F>, _now: Instant) {
-        if from.read && from.lent {
+        if self.inbound.return_decoder(from) {
             self.read_back();
             self.turns += 1;
-        }
-        if self.inbound.return_decoder(from) {
             self.note_diverted();
         }
     }

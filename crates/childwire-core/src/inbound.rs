@@ -368,11 +368,7 @@ impl<F: Framing> Inbound<F> {
             queue.push_back(frame);
         };
         let Some(detector) = self.pollution.as_mut() else {
-            match lent {
-                Some(lent) if !lent.is_empty() => lent.drain(..).for_each(push),
-                Some(_) => {}
-                None => self.decoder.drain_frames(push),
-            }
+            drain(&mut *self.decoder, lent, push);
             return;
         };
         let mut aside = Aside {
@@ -391,11 +387,7 @@ impl<F: Framing> Inbound<F> {
             }
             aside.take(frame, &mut push);
         };
-        match lent {
-            Some(lent) if !lent.is_empty() => lent.drain(..).for_each(each),
-            Some(_) => {}
-            None => self.decoder.drain_frames(each),
-        }
+        drain(&mut *self.decoder, lent, each);
         self.name_dropped_head();
     }
 
@@ -427,6 +419,19 @@ impl<F: Framing> Inbound<F> {
                 self.queue.push_back(frame);
             }
         }
+    }
+}
+
+/// Gives `each` the frames `lent` holds, or else those `decoder` gives.
+#[inline(always)]
+fn drain<D: FrameDecoder>(
+    decoder: &mut D,
+    lent: Option<&mut VecDeque<Frame>>,
+    each: impl FnMut(Frame),
+) {
+    match lent {
+        Some(lent) => lent.drain(..).for_each(each),
+        None => decoder.drain_frames(each),
     }
 }
 

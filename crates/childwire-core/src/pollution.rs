@@ -420,8 +420,8 @@ impl PollutionDetector {
     /// says what to do with it.
     #[inline]
     pub(crate) fn passes(&mut self, line: &[u8]) -> bool {
-        self.counts.lines += 1;
-        shape(line) == Shape::Message
+        self.count_passed(1);
+        looks_like_message(line)
     }
 
     /// Counts `n` lines found to be messages elsewhere ([`looks_like_message`]):
