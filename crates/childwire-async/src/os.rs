@@ -125,6 +125,38 @@ impl Prepared {
     }
 }
 
+/// Enough of a child to send it a signal from outside its background task
+/// (the last handle's drop, see [`Shared::close_handle`]): its PID and
+/// whether it leads a group. Unix only: on Windows the child's job belongs
+/// to the background task, which delivers every signal there.
+///
+/// [`Shared::close_handle`]: crate::shared::Shared::close_handle
+#[derive(Debug, Clone, Copy)]
+#[cfg_attr(not(unix), allow(dead_code))]
+pub(crate) struct SignalTarget {
+    pid: u32,
+    group: bool,
+}
+
+impl SignalTarget {
+    /// Sends `signal` as [`Tracking::signal`] does. Asked only before the
+    /// session knows of the exit; the background task may have reaped the
+    /// child a moment before it hands the exit in, and then this reaches
+    /// what is left of the child's group, as the sweep's group kill after
+    /// the reap does.
+    pub(crate) fn send(self, signal: Signal) -> Result<(), SignalError> {
+        #[cfg(unix)]
+        {
+            send(self.pid, signal, self.group)
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = signal;
+            Err(SignalError::Other { errno: None })
+        }
+    }
+}
+
 /// One child as the OS knows it: what to signal, and how to find what it
 /// left behind.
 #[derive(Debug)]
@@ -236,6 +268,22 @@ impl Tracking {
         {
             let _ = (pipes, prepared);
             Ok(Self { pid, group })
+        }
+    }
+
+    /// Where a handle can send the child a signal the session decides, on
+    /// Unix; `None` on Windows or without a PID.
+    pub(crate) fn signal_target(&self) -> Option<SignalTarget> {
+        #[cfg(unix)]
+        {
+            self.pid.map(|pid| SignalTarget {
+                pid,
+                group: self.group,
+            })
+        }
+        #[cfg(not(unix))]
+        {
+            None
         }
     }
 

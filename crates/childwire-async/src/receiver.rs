@@ -176,9 +176,7 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
 
 impl<R: Runtime, F: Framing> Drop for Receiver<R, F> {
     fn drop(&mut self) {
-        let mut state = self.shared.lock();
-        state.session.handle_handle_closed(self.rt.now());
-        self.shared.unlock(state);
+        self.shared.close_handle(self.rt.now());
     }
 }
 

@@ -413,9 +413,7 @@ impl<R: Runtime, F: Framing> Clone for Sender<R, F> {
 
 impl<R: Runtime, F: Framing> Drop for Sender<R, F> {
     fn drop(&mut self) {
-        let mut state = self.shared.lock();
-        state.session.handle_handle_closed(self.rt.now());
-        self.shared.unlock(state);
+        self.shared.close_handle(self.rt.now());
     }
 }
 

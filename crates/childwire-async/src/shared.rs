@@ -19,6 +19,7 @@ use childwire_core::{
 };
 
 use crate::exit_handle::ExitSlot;
+use crate::os::SignalTarget;
 use crate::runtime::{PipeRead, PipeWrite};
 use crate::sync::{BgWaker, CachePadded, lock, wake_bg};
 use crate::wake::{WakeSet, fan_out};
@@ -103,6 +104,8 @@ pub(crate) struct State<F: Framing> {
     stdin: Option<Box<dyn PipeWrite>>,
     /// Boxed: taken out and put back on every read, a pointer moved.
     stdout: Option<Box<Reader<F>>>,
+    /// Where the last handle's drop sends the kill the session decides.
+    signal_to: Option<SignalTarget>,
 }
 
 /// The reading pipe, its buffer, and where the session's decoder goes
@@ -132,6 +135,7 @@ impl<F: Framing> Shared<F> {
         session: Session<F>,
         stdin: Box<dyn PipeWrite>,
         stdout: Box<dyn PipeRead>,
+        signal_to: Option<SignalTarget>,
     ) -> Arc<Self> {
         let senders = WakeSet::new();
         let receiver = WakeSet::new();
@@ -145,6 +149,7 @@ impl<F: Framing> Shared<F> {
                     buf: vec![0; READ_CHUNK].into_boxed_slice(),
                     decoding,
                 })),
+                signal_to,
             })),
             stdin_waker: fan_out(&senders),
             senders,
@@ -169,6 +174,27 @@ impl<F: Framing> Shared<F> {
         if !wakes.is_empty() {
             self.wake(wakes);
         }
+    }
+
+    /// A handle (a sender, the receiver) was dropped. When it was the last
+    /// one and the session ends the child for it (kill-on-drop), the kill
+    /// goes out here, at once, as `tokio::process` sends its kill-on-drop,
+    /// and not whenever the background task next runs, which a busy or
+    /// blocked runtime puts off: in the scale bench's drop of 500
+    /// transports (`cargo bench -p childwire-bench --bench scale`), the
+    /// background tasks sent the last kills 25-30 ms after the drop, the
+    /// children already dying having taken their CPU (docs/performance.md).
+    pub(crate) fn close_handle(&self, now: Instant) {
+        let mut state = self.lock();
+        state.session.handle_handle_closed(now);
+        if let Some(target) = state.signal_to {
+            while let Some(signal) = state.session.poll_signal() {
+                if let Err(err) = target.send(signal) {
+                    state.session.handle_signal_failed(signal, err, now);
+                }
+            }
+        }
+        self.unlock(state);
     }
 
     #[cold]

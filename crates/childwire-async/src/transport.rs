@@ -168,7 +168,7 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         if child.stderr.is_none() {
             session.handle_stderr_eof(now);
         }
-        let shared = Shared::new(session, child.stdin, child.stdout);
+        let shared = Shared::new(session, child.stdin, child.stdout, tracking.signal_target());
         let tap = Hook::new(config.tap.as_ref(), &rt, shared.exit.handle());
         let program = command.get_program().to_string_lossy().into_owned();
         // Every event of this child's background task is in its span.
@@ -203,7 +203,7 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
     ) -> Result<Self, crate::NoRuntime> {
         let rt = R::current()?;
         let session = Session::over_pipes(framing, config);
-        let shared = Shared::new(session, Box::new(writer), Box::new(reader));
+        let shared = Shared::new(session, Box::new(writer), Box::new(reader), None);
         let driver = Driver::new(Arc::clone(&shared), rt.clone(), None);
         let transport = Self::from_shared(shared, rt.clone(), None);
         rt.spawn(Box::pin(driver));

@@ -1398,6 +1398,48 @@ fn c38_the_callers_readiness_comes_at_its_message_and_earlier_messages_stretch_t
 /// The default config without pollution notices: these tests speak plain
 /// text to check framing and lifecycle; `Config::default()` would name the
 /// first line as pollution.
+/// The kill of kill-on-drop is sent by the drop itself, as `tokio::process`
+/// sends its own, and not left to the background task: with many children
+/// dropped at once, the ones already dying take the CPU from the background
+/// tasks, which then send the last kills late. The transport is told the PID
+/// of a real `sleep`; the check runs inside the one poll of the test's
+/// future, so no task (the background one included) runs between the drop
+/// and the check.
+#[test]
+fn c14_the_kill_of_a_dropped_transport_is_sent_by_the_drop() {
+    use std::os::unix::process::ExitStatusExt;
+    let mut sleeper = std::process::Command::new("sleep")
+        .arg("100")
+        .spawn()
+        .expect("spawn `sleep`");
+    let rt = FakeRuntime::new();
+    let child = rt.script_child(ChildSpec {
+        pid: Some(sleeper.id()),
+        ..ChildSpec::default()
+    });
+    let status = rt.block_on(async {
+        let transport = spawn(plain_config());
+        drop(transport);
+        // No `.await` from here: the background task does not run.
+        let deadline = std::time::Instant::now() + Duration::from_secs(5);
+        let status = loop {
+            if let Some(status) = sleeper.try_wait().expect("try_wait on `sleep`") {
+                break status;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the child still runs 5 s after the drop: the drop sent no kill"
+            );
+            std::thread::yield_now();
+        };
+        child.exit_with(killed_by(9));
+        rt.sleep(Duration::from_secs(10)).await;
+        assert_eq!(rt.live_tasks(), 0, "the background task ended");
+        status
+    });
+    assert_eq!(status.signal(), Some(9), "{status}");
+}
+
 fn plain_config() -> Config {
     let mut config = Config::default();
     config.pollution(None);

@@ -613,6 +613,19 @@ impl Lifecycle {
         Some(action)
     }
 
+    /// The next action if it is a signal, handed out as
+    /// [`poll_action`](Self::poll_action) would hand it out; `None`, taking
+    /// nothing, if the next action is anything else or there is none.
+    #[must_use]
+    pub fn poll_signal(&mut self) -> Option<Signal> {
+        let Some(&Action::Signal(signal)) = self.queue.front() else {
+            return None;
+        };
+        self.queue.pop_front();
+        self.handed_out.push(Action::Signal(signal));
+        Some(signal)
+    }
+
     /// The child's end, exactly once: after the exit was observed, the sweep
     /// reported and both pipes reached EOF, or `drain_grace` passed since
     /// the exit (at once after the exit once the driver stopped). Moves the

@@ -807,6 +807,20 @@ impl<F: Framing> Session<F> {
         self.channel.stop_reading();
     }
 
+    /// A signal for the child that is due now, for whoever holds the
+    /// session and can deliver it at once: the handle whose drop just
+    /// decided the kill, so that the SIGKILL goes out in the drop (as
+    /// `tokio::process` sends its kill-on-drop) rather than whenever the
+    /// background task next runs. It is what [`poll_output`](Self::poll_output)
+    /// would hand out next, since the child's signals, its stdin's closing
+    /// and its sweep come first there; `None`, taking nothing, when the next
+    /// of those is not a signal. Report a failed delivery with
+    /// [`handle_signal_failed`](Self::handle_signal_failed).
+    #[must_use]
+    pub fn poll_signal(&mut self) -> Option<Signal> {
+        self.child.as_mut()?.poll_signal()
+    }
+
     /// The background task's next step. Drain it after every wake-up until
     /// it says [`Output::Timeout`] or [`Output::Done`]; carry each output out
     /// (outside the lock), then ask again.

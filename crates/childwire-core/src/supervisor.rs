@@ -178,6 +178,10 @@ impl Supervisor {
         self.lifecycle.poll_action()
     }
 
+    pub(crate) fn poll_signal(&mut self) -> Option<Signal> {
+        self.lifecycle.poll_signal()
+    }
+
     pub(crate) fn poll_stderr_line(&mut self) -> Option<Bytes> {
         let line = self.stderr.poll_line()?;
         self.stderr_unconfirmed = true;

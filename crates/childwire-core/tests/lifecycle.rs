@@ -100,49 +100,59 @@ impl Sim {
     /// Drains the outputs the way an adapter must, and plays the child.
     fn drain(&mut self) {
         while let Some(action) = self.lc.poll_action() {
-            self.actions.push((self.t(), action));
-            let exited = self.lc.exit().is_some();
-            if action == Action::Sweep {
-                // The sweep found nothing left behind.
-                self.lc.handle_swept(Swept::default(), self.now);
-            }
-            match (action, self.child) {
-                (Action::CloseStdin, Child::ExitsOnEof { after }) if !exited => {
-                    self.exit_at = Some((self.now + after, Exit::Code(0)));
-                }
-                (Action::Signal(Signal::Term), Child::ExitsOnTerm { after }) => {
-                    self.exit_at = Some((self.now + after, Exit::Signal(15)));
-                }
-                (Action::Signal(Signal::Term), Child::GoneBeforeTerm { reaped_after }) => {
-                    self.lc.handle_signal_failed(
-                        Signal::Term,
-                        SignalError::NoSuchProcess,
-                        self.now,
-                    );
-                    self.exit_at = Some((self.now + reaped_after, Exit::Code(0)));
-                }
-                (Action::Signal(Signal::Term), Child::TermDenied) => {
-                    self.lc.handle_signal_failed(
-                        Signal::Term,
-                        SignalError::PermissionDenied,
-                        self.now,
-                    );
-                }
-                (Action::Signal(Signal::Term), Child::TermSeenLate { seen_after }) => {
-                    self.exit_at = Some((self.now + seen_after, Exit::Signal(15)));
-                }
-                (Action::Signal(Signal::Kill), Child::TermSeenLate { .. }) => {}
-                (Action::Signal(Signal::Kill), _) => {
-                    self.exit_at = Some((self.now + ms(1), Exit::Signal(9)));
-                }
-                _ => {}
-            }
-            if action == Action::CloseStdin {
-                self.lc.handle_stdin_closed(self.now);
-            }
+            self.play(action);
         }
         if let Some(ending) = self.lc.poll_end() {
             self.endings.push((self.t(), ending));
+        }
+    }
+
+    /// Takes a signal that is due, as a dropping handle does
+    /// (`poll_signal`), and plays the child; then drains the rest.
+    fn take_signal(&mut self) -> Option<Signal> {
+        let signal = self.lc.poll_signal();
+        if let Some(signal) = signal {
+            self.play(Action::Signal(signal));
+        }
+        self.drain();
+        signal
+    }
+
+    /// Records `action`, handed out now, and plays the child's answer.
+    fn play(&mut self, action: Action) {
+        self.actions.push((self.t(), action));
+        let exited = self.lc.exit().is_some();
+        if action == Action::Sweep {
+            // The sweep found nothing left behind.
+            self.lc.handle_swept(Swept::default(), self.now);
+        }
+        match (action, self.child) {
+            (Action::CloseStdin, Child::ExitsOnEof { after }) if !exited => {
+                self.exit_at = Some((self.now + after, Exit::Code(0)));
+            }
+            (Action::Signal(Signal::Term), Child::ExitsOnTerm { after }) => {
+                self.exit_at = Some((self.now + after, Exit::Signal(15)));
+            }
+            (Action::Signal(Signal::Term), Child::GoneBeforeTerm { reaped_after }) => {
+                self.lc
+                    .handle_signal_failed(Signal::Term, SignalError::NoSuchProcess, self.now);
+                self.exit_at = Some((self.now + reaped_after, Exit::Code(0)));
+            }
+            (Action::Signal(Signal::Term), Child::TermDenied) => {
+                self.lc
+                    .handle_signal_failed(Signal::Term, SignalError::PermissionDenied, self.now);
+            }
+            (Action::Signal(Signal::Term), Child::TermSeenLate { seen_after }) => {
+                self.exit_at = Some((self.now + seen_after, Exit::Signal(15)));
+            }
+            (Action::Signal(Signal::Kill), Child::TermSeenLate { .. }) => {}
+            (Action::Signal(Signal::Kill), _) => {
+                self.exit_at = Some((self.now + ms(1), Exit::Signal(9)));
+            }
+            _ => {}
+        }
+        if action == Action::CloseStdin {
+            self.lc.handle_stdin_closed(self.now);
         }
     }
 
@@ -349,6 +359,30 @@ fn c31_every_handle_dropped_kills_through_the_lifecycle_and_the_end_says_sigkill
     assert_eq!(ending.exit, Exit::Signal(9));
     assert_eq!(ending.ended_by, EndedBy::Sigkill, "{ending}");
     assert!(!ending.shutdown_requested);
+}
+
+/// The kill a drop decides can be taken at once by the dropping handle
+/// (`poll_signal`), ahead of the background task: handed out as
+/// `poll_action` would hand it out, so the end still says SIGKILL and the
+/// kill is not handed out twice. Nothing but a signal is taken that way.
+#[test]
+fn c31_the_kill_of_a_drop_is_taken_at_once_and_nothing_else_is() {
+    let mut sim = Sim::with_defaults(Child::IgnoresAll);
+    sim.run_until(sim.start + ms(300));
+    sim.lc.handle_abandoned(true, sim.now);
+    assert_eq!(sim.take_signal(), Some(Signal::Kill));
+    assert_eq!(sim.take_signal(), None, "the kill is handed out once");
+    let ending = sim.run();
+    assert_eq!(sim.actions(), [(ms(300), KILL), (ms(301), SWEEP)]);
+    assert_eq!(ending.ended_by, EndedBy::Sigkill, "{ending}");
+
+    let mut sim = Sim::with_defaults(Child::ExitsOnEof { after: ms(20) });
+    sim.run_until(sim.start + ms(300));
+    sim.lc.handle_abandoned(false, sim.now);
+    assert_eq!(sim.take_signal(), None, "closing stdin is no signal");
+    let ending = sim.run();
+    assert_eq!(sim.actions(), [(ms(300), CLOSE), (ms(320), SWEEP)]);
+    assert_eq!(ending.ended_by, EndedBy::StdinClose, "{ending}");
 }
 
 #[test]

@@ -1152,6 +1152,17 @@ impl<F: Model> Harness<F> {
             self.abandoned = true;
         }
         self.session.handle_handle_closed(self.now);
+        // The dropping handle sends at once a signal that is due, the kill
+        // of kill-on-drop above all (`Shared::close_handle`).
+        if self.has_child {
+            while let Some(signal) = self.session.poll_signal() {
+                assert!(
+                    self.shutdown || self.kill_asked || self.abandoned,
+                    "{signal} from a handle's drop without a shutdown, a kill or a drop"
+                );
+                self.signal_out(signal);
+            }
+        }
     }
 
     /// The outbound queue within its high-water mark plus one message, and
