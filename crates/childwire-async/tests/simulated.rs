@@ -1395,9 +1395,6 @@ fn c38_the_callers_readiness_comes_at_its_message_and_earlier_messages_stretch_t
     }
 }
 
-/// The default config without pollution notices: these tests speak plain
-/// text to check framing and lifecycle; `Config::default()` would name the
-/// first line as pollution.
 /// The kill of kill-on-drop is sent by the drop itself, as `tokio::process`
 /// sends its own, and not left to the background task: with many children
 /// dropped at once, the ones already dying take the CPU from the background
@@ -1408,13 +1405,23 @@ fn c38_the_callers_readiness_comes_at_its_message_and_earlier_messages_stretch_t
 #[test]
 fn c14_the_kill_of_a_dropped_transport_is_sent_by_the_drop() {
     use std::os::unix::process::ExitStatusExt;
-    let mut sleeper = std::process::Command::new("sleep")
-        .arg("100")
-        .spawn()
-        .expect("spawn `sleep`");
+    /// Ends `sleep` should the test fail before the drop's kill did.
+    struct Sleeper(std::process::Child);
+    impl Drop for Sleeper {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+    let mut sleeper = Sleeper(
+        std::process::Command::new("sleep")
+            .arg("100")
+            .spawn()
+            .expect("spawn `sleep`"),
+    );
     let rt = FakeRuntime::new();
     let child = rt.script_child(ChildSpec {
-        pid: Some(sleeper.id()),
+        pid: Some(sleeper.0.id()),
         ..ChildSpec::default()
     });
     let status = rt.block_on(async {
@@ -1423,7 +1430,7 @@ fn c14_the_kill_of_a_dropped_transport_is_sent_by_the_drop() {
         // No `.await` from here: the background task does not run.
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
         let status = loop {
-            if let Some(status) = sleeper.try_wait().expect("try_wait on `sleep`") {
+            if let Some(status) = sleeper.0.try_wait().expect("try_wait on `sleep`") {
                 break status;
             }
             assert!(
@@ -1440,6 +1447,9 @@ fn c14_the_kill_of_a_dropped_transport_is_sent_by_the_drop() {
     assert_eq!(status.signal(), Some(9), "{status}");
 }
 
+/// The default config without pollution notices: these tests speak plain
+/// text to check framing and lifecycle; `Config::default()` would name the
+/// first line as pollution.
 fn plain_config() -> Config {
     let mut config = Config::default();
     config.pollution(None);
