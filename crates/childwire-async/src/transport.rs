@@ -45,7 +45,10 @@ pub use request::RequestError;
 ///
 /// Dropping the transport (every half, after [`split`](Self::split))
 /// without a shutdown kills the child and its process group with SIGKILL:
-/// the non-graceful path. The child is reaped in the background.
+/// the non-graceful path. On Unix the signal is sent by the drop itself, as
+/// `tokio::process` sends its kill-on-drop, so the child dies even if the
+/// runtime never runs the background task again; the child is reaped in the
+/// background.
 ///
 /// ```no_run
 /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {

@@ -251,7 +251,8 @@ impl Command {
     }
 
     /// Whether dropping the transport without a shutdown kills the child
-    /// (its group, with one) with SIGKILL (default `true`). With `false`,
+    /// (its group, with one) with SIGKILL (default `true`), sent by the drop
+    /// itself on Unix. With `false`,
     /// a dropped transport leaves the child running: it reads EOF on its
     /// stdin, and childwire still reaps it when it exits.
     pub fn kill_on_drop(&mut self, enabled: bool) -> &mut Self {
