@@ -47,7 +47,7 @@ use childwire_core::{Action, Command, Containment, Exit, Signal, SignalError, Sw
 #[cfg(target_os = "linux")]
 mod linux;
 #[cfg(target_os = "linux")]
-pub(crate) use linux::stdin_path;
+pub(crate) use linux::StdinWatch;
 #[cfg(target_os = "linux")]
 mod sweeper;
 #[cfg(windows)]
@@ -122,6 +122,18 @@ impl Prepared {
                 _ => Ok(Self {}),
             }
         }
+    }
+}
+
+/// Elsewhere no watch is kept on the child's stdin: this is never made.
+#[cfg(not(target_os = "linux"))]
+#[derive(Clone, Debug)]
+pub(crate) enum StdinWatch {}
+
+#[cfg(not(target_os = "linux"))]
+impl StdinWatch {
+    pub(crate) fn host_closed(&self, _child_exited: bool) {
+        match *self {}
     }
 }
 

@@ -120,9 +120,10 @@ pub struct SpawnedChild {
 /// writes (stdout, stderr): after the exit, that copy tells with one `poll`
 /// whether any writer is left, so the search for holders runs only when
 /// something still holds them. The copies are read ends: they never keep
-/// the child from seeing its stdin close. On Linux it keeps a handle on the
-/// stdin pipe that is no end of it (`O_PATH`), through which a write end is
-/// opened for a moment after the exit, to ask whether a reader is left.
+/// the child from seeing its stdin close. On Linux it keeps a watch on the
+/// stdin pipe, through which the sweep asks after the exit whether a reader
+/// is left (a copy of the host's write end until the host closes its end
+/// while the child may still read, then a handle that is no end of it).
 #[derive(Debug, Clone, Default)]
 pub struct PipeIds {
     pub(crate) ids: Vec<(u64, bool)>,
@@ -130,9 +131,9 @@ pub struct PipeIds {
     // Read by Linux's leftover check; elsewhere the copies only ride along.
     #[cfg_attr(not(target_os = "linux"), allow(dead_code))]
     pub(crate) watch: Vec<std::sync::Arc<std::os::fd::OwnedFd>>,
-    /// The `O_PATH` handle on the stdin pipe, if one could be taken.
+    /// The watch on the stdin pipe, if one could be taken.
     #[cfg(target_os = "linux")]
-    pub(crate) stdin_path: Option<std::sync::Arc<std::os::fd::OwnedFd>>,
+    pub(crate) stdin_watch: Option<crate::os::StdinWatch>,
 }
 
 /// Two `PipeIds` are equal when they name the same pipes.
@@ -161,7 +162,7 @@ impl PipeIds {
         // 0: no race with a child that replaces it, and no `fstat` to tell
         // that it is the same pipe.
         #[cfg(target_os = "linux")]
-        let stdin_path = crate::os::stdin_path(stdin).map(std::sync::Arc::new);
+        let stdin_watch = crate::os::StdinWatch::new(stdin);
         for fd in written_by_child {
             let Some(ino) = inode(fd) else { continue };
             ids.push((ino, true));
@@ -174,7 +175,20 @@ impl PipeIds {
             ids,
             watch,
             #[cfg(target_os = "linux")]
-            stdin_path,
+            stdin_watch,
+        }
+    }
+
+    /// The watch on the stdin pipe, for the host's end to say when it
+    /// closes (Linux; elsewhere there is none).
+    pub(crate) fn stdin_watch(&self) -> Option<crate::os::StdinWatch> {
+        #[cfg(target_os = "linux")]
+        {
+            self.stdin_watch.clone()
+        }
+        #[cfg(not(target_os = "linux"))]
+        {
+            None
         }
     }
 }

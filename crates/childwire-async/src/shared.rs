@@ -19,7 +19,7 @@ use childwire_core::{
 };
 
 use crate::exit_handle::ExitSlot;
-use crate::os::SignalTarget;
+use crate::os::{SignalTarget, StdinWatch};
 use crate::runtime::{PipeRead, PipeWrite};
 use crate::sync::{BgWaker, CachePadded, lock, wake_bg};
 use crate::wake::{WakeSet, fan_out};
@@ -101,11 +101,38 @@ impl Holds {
 
 pub(crate) struct State<F: Framing> {
     pub(crate) session: Session<F>,
-    stdin: Option<Box<dyn PipeWrite>>,
+    stdin: Option<Stdin>,
     /// Boxed: taken out and put back on every read, a pointer moved.
     stdout: Option<Box<Reader<F>>>,
     /// Where the last handle's drop sends the kill the session decides.
     signal_to: Option<SignalTarget>,
+}
+
+/// The writing pipe (a child's stdin), and the sweep's watch on it, told
+/// when the pipe closes: the watch holds a copy of this end until then,
+/// which must not outlive it while the child may still read, or the child
+/// would never see its EOF. Dropped without [`close`](Stdin::close) (a
+/// panic, the session dropped), it takes the child to be still reading.
+struct Stdin {
+    pipe: Box<dyn PipeWrite>,
+    watch: Option<StdinWatch>,
+}
+
+impl Stdin {
+    /// Closes the pipe; `child_exited`: the child can read it no more.
+    fn close(mut self, child_exited: bool) {
+        if let Some(watch) = self.watch.take() {
+            watch.host_closed(child_exited);
+        }
+    }
+}
+
+impl Drop for Stdin {
+    fn drop(&mut self) {
+        if let Some(watch) = self.watch.take() {
+            watch.host_closed(false);
+        }
+    }
 }
 
 /// The reading pipe, its buffer, and where the session's decoder goes
@@ -136,6 +163,7 @@ impl<F: Framing> Shared<F> {
         stdin: Box<dyn PipeWrite>,
         stdout: Box<dyn PipeRead>,
         signal_to: Option<SignalTarget>,
+        stdin_watch: Option<StdinWatch>,
     ) -> Arc<Self> {
         let senders = WakeSet::new();
         let receiver = WakeSet::new();
@@ -143,7 +171,10 @@ impl<F: Framing> Shared<F> {
         Arc::new(Self {
             state: CachePadded::new(Mutex::new(State {
                 session,
-                stdin: Some(stdin),
+                stdin: Some(Stdin {
+                    pipe: stdin,
+                    watch: stdin_watch,
+                }),
                 stdout: Some(Box::new(Reader {
                     pipe: stdout,
                     buf: vec![0; READ_CHUNK].into_boxed_slice(),
@@ -258,7 +289,9 @@ impl<F: Framing> Shared<F> {
             let op = match state.session.poll_write(round, now) {
                 WriteStep::Io(op) => op,
                 WriteStep::Drop => {
-                    state.stdin = None;
+                    if let Some(stdin) = state.stdin.take() {
+                        stdin.close(state.session.has_exited());
+                    }
                     continue;
                 }
                 WriteStep::Done => return (state, RoundEnd::Done),
@@ -270,20 +303,21 @@ impl<F: Framing> Shared<F> {
                     return (state, RoundEnd::Yielded);
                 }
             };
-            let Some(mut pipe) = state.stdin.take() else {
+            let Some(mut stdin) = state.stdin.take() else {
                 // Dropped already: nothing can be written.
                 state.session.handle_write(WriteResult::Failed, now);
                 continue;
             };
             drop(state);
             let mut cx = Context::from_waker(&self.stdin_waker);
+            let pipe = &mut stdin.pipe;
             let result = match &op {
                 WriteOp::Write(bytes) => pipe.poll_write(&mut cx, bytes),
                 WriteOp::Flush => pipe.poll_flush(&mut cx).map_ok(|()| 0),
                 WriteOp::Shutdown => pipe.poll_shutdown(&mut cx).map_ok(|()| 0),
             };
             state = self.lock();
-            state.stdin = Some(pipe);
+            state.stdin = Some(stdin);
             let result = match (result, &op) {
                 (Poll::Pending, _) => WriteResult::WouldBlock,
                 (Poll::Ready(Ok(n)), WriteOp::Write(_)) => WriteResult::Written(n),

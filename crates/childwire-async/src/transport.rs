@@ -157,6 +157,8 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
             rt.spawn_child(std, stderr)
         }
         .map_err(|err| spawn::spawn_error(command, err))?;
+        // The host's end of stdin tells the sweep's watch when it closes.
+        let stdin_watch = child.pipes.stdin_watch();
         // On Windows this starts the child, created suspended, in its job.
         let tracking = os::Tracking::new(
             child.pid,
@@ -171,7 +173,13 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         if child.stderr.is_none() {
             session.handle_stderr_eof(now);
         }
-        let shared = Shared::new(session, child.stdin, child.stdout, tracking.signal_target());
+        let shared = Shared::new(
+            session,
+            child.stdin,
+            child.stdout,
+            tracking.signal_target(),
+            stdin_watch,
+        );
         let tap = Hook::new(config.tap.as_ref(), &rt, shared.exit.handle());
         let program = command.get_program().to_string_lossy().into_owned();
         // Every event of this child's background task is in its span.
@@ -206,7 +214,7 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
     ) -> Result<Self, crate::NoRuntime> {
         let rt = R::current()?;
         let session = Session::over_pipes(framing, config);
-        let shared = Shared::new(session, Box::new(writer), Box::new(reader), None);
+        let shared = Shared::new(session, Box::new(writer), Box::new(reader), None, None);
         let driver = Driver::new(Arc::clone(&shared), rt.clone(), None);
         let transport = Self::from_shared(shared, rt.clone(), None);
         rt.spawn(Box::pin(driver));

@@ -4,10 +4,12 @@
 //! - First, without reading anything of other processes, whether anything
 //!   is left at all ([`left_behind`]): a writer still on the child's stdout
 //!   or stderr (copies of the host's read ends poll `POLLHUP` once no writer
-//!   is left), a reader still on its stdin (a write end opened for a moment
-//!   through an `O_PATH` handle on the pipe, taken at the spawn from the
-//!   host's end, polls `POLLERR` once no reader is left), both in one
-//!   `poll`, or a live member of its process group (one `kill(-pgid, 0)`).
+//!   is left), a reader still on its stdin (a write end polls `POLLERR` once
+//!   no reader is left: a copy of the host's own end, kept until the host
+//!   closes it while the child may still read, then a write end opened for
+//!   a moment through an `O_PATH` handle on the pipe: see [`StdinWatch`]),
+//!   both in one `poll`, or a live member of its process group (one
+//!   `kill(-pgid, 0)`).
 //!   A cgroup's members are listed by the cgroup itself. A child that left
 //!   nothing behind, the usual case, is done here, in four system calls.
 //! - Only then, [`scan`]: passes over `/proc` that serve every sweep
@@ -104,17 +106,73 @@ enum StdinProbe {
     None,
     /// Known, but no handle could be taken: it counts as held.
     Unknown,
-    /// An `O_PATH` handle on the pipe: it opens nothing (no reader, no
-    /// writer, so the child's end-of-file and the host's broken pipe come as
-    /// they would without it), and a write end opened through it for a
-    /// moment tells whether any reader is left.
-    Path(Arc<OwnedFd>),
+    /// The watch on the pipe, shared with the host's end.
+    Watch(StdinWatch),
+}
+
+/// A write end of the child's stdin pipe that the host can poll after the
+/// exit, to learn whether any reader is left (a write end polls `POLLERR`
+/// once none is), without keeping the child from seeing its EOF. Shared by
+/// the host's end, which says when it closes, and the sweep, which asks.
+///
+/// While the host's own end is open, this is a copy of it: one more writer
+/// changes nothing then. When the host closes its end while the child may
+/// still read (a shutdown closing stdin, kill-on-drop off), the copy is
+/// traded for an `O_PATH` handle on the pipe, which opens nothing (no
+/// reader, no writer): the child sees its EOF, and a write end is opened
+/// through the handle for a moment at each check. When the host closes its
+/// end after the exit (a dropped transport, the usual case), the copy stays
+/// until the sweep is done with it, and no check opens anything: a dropped
+/// transport's sweep costs the `poll` alone.
+#[derive(Clone, Debug)]
+pub(crate) struct StdinWatch(Arc<Mutex<Watched>>);
+
+#[derive(Debug)]
+enum Watched {
+    /// A copy of the host's write end.
+    Copy(OwnedFd),
+    /// An `O_PATH` handle on the pipe.
+    Path(OwnedFd),
+    /// No handle could be kept: the pipe counts as held.
+    Lost,
+}
+
+impl StdinWatch {
+    /// A watch on the pipe whose host end is `stdin`, taken at the spawn.
+    pub(crate) fn new(stdin: BorrowedFd<'_>) -> Option<Self> {
+        let copy = stdin.try_clone_to_owned().ok()?;
+        Some(Self(Arc::new(Mutex::new(Watched::Copy(copy)))))
+    }
+
+    /// The host is closing its end. If the child may still read it, the
+    /// copy goes now (for an `O_PATH` handle), so that the child sees EOF.
+    pub(crate) fn host_closed(&self, child_exited: bool) {
+        if child_exited {
+            return;
+        }
+        let mut watched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Watched::Copy(copy) = &*watched {
+            *watched = stdin_path(copy.as_fd()).map_or(Watched::Lost, Watched::Path);
+        }
+    }
+
+    /// Whether a reader is left on the pipe: `None` if that cannot be told
+    /// (the write end could not be had), else what `ask` says of the write
+    /// end it is given, which it polls.
+    fn ask(&self, ask: impl FnOnce(BorrowedFd<'_>) -> bool) -> Option<bool> {
+        let watched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        match &*watched {
+            Watched::Copy(copy) => Some(ask(copy.as_fd())),
+            Watched::Path(path) => open_writer(path).map(|end| ask(end.as_fd())),
+            Watched::Lost => None,
+        }
+    }
 }
 
 impl Holders {
     /// The probes for a child with `pipes`, taken right after its spawn:
-    /// the copies of the read ends `pipes` holds, and its `O_PATH` handle on
-    /// the stdin pipe.
+    /// the copies of the read ends `pipes` holds, and its watch on the stdin
+    /// pipe.
     pub(super) fn new(pipes: &PipeIds) -> Self {
         let written = pipes
             .ids
@@ -125,9 +183,9 @@ impl Holders {
             StdinProbe::None
         } else {
             pipes
-                .stdin_path
+                .stdin_watch
                 .clone()
-                .map_or(StdinProbe::Unknown, StdinProbe::Path)
+                .map_or(StdinProbe::Unknown, StdinProbe::Watch)
         };
         Self {
             written: pipes.watch.clone(),
@@ -138,20 +196,22 @@ impl Holders {
 
     /// Whether anything but the host still holds the child's end of a pipe:
     /// a writer on stdout or stderr, a reader on stdin. One `poll` asks both
-    /// (with the write end opened and closed around it for stdin: three
-    /// system calls), whatever runs on the machine.
+    /// (with, once the host closed stdin before the exit, a write end opened
+    /// and closed around it for stdin), whatever runs on the machine.
     pub(super) fn held(&self) -> bool {
         if self.unwatched {
             return true;
         }
-        let stdin = match &self.stdin {
-            StdinProbe::None => None,
-            StdinProbe::Unknown => return true,
-            StdinProbe::Path(path) => match open_writer(path) {
-                Some(end) => Some(end),
-                None => return true,
-            },
-        };
+        match &self.stdin {
+            StdinProbe::None => self.poll(None),
+            StdinProbe::Unknown => true,
+            StdinProbe::Watch(watch) => watch.ask(|end| self.poll(Some(end))).unwrap_or(true),
+        }
+    }
+
+    /// [`held`](Self::held)'s `poll`, with `stdin` a write end of the
+    /// child's stdin pipe if it is known.
+    fn poll(&self, stdin: Option<BorrowedFd<'_>>) -> bool {
         if self.written.is_empty() && stdin.is_none() {
             return false;
         }
@@ -191,7 +251,7 @@ fn open_writer(path: &OwnedFd) -> Option<OwnedFd> {
 /// nothing (no reader, no writer, so the child's end-of-file and the host's
 /// broken pipe come as they would without it), and a write end opened
 /// through it for a moment tells whether any reader is left.
-pub(crate) fn stdin_path(stdin: BorrowedFd<'_>) -> Option<OwnedFd> {
+fn stdin_path(stdin: BorrowedFd<'_>) -> Option<OwnedFd> {
     // `O_PATH` with read access, which is `O_RDONLY`, 0: `O_PATH |
     // O_CLOEXEC` (std adds the latter).
     fs::OpenOptions::new()
@@ -806,17 +866,42 @@ mod tests {
         assert!(soon(|| !holders.held()), "no writer is left");
     }
 
-    /// The probes hold no writer: the host closing stdin still reaches the
-    /// child as EOF.
+    /// The host closing stdin while the child may still read reaches the
+    /// child as EOF: the watch lets go of its copy of the write end then, and
+    /// still sees the reader through its `O_PATH` handle.
     #[test]
-    fn the_probes_keep_no_writer_on_stdin() {
+    fn the_watch_keeps_no_writer_on_stdin_once_the_host_closed_it_before_the_exit() {
         let (stdin_child, stdin_host) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         let pipes = PipeIds::of(stdin_host.as_fd(), []);
         let holders = Holders::new(&pipes);
         assert!(holders.held(), "the child's end of stdin is open");
+        pipes.stdin_watch().expect("a watch").host_closed(false);
         drop(stdin_host);
         assert_eq!(read(&stdin_child, &mut [0u8; 1]), Ok(0));
         assert!(holders.held(), "the child's end of stdin is still open");
+        drop(stdin_child);
+        assert!(soon(|| !holders.held()), "nobody reads stdin");
+    }
+
+    /// Closed after the exit, the host's end leaves the watch its copy: the
+    /// checks open nothing, and see the last reader go.
+    #[test]
+    fn after_the_exit_the_watch_keeps_its_copy_and_sees_the_reader_go() {
+        let (stdin_child, stdin_host) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
+        let pipes = PipeIds::of(stdin_host.as_fd(), []);
+        let holders = Holders::new(&pipes);
+        pipes.stdin_watch().expect("a watch").host_closed(true);
+        drop(stdin_host);
+        let StdinProbe::Watch(watch) = &holders.stdin else {
+            panic!("{:?}", holders.stdin)
+        };
+        assert!(
+            matches!(&*watch.0.lock().expect("watch"), Watched::Copy(_)),
+            "the copy stays"
+        );
+        assert!(holders.held(), "the child's end of stdin is open");
+        drop(stdin_child);
+        assert!(soon(|| !holders.held()), "nobody reads stdin");
     }
 
     /// A process reading the child's stdin, and nothing else of it, is seen
@@ -834,10 +919,13 @@ mod tests {
             .expect("spawn sleep");
         let holders = Holders::new(&pipes);
         assert!(
-            matches!(holders.stdin, StdinProbe::Path(_)),
+            matches!(holders.stdin, StdinProbe::Watch(_)),
             "{:?}",
             holders.stdin
         );
+        // The host closed stdin before the exit: the watch has its `O_PATH`
+        // handle.
+        pipes.stdin_watch().expect("a watch").host_closed(false);
         assert!(holders.held(), "sleep reads the child's stdin");
         assert!(left_behind(&holders, None));
         reader.kill().expect("kill sleep");
@@ -857,14 +945,14 @@ mod tests {
         let (stdin_child, stdin_host) = pipe_with(PipeFlags::CLOEXEC).expect("pipe");
         let pipes = PipeIds::of(stdin_host.as_fd(), []);
         let holders = Holders::new(&pipes);
-        assert!(matches!(holders.stdin, StdinProbe::Path(_)));
+        assert!(matches!(holders.stdin, StdinProbe::Watch(_)));
         drop(stdin_child);
         // A test beside this one may fork while the pipe exists: its child
         // holds a copy of the read end until its exec.
         assert!(soon(|| !holders.held()), "nobody reads stdin");
 
         let mut unknown = pipes.clone();
-        unknown.stdin_path = None;
+        unknown.stdin_watch = None;
         assert!(matches!(Holders::new(&unknown).stdin, StdinProbe::Unknown));
         assert!(Holders::new(&unknown).held());
     }
