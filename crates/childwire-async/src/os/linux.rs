@@ -122,8 +122,9 @@ enum StdinProbe {
 /// reader, no writer): the child sees its EOF, and a write end is opened
 /// through the handle for a moment at each check. When the host closes its
 /// end after the exit (a dropped transport, the usual case), the copy stays
-/// until the sweep is done with it, and no check opens anything: a dropped
-/// transport's sweep costs the `poll` alone.
+/// until the child's background task and any sweep still running are done
+/// with it, and no check opens anything: a dropped transport's sweep costs
+/// the `poll` alone.
 #[derive(Clone, Debug)]
 pub(crate) struct StdinWatch(Arc<Mutex<Watched>>);
 
