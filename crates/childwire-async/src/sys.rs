@@ -103,6 +103,24 @@ pub(crate) fn inode(fd: BorrowedFd<'_>) -> io::Result<u64> {
     Ok(stat.st_ino as u64)
 }
 
+/// `openat(dir, name, flags | O_CLOEXEC)`: the file `name` in the
+/// directory `dir` is open on.
+#[cfg(target_os = "linux")]
+pub(crate) fn openat(
+    dir: BorrowedFd<'_>,
+    name: &std::ffi::CStr,
+    flags: libc::c_int,
+) -> io::Result<OwnedFd> {
+    // SAFETY: `dir` is open for the borrow and `name` is a NUL-terminated
+    // string that outlives the call; no mode is passed, as `flags` creates
+    // nothing.
+    let fd =
+        check(unsafe { libc::openat(dir.as_raw_fd(), name.as_ptr(), flags | libc::O_CLOEXEC) })?;
+    // SAFETY: openat succeeded, so `fd` is a new descriptor owned by no one
+    // else.
+    Ok(unsafe { OwnedFd::from_raw_fd(fd) })
+}
+
 /// `access(path, W_OK)`: whether this process may write to `path`.
 #[cfg(target_os = "linux")]
 pub(crate) fn access_writable(path: &std::path::Path) -> io::Result<()> {
