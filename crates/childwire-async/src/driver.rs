@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use childwire_core::stderr_level::{Level, level_of};
-use childwire_core::{Action, Framing, Output};
+use childwire_core::{Action, Framing, Lifecycle, Output};
 
 use crate::StderrCallback;
 use crate::job_thread::{Job, JobThread};
@@ -150,8 +150,15 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                     Output::Sweep => {
                         // Started without the lock; a scan goes on without
                         // the driver, which reads it every round.
+                        let reaped = state
+                            .session
+                            .lifecycle()
+                            .and_then(Lifecycle::exit)
+                            .is_some();
                         drop(state);
-                        let sweep = io.as_deref_mut().map(|io| io.start_sweep(cx.waker()));
+                        let sweep = io
+                            .as_deref_mut()
+                            .map(|io| io.start_sweep(reaped, cx.waker()));
                         state = self.shared.lock();
                         match sweep {
                             Some(os::SweepState::Running { so_far, passed }) => {
@@ -305,8 +312,8 @@ impl ChildIo {
     /// Starts the sweep the session asked for: done at once when nothing
     /// was left behind, else under way, and read every round from then on
     /// (`waker` is woken after each pass of its scan and when it is done).
-    fn start_sweep(&mut self, waker: &Waker) -> os::SweepState {
-        let sweeping = self.child.tracking.start_sweep(waker);
+    fn start_sweep(&mut self, reaped: bool, waker: &Waker) -> os::SweepState {
+        let sweeping = self.child.tracking.start_sweep(reaped, waker);
         let state = sweeping.state();
         match state {
             os::SweepState::Done(swept) => self.log_swept(swept),

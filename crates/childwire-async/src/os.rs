@@ -343,17 +343,20 @@ impl Tracking {
     /// shared with every sweep waiting then, and this returns at once with
     /// the scan to follow: `waker` is woken after each of its passes and
     /// once it is done. A sweep asked before the child's exit is handed over
-    /// as by [`sweep_stopping`](Self::sweep_stopping).
-    pub(crate) fn start_sweep(&self, waker: &std::task::Waker) -> Sweeping {
+    /// as by [`sweep_stopping`](Self::sweep_stopping). `reaped`: the session
+    /// has the child's exit, so it need not be asked of the pidfd (one
+    /// `poll` less after the exit).
+    pub(crate) fn start_sweep(&self, reaped: bool, waker: &std::task::Waker) -> Sweeping {
         #[cfg(target_os = "linux")]
         {
             let target = self.target();
-            let exited = self.pidfd.as_deref().is_none_or(linux::exited);
+            let exited = reaped || self.pidfd.as_deref().is_none_or(linux::exited);
             if !exited {
                 return Sweeping::Done(self.sweep_stopping());
             }
             let pipes_held = target.holders.held();
-            let sweeping = if pipes_held || linux::group_alive(target.group) {
+            let nothing_left = !pipes_held && !linux::group_alive(target.group);
+            let sweeping = if !nothing_left {
                 match sweeper::start(linux::Sweep::new(target), pipes_held, waker) {
                     Ok(pending) => Sweeping::Running(pending),
                     Err(swept) => Sweeping::Done(swept),
@@ -366,12 +369,12 @@ impl Tracking {
                     held_pipes: false,
                 })
             };
-            self.kill_late_forks();
+            self.kill_late_forks(nothing_left);
             sweeping
         }
         #[cfg(windows)]
         {
-            let _ = waker;
+            let _ = (reaped, waker);
             let Some(job) = &self.job else {
                 return Sweeping::Done(Swept::default());
             };
@@ -391,7 +394,7 @@ impl Tracking {
         }
         #[cfg(not(any(target_os = "linux", windows)))]
         {
-            let _ = waker;
+            let _ = (reaped, waker);
             // The group only, and no way to count what it held.
             if let (Some(pid), true) = (self.pid, self.group) {
                 let _ = send(pid, Signal::Kill, true);
@@ -411,15 +414,16 @@ impl Tracking {
         {
             let target = self.target();
             let exited = self.pidfd.as_deref().is_none_or(linux::exited);
-            if !exited || linux::left_behind(&target.holders, target.group) {
+            let nothing_left = exited && !linux::left_behind(&target.holders, target.group);
+            if !nothing_left {
                 sweeper::detach(linux::Sweep::new(target));
             }
-            self.kill_late_forks();
+            self.kill_late_forks(nothing_left);
             Swept::default()
         }
         #[cfg(not(target_os = "linux"))]
         {
-            match self.start_sweep(std::task::Waker::noop()) {
+            match self.start_sweep(false, std::task::Waker::noop()) {
                 Sweeping::Done(swept) => swept,
             }
         }
@@ -444,13 +448,16 @@ impl Tracking {
     }
 
     /// SIGKILL to the cgroup and the group, for whatever was forked since
-    /// the sweep looked; ESRCH is the usual answer.
+    /// the sweep looked; ESRCH is the usual answer. Not to the group when
+    /// `group_empty` (the sweep just found it so): a group with no member
+    /// forks nothing, and its id is free for a new group to take. That
+    /// saves a shutdown a `kill` after the exit, in the usual case.
     #[cfg(target_os = "linux")]
-    fn kill_late_forks(&self) {
+    fn kill_late_forks(&self, group_empty: bool) {
         if let Some(cgroup) = &self.cgroup {
             cgroup.kill();
         }
-        if let (Some(pgid), true) = (self.pid, self.group) {
+        if let (Some(pgid), true, false) = (self.pid, self.group, group_empty) {
             let _ = send(pgid, Signal::Kill, true);
         }
     }
