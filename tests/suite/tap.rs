@@ -110,6 +110,9 @@ fn c40_a_recording_holds_both_ways_stderr_and_the_exit_in_order() {
         assert_eq!(report.exit, Exit::Code(3), "{report}");
         assert_reaped(pid).await;
 
+        // The recording is whole once flushed (nothing on the transport's
+        // path waits for the recorder's writer).
+        recorder.flush().expect("the recording is written");
         let records = out.records();
         let dirs: Vec<&str> = records.iter().map(|r| r["dir"].as_str().unwrap()).collect();
         assert_eq!(

@@ -75,9 +75,10 @@ impl Direction {
 /// [`with_queue_limit`](Self::with_queue_limit)), new records are dropped
 /// and counted, and a `"dropped"` notice with their number stands where
 /// they are missing. Exit records are not dropped (a queue may hold twice
-/// its limit for them), and each exit record waits for the writer to take
-/// it, while the writer moves: at most [`RECORDER_STALL`] for a writer that takes
-/// nothing. So a recorder holds at most about three times its limit.
+/// its limit for them), so a recorder holds at most about three times its
+/// limit. Nothing waits for the writer on the transport's path, the exit
+/// record included: [`flush`](Self::flush) (or dropping the recorder) is
+/// what makes sure the file holds the session, as in the example below.
 ///
 /// A failed write is said once through `tracing`, and recording stops;
 /// [`flush`](Self::flush) returns the error. Dropping the recorder writes
@@ -114,9 +115,8 @@ pub struct Recorder<W: Write + Send + 'static> {
 /// it drops records.
 pub const RECORDER_QUEUE_LIMIT: usize = 8 << 20;
 
-/// How long a writer may take nothing before it counts as stalled: an exit
-/// record, [`Recorder::flush`] and the recorder's drop wait no longer for
-/// one.
+/// How long a writer may take nothing before it counts as stalled:
+/// [`Recorder::flush`] and the recorder's drop wait no longer for one.
 pub const RECORDER_STALL: Duration = Duration::from_secs(1);
 
 /// The most bytes handed to the writer in one call: the writer's progress
@@ -170,7 +170,7 @@ struct State {
 enum Kind {
     /// Dropped when the queue is full.
     Event,
-    /// An exit record: queued up to twice the limit, and waited for.
+    /// An exit record: queued up to twice the limit.
     Exit,
 }
 
@@ -319,13 +319,7 @@ impl<W: Write + Send + 'static> Recorder<W> {
         state.unnoted = 0;
         state.after_exit = kind == Kind::Exit;
         state.queued += (state.queue.len() - start) as u64;
-        let target = state.queued;
         self.shared.wake(&mut state);
-        if kind == Kind::Exit {
-            // The child's last event: written through while the writer
-            // moves, so the recording is whole when the report is out.
-            drop(self.shared.wait_for(state, target, None));
-        }
     }
 }
 
