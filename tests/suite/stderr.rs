@@ -216,6 +216,54 @@ fn c09_by_default_the_servers_stderr_is_shown_marked_with_its_name_and_kept_for_
     });
 }
 
+/// A host whose own stderr nobody reads (a pipe whose reader stopped), running a server that
+/// writes 20,000 stderr lines (about 600 KB, far more than a pipe holds) and exits: shown lines
+/// that stderr does not take wait for a thread of their own, up to a bound, so the host still
+/// gets the exit report. Written by the background task, they stopped it once the host's stderr
+/// pipe was full, and the host waited for ever.
+#[cfg(unix)]
+#[test]
+fn c09_a_host_whose_stderr_nobody_reads_still_gets_the_report() {
+    run(async {
+        let mut host = std::process::Command::new(env!("CARGO_BIN_EXE_stderr-host"));
+        host.args([
+            super::rt::NAME,
+            "show",
+            "sh",
+            "-c",
+            r#"i=0; while [ $i -lt 20000 ]; do echo "line $i of a chatty server" >&2; i=$((i+1)); done; exit 3"#,
+        ])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+        if let Some(tag) = tag() {
+            host.env(TAG_VAR, tag);
+        }
+        let mut host = host.spawn().expect("spawn stderr-host");
+        // Held, never read.
+        let unread = host.stderr.take().expect("piped");
+        let mut stdout = host.stdout.take().expect("piped");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            let mut report = String::new();
+            let _ = std::io::Read::read_to_string(&mut stdout, &mut report);
+            let _ = tx.send(report);
+        });
+        let report = rx.recv_timeout(STEP);
+        if report.is_err() {
+            let _ = host.kill();
+        }
+        let status = host.wait().expect("the host is reaped");
+        drop(unread);
+        let report = report.expect("the host prints the report with its stderr unread");
+        assert!(status.success(), "the host failed: {status}");
+        assert!(
+            report.contains("exited with code 3")
+                && report.contains("line 19999 of a chatty server"),
+            "the report keeps the tail: {report}"
+        );
+    });
+}
+
 #[cfg(unix)]
 #[test]
 fn c09_captured_stderr_stays_off_the_hosts_stderr_and_in_the_report() {

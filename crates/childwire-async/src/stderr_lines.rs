@@ -7,6 +7,7 @@ use std::collections::VecDeque;
 use std::io::Write;
 use std::path::Path;
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll, Waker};
 
@@ -14,6 +15,7 @@ use bytes::Bytes;
 use childwire_core::{Command, StderrLine, StderrMode};
 use futures_core::Stream;
 
+use crate::job_thread::{Job, JobThread};
 use crate::sync::lock;
 
 /// A function that receives each line the child writes to stderr (without
@@ -37,18 +39,14 @@ pub(crate) fn with_shown(
     command: &Command,
     callback: Option<StderrCallback>,
 ) -> Option<StderrCallback> {
-    shown_into(command, callback, |shown| {
-        // A failed write (a closed stderr) is ignored: the line is still in
-        // the tail.
-        let _ = std::io::stderr().write_all(shown);
-    })
+    shown_into(command, callback, |shown| HOST_STDERR.show(shown))
 }
 
 /// [`with_shown`], writing each shown line with `write`.
 fn shown_into(
     command: &Command,
     callback: Option<StderrCallback>,
-    write: fn(&[u8]),
+    write: fn(Vec<u8>),
 ) -> Option<StderrCallback> {
     if command.get_stderr() != StderrMode::Show {
         return callback;
@@ -60,11 +58,112 @@ fn shown_into(
         .to_string_lossy();
     let prefix = format!("[{name}] ").into_bytes();
     Some(Arc::new(move |line: &[u8]| {
-        write(&marked(&prefix, line));
+        write(marked(&prefix, line));
         if let Some(callback) = &callback {
             callback(line);
         }
     }))
+}
+
+/// How many bytes of shown lines may wait for this process's stderr while
+/// it takes nothing: beyond that, new lines are not shown (they are still
+/// in the tail), and a note says how many were not.
+const SHOWN_PENDING: usize = 1024 * 1024;
+
+/// Where the shown lines of every child go: this process's stderr.
+static HOST_STDERR: HostStderr = HostStderr {
+    queued: AtomicUsize::new(0),
+    dropped: AtomicU64::new(0),
+};
+
+/// The thread that writes the shown lines stderr did not take at once.
+static STDERR_WRITER: JobThread = JobThread::new("childwire-stderr");
+
+/// This process's stderr as the shown lines reach it. A line is written on
+/// the spot, by the child's background task, when nothing waits before it
+/// and stderr takes it without blocking: in order with the host's own
+/// writes, and out before the exit report. Otherwise it goes to a thread
+/// of its own, so that a stderr nobody reads (a pipe whose reader
+/// stopped) blocks that thread and never the background task, which also
+/// reads the child's messages: with the line written there, such a host
+/// stopped receiving once its stderr pipe was full, and the child once
+/// its own stderr pipe was. On Windows, which cannot ask a handle whether
+/// it takes a write now, lines are written on the spot.
+///
+/// The atomics are the bound of what waits for the thread, shared by every
+/// child's task without a lock: `queued` bytes handed over and not yet
+/// written, `dropped` lines not shown since the last one written.
+struct HostStderr {
+    queued: AtomicUsize,
+    dropped: AtomicU64,
+}
+
+impl HostStderr {
+    /// Shows `line` (marked, with its newline).
+    fn show(&'static self, line: Vec<u8>) {
+        if self.queued.load(Ordering::Acquire) == 0 && takes_now(line.len()) {
+            self.write(&line);
+            return;
+        }
+        let len = line.len();
+        if !self.admit(len) {
+            return;
+        }
+        let job: Job = Box::new(move || {
+            self.write(&line);
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+        });
+        if let Err(job) = STDERR_WRITER.submit(job) {
+            // No thread: written here, as on Windows.
+            job();
+        }
+    }
+
+    /// Counts a line of `len` bytes as waiting for the thread if there is
+    /// room (one line always goes in: a stderr line is bounded by the
+    /// transport's line limit); else counts it as not shown. Whether it
+    /// was taken.
+    fn admit(&self, len: usize) -> bool {
+        let before = self.queued.fetch_add(len, Ordering::AcqRel);
+        if before > 0 && before + len > SHOWN_PENDING {
+            self.queued.fetch_sub(len, Ordering::AcqRel);
+            self.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
+        true
+    }
+
+    /// Writes `line` to this process's stderr: see [`write_into`](Self::write_into).
+    fn write(&self, line: &[u8]) {
+        self.write_into(&mut std::io::stderr().lock(), line);
+    }
+
+    /// Writes `line` to `out`, after a note of the lines not shown before
+    /// it, if any. A failed write (a closed stderr) is ignored: the lines
+    /// are still in the tail.
+    fn write_into(&self, out: &mut impl Write, line: &[u8]) {
+        let dropped = self.dropped.swap(0, Ordering::Relaxed);
+        if dropped > 0 {
+            let _ = writeln!(
+                out,
+                "[childwire] {dropped} stderr line(s) of child processes not shown: this process's stderr took nothing for a while"
+            );
+        }
+        let _ = out.write_all(line);
+    }
+}
+
+/// Whether this process's stderr takes `len` bytes now without blocking.
+#[cfg(unix)]
+fn takes_now(len: usize) -> bool {
+    crate::sys::stderr_takes(len)
+}
+
+/// Windows cannot ask a handle whether a write blocks: written on the
+/// spot, as before there was a thread.
+#[cfg(not(unix))]
+fn takes_now(_len: usize) -> bool {
+    true
 }
 
 /// `prefix`, `line` and a newline in one buffer, written in one call so
@@ -216,6 +315,28 @@ mod tests {
     static WRITTEN: Mutex<Vec<u8>> = Mutex::new(Vec::new());
 
     #[test]
+    fn lines_beyond_the_bound_are_not_shown_and_the_next_one_written_says_how_many() {
+        let stderr = HostStderr {
+            queued: AtomicUsize::new(0),
+            dropped: AtomicU64::new(0),
+        };
+        // One line always goes in, however long; then only what fits.
+        assert!(stderr.admit(SHOWN_PENDING + 1));
+        assert!(!stderr.admit(1));
+        stderr.queued.store(SHOWN_PENDING - 10, Ordering::Relaxed);
+        assert!(stderr.admit(10));
+        assert!(!stderr.admit(1));
+        assert!(!stderr.admit(1));
+        let mut out = Vec::new();
+        stderr.write_into(&mut out, b"[server] next\n");
+        stderr.write_into(&mut out, b"[server] after\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "[childwire] 3 stderr line(s) of child processes not shown: this process's stderr took nothing for a while\n[server] next\n[server] after\n"
+        );
+    }
+
+    #[test]
     fn a_shown_line_is_marked_with_the_program_and_ends_its_line() {
         assert_eq!(
             marked(b"[npx] ", b"Starting server"),
@@ -229,7 +350,7 @@ mod tests {
         let calls = Arc::new(Mutex::new(0));
         let counted = Arc::clone(&calls);
         let callback: StderrCallback = Arc::new(move |_: &[u8]| *lock(&counted) += 1);
-        let sink = |shown: &[u8]| lock(&WRITTEN).extend_from_slice(shown);
+        let sink = |shown: Vec<u8>| lock(&WRITTEN).extend_from_slice(&shown);
         let mut command = Command::new("/usr/local/bin/server");
         for quiet in [
             StderrMode::Capture,

@@ -121,6 +121,24 @@ pub(crate) fn openat(
     Ok(unsafe { OwnedFd::from_raw_fd(fd) })
 }
 
+/// Whether this process's stderr takes a write of `len` bytes now without
+/// blocking: `len` is at most `PIPE_BUF` and `poll` says it is writable
+/// (a pipe then has room for that much; a file always does).
+pub(crate) fn stderr_takes(len: usize) -> bool {
+    if len > libc::PIPE_BUF {
+        return false;
+    }
+    let mut fd = libc::pollfd {
+        fd: libc::STDERR_FILENO,
+        events: libc::POLLOUT,
+        revents: 0,
+    };
+    // SAFETY: one valid `pollfd`, read and written during the call only;
+    // a zero timeout: it does not wait.
+    let ready = unsafe { libc::poll(&mut fd, 1, 0) };
+    ready == 1 && fd.revents & libc::POLLOUT != 0
+}
+
 /// `access(path, W_OK)`: whether this process may write to `path`.
 #[cfg(target_os = "linux")]
 pub(crate) fn access_writable(path: &std::path::Path) -> io::Result<()> {

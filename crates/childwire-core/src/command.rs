@@ -97,6 +97,13 @@ pub enum StderrMode {
     /// line also written to this process's stderr, marked with the
     /// program's name (`[npx] Starting server...`), whole lines at a time
     /// so that several children's lines do not mix (the default).
+    ///
+    /// A stderr of this process that takes nothing (a pipe nobody reads)
+    /// never holds up the transport: the lines it does not take wait for a
+    /// thread of their own, up to 1 MiB, and beyond that are not shown
+    /// (they stay in the exit report's tail), with a note of how many. On
+    /// Windows, which cannot tell whether a write would wait, each line is
+    /// written as it comes.
     #[default]
     Show,
     /// Piped and always drained, and quiet: the last lines are kept for the
