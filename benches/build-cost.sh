@@ -19,8 +19,9 @@
 # `incremental = false` and their own crate as cargo does by default.
 # All use this workspace's `Cargo.lock`, so they resolve the same versions.
 #
-# Environment: TOOLCHAIN (default: `+1.85`, the MSRV, when rustup has it,
-# else the default toolchain); CARGO_FLAGS (e.g. `--offline`); WORK, where
+# Environment: TOOLCHAIN (default: `+1.85.0`, the MSRV as the msrv step of
+# `cargo xtask ci` installs it, when rustup has it, else the default
+# toolchain); CARGO_FLAGS (e.g. `--offline`); WORK, where
 # the programs and results go (default target/build-cost; the cold target
 # directories are removed after each build).
 set -euo pipefail
@@ -29,7 +30,9 @@ rounds=${1:-5}
 root=$(git rev-parse --show-toplevel)
 work=${WORK:-$root/target/build-cost}
 if [ -z "${TOOLCHAIN+x}" ]; then
-    if rustup toolchain list 2>/dev/null | grep -q '^1\.85'; then TOOLCHAIN=+1.85; else TOOLCHAIN=; fi
+    # The exact name: rustup takes `+1.85` for a toolchain `1.85` of its own,
+    # which it does not have when `1.85.0` is what was installed.
+    if rustup toolchain list 2>/dev/null | grep -q '^1\.85\.0-'; then TOOLCHAIN=+1.85.0; else TOOLCHAIN=; fi
 fi
 command -v /usr/bin/time >/dev/null || { echo "build-cost: needs /usr/bin/time" >&2; exit 1; }
 mkdir -p "$work"
