@@ -92,7 +92,12 @@ static STDERR_WRITER: JobThread = JobThread::new("childwire-stderr");
 ///
 /// The atomics are the bound of what waits for the thread, shared by every
 /// child's task without a lock: `queued` bytes handed over and not yet
-/// written, `dropped` lines not shown since the last one written.
+/// written, `dropped` lines not shown since the last one written. What
+/// pays for them is a hang, not a speed: `stderr-host tokio show` with a
+/// 20,000-line server and its own stderr unread gave no exit report in
+/// 10 s when the task wrote each line, and gives it at once now
+/// (`c09_a_host_whose_stderr_nobody_reads_still_gets_the_report`); they
+/// are touched once per shown line, never per message.
 struct HostStderr {
     queued: AtomicUsize,
     dropped: AtomicU64,
