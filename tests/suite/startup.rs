@@ -2,7 +2,8 @@
 //! ready, "exited before its first message", or "no sign of life"; and nothing taken from the
 //! stream on the way.
 
-use std::time::Duration;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use super::rt::{Exit, Message, Received, StartupConfig, StartupVerdict};
 use super::support::*;
@@ -81,14 +82,27 @@ fn c38_a_silent_child_shows_no_sign_of_life_and_is_left_as_it_was() {
 fn c38_a_slow_but_chatty_child_is_ready_after_longer_than_the_silence_and_its_message_is_kept() {
     run(async {
         // Twenty stderr lines 200 ms apart: 4 s of start-up, each line well within a silence
-        // of 3 s, which a fixed deadline of that length would have ended. The first line comes
-        // 0.2 s after the spawn, so the child may take 2.8 s to start on a loaded machine (with
-        // a silence of 2 s, one clean-clone CI run saw no line within it).
-        let mut t = start_misbehave(&["slow-start", "20", "200"]);
+        // of 3 s, which a fixed deadline of that length would have ended.
+        let first_line = Arc::new(Mutex::new(None));
+        let mut config = config();
+        let seen = Arc::clone(&first_line);
+        config.on_stderr_line(move |_: &[u8]| {
+            seen.lock().expect("lock").get_or_insert_with(Instant::now);
+        });
+        let spawned = Instant::now();
+        let mut t = start(&misbehave(&["slow-start", "20", "200"]), config);
+        // The verdict is asked for once the transport has handled the first line (the callback
+        // runs in the round that hands it to the session). How soon a child starts is the
+        // machine's: twice a clean-clone CI run, busy with the suite's other children, saw no
+        // line within the silence when the verdict was asked for at the spawn (2 s, then 3 s),
+        // which is the silent child's verdict, tested above.
+        let lines = || first_line.lock().expect("lock").is_some();
+        eventually(STEP, "the first stderr line", lines).await;
+        let first = first_line.lock().expect("lock").map(|at| at - spawned);
         let quiet = Duration::from_secs(3);
         let verdict = within(STEP, "the verdict", t.started(silence(quiet))).await;
         let StartupVerdict::Ready { after } = verdict else {
-            panic!("expected ready, got {verdict}");
+            panic!("expected ready, got {verdict} (the first line {first:?} after the spawn)");
         };
         assert!(
             after > quiet,
