@@ -149,7 +149,8 @@ impl<T: AsyncWrite + Send + Unpin + 'static> PipeWrite for TokioIo<T> {
 
 /// A transport over this process's own stdin and stdout: the server side of
 /// stdio, for a program that is the child (an MCP server). NDJSON with the
-/// given limits; the stream ends at stdin's EOF.
+/// given limits; the stream ends at stdin's EOF. Feature `stdio` (Tokio's
+/// `io-std`, which a host that only runs children need not compile).
 ///
 /// ```no_run
 /// # async fn serve() -> Result<(), Box<dyn std::error::Error>> {
@@ -163,6 +164,8 @@ impl<T: AsyncWrite + Send + Unpin + 'static> PipeWrite for TokioIo<T> {
 /// }
 /// # Ok(()) }
 /// ```
+#[cfg(feature = "stdio")]
+#[cfg_attr(docsrs, doc(cfg(feature = "stdio")))]
 pub fn stdio(config: &ChannelConfig) -> Result<Transport, NoRuntime> {
     Transport::from_pipes(
         TokioIo(tokio::io::stdin()),

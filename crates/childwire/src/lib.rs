@@ -19,6 +19,7 @@
 //! | `async-std`         | `childwire::async_std` | `childwire-async-std` | `async-std` (discontinued upstream), `async-process`, `async-io` |
 //! | none                | —                     | —                     | `childwire-core` and `childwire-async` only: the types below and the [`core`] framer |
 //! | `tracing` (default) | —                     | —                     | `tracing`: log events (below) |
+//! | `stdio`             | —                     | —                     | `tokio`'s `io-std`, for `childwire::tokio::stdio()`: the server side, over this process's stdin and stdout (smol's and async-std's are always there) |
 //!
 //! The features are additive: any combination builds, and enabling one
 //! never changes another (two crates in one dependency graph may pick
