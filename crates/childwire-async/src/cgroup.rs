@@ -115,9 +115,10 @@ impl Drop for Cgroup {
         // later: wait for that on a thread, through `cgroup.events`
         // notifications, not in the caller's task.
         let dir = std::mem::take(&mut self.dir);
-        let spawned = std::thread::Builder::new()
-            .name("childwire-cgroup-rm".into())
-            .spawn(move || remove_when_empty(&dir));
+        let spawned = crate::job_thread::spawn_named(
+            "childwire-cgroup-rm",
+            Box::new(move || remove_when_empty(&dir)),
+        );
         if let Err(err) = spawned {
             crate::log::warn!("cannot start the thread that removes a cgroup: {err}");
         }

@@ -2,8 +2,20 @@
 //! handed to it one at a time, in order: started by the first job, then
 //! idle (blocked on its channel) between jobs.
 
+use std::io;
 use std::sync::OnceLock;
 use std::sync::mpsc;
+use std::thread::JoinHandle;
+
+/// Starts a thread named `name` that runs `work`: every thread this crate
+/// starts goes through here, so that `std`'s spawning code is compiled once
+/// (each closure type handed to `Builder::spawn` compiles a copy of it).
+pub(crate) fn spawn_named(
+    name: &str,
+    work: Box<dyn FnOnce() + Send>,
+) -> io::Result<JoinHandle<()>> {
+    std::thread::Builder::new().name(name.into()).spawn(work)
+}
 
 /// Work for the thread.
 pub(crate) type Job = Box<dyn FnOnce() + Send>;
@@ -31,13 +43,14 @@ impl JobThread {
             Some(jobs) => jobs,
             None => {
                 let (tx, rx) = mpsc::channel::<Job>();
-                let started = std::thread::Builder::new()
-                    .name(self.name.into())
-                    .spawn(move || {
+                let started = spawn_named(
+                    self.name,
+                    Box::new(move || {
                         for job in rx {
                             job();
                         }
-                    });
+                    }),
+                );
                 if started.is_err() {
                     return Err(job);
                 }

@@ -27,6 +27,7 @@ mod cgroup;
 mod config;
 mod driver;
 mod exit_handle;
+mod handoff;
 mod job_thread;
 #[cfg(feature = "serde")]
 #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]

@@ -10,8 +10,8 @@
 use std::any::Any;
 use std::io;
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::mpsc;
 
+use crate::handoff::handoff;
 use crate::job_thread::{Job, JobThread};
 
 /// What a job made, its type erased.
@@ -33,14 +33,12 @@ pub(crate) fn run<T: Send + 'static>(spawn: impl FnOnce() -> T + Send + 'static)
 
 fn run_erased(spawn: Box<dyn FnOnce() -> Made + Send>) -> io::Result<Made> {
     static SPAWNER: JobThread = JobThread::new("childwire-spawner");
-    let (done_tx, done_rx) = mpsc::sync_channel(1);
-    let job: Job = Box::new(move || {
-        let _ = done_tx.send(catch_unwind(AssertUnwindSafe(spawn)));
-    });
+    let (done, made) = handoff();
+    let job: Job = Box::new(move || done.give(catch_unwind(AssertUnwindSafe(spawn))));
     SPAWNER
         .submit(job)
         .map_err(|_| io::Error::other("the childwire spawner thread cannot run"))?;
-    match done_rx.recv() {
+    match made.take(None) {
         Ok(Ok(made)) => Ok(made),
         Ok(Err(panic)) => resume_unwind(panic),
         Err(_) => Err(io::Error::other("the childwire spawner thread is gone")),

@@ -39,7 +39,7 @@ use std::fs;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
 use std::os::unix::fs::OpenOptionsExt;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::task::Waker;
 use std::time::{Duration, Instant};
@@ -366,9 +366,22 @@ pub(super) struct Progress {
     held_pipes: AtomicBool,
     /// Whether one pass over `/proc` went through for this sweep.
     passed: AtomicBool,
-    /// The task to wake after each pass, and once the result is sent.
+    /// How it ended, and whether its driver stopped waiting: [`OVER`],
+    /// [`PANICKED`], [`ABANDONED`]. One word, so that the scan thread and a
+    /// driver that drops its wait agree on who logs the result. It replaced
+    /// a channel of results, which compiled `std`'s channels once more in
+    /// every cold build (docs/performance.md); read once per sweep round.
+    end: AtomicU8,
+    /// The task to wake after each pass, and once the result is in.
     waker: Mutex<Option<Waker>>,
 }
+
+/// The scan is done: what `Progress` holds is the result.
+const OVER: u8 = 1;
+/// The scan panicked: what `Progress` holds is what it ended before.
+const PANICKED: u8 = 2;
+/// Nobody waits for the result any more.
+const ABANDONED: u8 = 4;
 
 impl Progress {
     /// Wakes `waker` after each pass from now on, and once the result is
@@ -393,6 +406,24 @@ impl Progress {
     /// ended then is counted.
     pub(super) fn passed(&self) -> bool {
         self.passed.load(Ordering::Acquire)
+    }
+
+    /// Marks the sweep over (`panicked`: its scan did not finish); whether
+    /// its driver still waits for the result (else it is the log's).
+    pub(super) fn finish(&self, panicked: bool) -> bool {
+        let end = if panicked { OVER | PANICKED } else { OVER };
+        self.end.fetch_or(end, Ordering::AcqRel) & ABANDONED == 0
+    }
+
+    /// The driver stops waiting.
+    pub(super) fn abandon(&self) {
+        self.end.fetch_or(ABANDONED, Ordering::AcqRel);
+    }
+
+    /// Whether the sweep is over, and if so whether its scan panicked.
+    pub(super) fn over(&self) -> Option<bool> {
+        let end = self.end.load(Ordering::Acquire);
+        (end & OVER != 0).then_some(end & PANICKED != 0)
     }
 
     /// What it ended, for the report.
@@ -804,6 +835,36 @@ mod tests {
     use rustix::pipe::{PipeFlags, pipe_with};
 
     use super::*;
+
+    /// Who logs a sweep's result: its driver while it waits, the log once
+    /// it stopped waiting, whichever of the two comes first.
+    #[test]
+    fn a_sweep_is_over_once_and_its_result_is_the_logs_once_nobody_waits() {
+        let waited = Progress::default();
+        assert_eq!(waited.over(), None);
+        assert!(
+            waited.finish(false),
+            "the driver waits: it reads the result"
+        );
+        assert_eq!(waited.over(), Some(false));
+        waited.abandon();
+        assert_eq!(
+            waited.over(),
+            Some(false),
+            "stopping after the end changes nothing"
+        );
+
+        let abandoned = Progress::default();
+        abandoned.abandon();
+        assert!(
+            !abandoned.finish(false),
+            "nobody waits: the result is logged"
+        );
+
+        let panicked = Progress::default();
+        assert!(panicked.finish(true));
+        assert_eq!(panicked.over(), Some(true));
+    }
 
     fn target(pipes: &PipeIds) -> Target {
         Target {

@@ -191,17 +191,11 @@ mod unix {
     use std::io::{self, Read};
     use std::path::Path;
     use std::process::{Command, Stdio};
-    use std::sync::mpsc;
     use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
     use super::{LoginEnv, MAX_OUTPUT, find, parse_vars};
-
-    enum Event {
-        /// What it printed: the environment, or why not.
-        Printed(Result<LoginEnv, (io::ErrorKind, String)>),
-        /// It exited, with this status.
-        Exited(String),
-    }
+    use crate::handoff::handoff;
+    use crate::job_thread::spawn_named;
 
     pub(super) fn ask(
         shell: &Path,
@@ -233,50 +227,46 @@ mod unix {
             .map_err(|err| (err.kind(), format!("could not be started ({err})")))?;
         let pid = child.id();
         let mut stdout = child.stdout.take().expect("piped");
-        let (events, received) = mpsc::channel();
-        let spawned = std::thread::Builder::new()
-            .name("childwire-login-shell".into())
-            .spawn(move || {
-                let printed = read_env(&mut stdout, marker.as_bytes());
-                let _ = events.send(Event::Printed(printed));
+        // What it printed (the environment, or why not), then its exit status.
+        let (print, printed) = handoff();
+        let (exit, exited) = handoff::<String>();
+        let spawned = spawn_named(
+            "childwire-login-shell",
+            Box::new(move || {
+                print.give(read_env(&mut stdout, marker.as_bytes()));
                 let status = child
                     .wait()
                     .map_or_else(|err| err.to_string(), |status| status.to_string());
-                let _ = events.send(Event::Exited(status));
-            });
+                exit.give(status);
+            }),
+        );
         if let Err(err) = spawned {
             kill_group(pid);
             return Err((err.kind(), format!("could not be read ({err})")));
         }
-        let left = || deadline.saturating_duration_since(Instant::now());
-        let timed_out = || {
-            (
-                io::ErrorKind::TimedOut,
-                format!("did not print its environment within {timeout:?}; it was ended"),
-            )
-        };
-        match received.recv_timeout(left()) {
-            Ok(Event::Printed(Ok(env))) => {
+        let deadline = Some(deadline);
+        match printed.take(deadline) {
+            Ok(Ok(env)) => {
                 // It may print on its way out (logout files): let it, until
                 // the deadline.
-                if received.recv_timeout(left()).is_err() {
+                if exited.take(deadline).is_err() {
                     kill_group(pid);
                 }
                 Ok(env)
             }
-            Ok(Event::Printed(Err(why))) => {
-                let status = match received.recv_timeout(left()) {
-                    Ok(Event::Exited(status)) => status,
-                    _ => {
-                        kill_group(pid);
-                        "did not exit".into()
-                    }
-                };
+            Ok(Err(why)) => {
+                let status = exited.take(deadline).unwrap_or_else(|_| {
+                    kill_group(pid);
+                    "did not exit".into()
+                });
                 Err((why.0, format!("{} ({status})", why.1)))
             }
-            Ok(Event::Exited(_)) | Err(_) => {
+            Err(_) => {
                 kill_group(pid);
-                Err(timed_out())
+                Err((
+                    io::ErrorKind::TimedOut,
+                    format!("did not print its environment within {timeout:?}; it was ended"),
+                ))
             }
         }
     }

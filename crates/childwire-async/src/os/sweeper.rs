@@ -15,7 +15,6 @@
 //! and what it ends after the report is logged.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::sync::mpsc::{self, TryRecvError};
 use std::sync::{Arc, Condvar, Mutex, OnceLock, PoisonError};
 use std::task::Waker;
 
@@ -26,8 +25,9 @@ use super::linux::{self, Progress, Sweep};
 
 struct Job {
     sweep: Sweep,
-    /// Where the caller waits for the result; `None` for a detached sweep.
-    reply: Option<mpsc::Sender<Swept>>,
+    /// Whether a driver waits for the result (it reads it from the sweep's
+    /// `Progress`); else the result is logged.
+    waited: bool,
 }
 
 static QUEUE: Mutex<Vec<Job>> = Mutex::new(Vec::new());
@@ -37,9 +37,7 @@ static STARTED: OnceLock<bool> = OnceLock::new();
 
 fn started() -> bool {
     *STARTED.get_or_init(|| {
-        std::thread::Builder::new()
-            .name("childwire-sweeper".into())
-            .spawn(serve)
+        crate::job_thread::spawn_named("childwire-sweeper", Box::new(serve))
             .map_err(|err| {
                 crate::log::warn!("cannot start the sweeper thread ({err}); sweeps run in place")
             })
@@ -51,7 +49,6 @@ fn started() -> bool {
 #[derive(Debug)]
 pub(crate) struct Pending {
     progress: Arc<Progress>,
-    result: mpsc::Receiver<Swept>,
     /// Whether the pipes were held when the sweep began.
     pipes_held: bool,
 }
@@ -67,15 +64,22 @@ impl Pending {
                 held_pipes: swept.held_pipes || self.pipes_held,
             }
         };
-        match self.result.try_recv() {
-            Ok(swept) => SweepState::Done(swept),
-            Err(TryRecvError::Empty) => SweepState::Running {
+        match self.progress.over() {
+            Some(false) => SweepState::Done(self.progress.swept()),
+            None => SweepState::Running {
                 so_far: so_far(),
                 passed: self.progress.passed(),
             },
-            // A panic in the thread dropped the sender.
-            Err(TryRecvError::Disconnected) => SweepState::Done(so_far()),
+            // The scan panicked: what it ended before.
+            Some(true) => SweepState::Done(so_far()),
         }
+    }
+}
+
+impl Drop for Pending {
+    /// What the scan ends from now on goes to the log.
+    fn drop(&mut self) {
+        self.progress.abandon();
     }
 }
 
@@ -90,14 +94,12 @@ pub(super) fn start(sweep: Sweep, pipes_held: bool, waker: &Waker) -> Result<Pen
     }
     let progress = sweep.progress();
     progress.wake_on_progress(waker);
-    let (reply, result) = mpsc::channel();
     enqueue(Job {
         sweep,
-        reply: Some(reply),
+        waited: true,
     });
     Ok(Pending {
         progress,
-        result,
         pipes_held,
     })
 }
@@ -106,7 +108,10 @@ pub(super) fn start(sweep: Sweep, pipes_held: bool, waker: &Waker) -> Result<Pen
 /// logged, not reported.
 pub(super) fn detach(sweep: Sweep) {
     if started() {
-        enqueue(Job { sweep, reply: None });
+        enqueue(Job {
+            sweep,
+            waited: false,
+        });
     } else {
         log(&inline(sweep));
     }
@@ -136,33 +141,25 @@ fn serve() {
             }
             std::mem::take(&mut *queue)
         };
-        let (mut sweeps, replies): (Vec<Sweep>, Vec<_>) =
-            jobs.into_iter().map(|job| (job.sweep, job.reply)).unzip();
+        let (mut sweeps, waited): (Vec<Sweep>, Vec<bool>) =
+            jobs.into_iter().map(|job| (job.sweep, job.waited)).unzip();
         // A panic must not stop the thread: the callers would wait forever.
-        // Their senders drop with it, so they learn it at once.
-        let scanned = catch_unwind(AssertUnwindSafe(|| {
+        // They are told the scan is over, with what it ended before.
+        let panicked = catch_unwind(AssertUnwindSafe(|| {
             linux::scan(&mut sweeps);
             sweeps.iter().for_each(Sweep::kill_group);
-        }));
-        if scanned.is_err() {
+        }))
+        .is_err();
+        if panicked {
             crate::log::error!("the sweep of /proc panicked");
-            // The senders go first, so that the woken drivers find them gone.
-            drop(replies);
-            sweeps.iter().for_each(|sweep| sweep.progress().wake());
-            continue;
         }
-        for (sweep, reply) in sweeps.iter().zip(replies) {
-            let swept = sweep.swept();
-            match reply {
-                // The driver may have stopped waiting: then it is logged.
-                Some(reply) => {
-                    if reply.send(swept).is_err() {
-                        log(&swept);
-                    }
-                    sweep.progress().wake();
-                }
-                None => log(&swept),
+        for (sweep, waited) in sweeps.iter().zip(waited) {
+            let progress = sweep.progress();
+            // The driver may have stopped waiting: then it is logged.
+            if !progress.finish(panicked) || !waited {
+                log(&sweep.swept());
             }
+            progress.wake();
         }
     }
 }

@@ -205,9 +205,8 @@ impl<W: Write + Send + 'static> Recorder<W> {
             progress: Condvar::new(),
         });
         let writer = Arc::clone(&shared);
-        let thread = std::thread::Builder::new()
-            .name("childwire-recorder".into())
-            .spawn(move || writer.run(out));
+        let thread =
+            crate::job_thread::spawn_named("childwire-recorder", Box::new(move || writer.run(out)));
         let thread = match thread {
             Ok(thread) => Some(thread),
             Err(err) => {
