@@ -5,7 +5,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use super::rt::{Exit, Message, Received, StartupConfig, StartupVerdict};
+use super::rt::{Exit, Message, Received, StartupConfig, StartupVerdict, Transport};
 use super::support::*;
 
 fn silence(silence: Duration) -> StartupConfig {
@@ -78,27 +78,34 @@ fn c38_a_silent_child_shows_no_sign_of_life_and_is_left_as_it_was() {
     });
 }
 
+/// Starts `misbehave ARGS` and waits until the transport has handled its first stderr line (the
+/// callback runs in the round that hands it to the session); how long that took after the spawn.
+///
+/// The verdict is asked for then, not at the spawn: how soon a child starts is the machine's.
+/// Twice a clean-clone CI run, busy with the suite's other children, saw no line within the
+/// silence of a chatty child asked at the spawn (2 s, then 3 s), and once a run at a load of 4
+/// none within a limit of 1.5 s. A child that says nothing has its own test above.
+async fn start_chatty(args: &[&str]) -> (Transport, Option<Duration>) {
+    let first_line = Arc::new(Mutex::new(None));
+    let mut config = config();
+    let seen = Arc::clone(&first_line);
+    config.on_stderr_line(move |_: &[u8]| {
+        seen.lock().expect("lock").get_or_insert_with(Instant::now);
+    });
+    let spawned = Instant::now();
+    let t = start(&misbehave(args), config);
+    let lines = || first_line.lock().expect("lock").is_some();
+    eventually(STEP, "the first stderr line", lines).await;
+    let first = first_line.lock().expect("lock").map(|at| at - spawned);
+    (t, first)
+}
+
 #[test]
 fn c38_a_slow_but_chatty_child_is_ready_after_longer_than_the_silence_and_its_message_is_kept() {
     run(async {
         // Twenty stderr lines 200 ms apart: 4 s of start-up, each line well within a silence
         // of 3 s, which a fixed deadline of that length would have ended.
-        let first_line = Arc::new(Mutex::new(None));
-        let mut config = config();
-        let seen = Arc::clone(&first_line);
-        config.on_stderr_line(move |_: &[u8]| {
-            seen.lock().expect("lock").get_or_insert_with(Instant::now);
-        });
-        let spawned = Instant::now();
-        let mut t = start(&misbehave(&["slow-start", "20", "200"]), config);
-        // The verdict is asked for once the transport has handled the first line (the callback
-        // runs in the round that hands it to the session). How soon a child starts is the
-        // machine's: twice a clean-clone CI run, busy with the suite's other children, saw no
-        // line within the silence when the verdict was asked for at the spawn (2 s, then 3 s),
-        // which is the silent child's verdict, tested above.
-        let lines = || first_line.lock().expect("lock").is_some();
-        eventually(STEP, "the first stderr line", lines).await;
-        let first = first_line.lock().expect("lock").map(|at| at - spawned);
+        let (mut t, first) = start_chatty(&["slow-start", "20", "200"]).await;
         let quiet = Duration::from_secs(3);
         let verdict = within(STEP, "the verdict", t.started(silence(quiet))).await;
         let StartupVerdict::Ready { after } = verdict else {
@@ -119,9 +126,8 @@ fn c38_a_slow_but_chatty_child_is_ready_after_longer_than_the_silence_and_its_me
 #[test]
 fn c38_the_limit_ends_a_start_up_that_shows_life_but_never_answers() {
     run(async {
-        // Chatty for 6 s, but the start-up may take 3 s in all (its first line comes well
-        // before, even on a loaded machine: with 1.5 s, one run at a load of 4 saw none).
-        let mut t = start_misbehave(&["slow-start", "60", "100"]);
+        // Chatty for 6 s, but the start-up may take 3 s in all.
+        let (mut t, first) = start_chatty(&["slow-start", "60", "100"]).await;
         let mut config = silence(Duration::from_secs(5));
         config.limit = Some(Duration::from_millis(3000));
         let verdict = within(STEP, "the verdict", t.started(config)).await;
@@ -134,7 +140,10 @@ fn c38_the_limit_ends_a_start_up_that_shows_life_but_never_answers() {
         else {
             panic!("expected the limit's verdict, got {verdict:?}");
         };
-        assert!(limit_reached && showed_life, "{verdict:?}");
+        assert!(
+            limit_reached && showed_life,
+            "{verdict:?} (the first line {first:?} after the spawn)"
+        );
         assert_eq!(after, Duration::from_millis(3000));
         finish(t).await;
     });
