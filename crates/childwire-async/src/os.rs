@@ -52,6 +52,8 @@ pub(crate) use linux::StdinWatch;
 mod sweeper;
 #[cfg(windows)]
 mod windows;
+#[cfg(windows)]
+pub(crate) use windows::stderr_is_console_or_file;
 // Spawn ledger, liveness and login shell (issue 39).
 pub(crate) mod cpu;
 pub(crate) mod identity;

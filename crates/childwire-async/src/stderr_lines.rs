@@ -87,8 +87,8 @@ static STDERR_WRITER: JobThread = JobThread::new("childwire-stderr");
 /// stopped) blocks that thread and never the background task, which also
 /// reads the child's messages: with the line written there, such a host
 /// stopped receiving once its stderr pipe was full, and the child once
-/// its own stderr pipe was. On Windows, which cannot ask a handle whether
-/// it takes a write now, lines are written on the spot.
+/// its own stderr pipe was. On Windows, which cannot ask a pipe whether it
+/// takes a write now, lines to a pipe always go to the thread.
 ///
 /// The atomics are the bound of what waits for the thread, shared by every
 /// child's task without a lock: `queued` bytes handed over and not yet
@@ -164,9 +164,16 @@ fn takes_now(len: usize) -> bool {
     crate::sys::stderr_takes(len)
 }
 
-/// Windows cannot ask a handle whether a write blocks: written on the
-/// spot, as before there was a thread.
-#[cfg(not(unix))]
+/// Windows cannot ask a pipe whether a write would wait: written on the
+/// spot to a console or a file, which take it, and by the thread to a
+/// pipe, whose reader may never read.
+#[cfg(windows)]
+fn takes_now(_len: usize) -> bool {
+    crate::os::stderr_is_console_or_file()
+}
+
+/// Elsewhere: written on the spot.
+#[cfg(not(any(unix, windows)))]
 fn takes_now(_len: usize) -> bool {
     true
 }

@@ -102,8 +102,8 @@ pub enum StderrMode {
     /// never holds up the transport: the lines it does not take wait for a
     /// thread of their own, up to 1 MiB, and beyond that are not shown
     /// (they stay in the exit report's tail), with a note of how many. On
-    /// Windows, which cannot tell whether a write would wait, each line is
-    /// written as it comes.
+    /// Windows, which cannot tell whether a write to a pipe would wait,
+    /// lines to a pipe always go to that thread.
     #[default]
     Show,
     /// Piped and always drained, and quiet: the last lines are kept for the

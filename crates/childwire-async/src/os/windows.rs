@@ -11,6 +11,7 @@ use std::time::Duration;
 use windows_sys::Win32::Foundation::{
     ERROR_MORE_DATA, FALSE, HANDLE, INVALID_HANDLE_VALUE, WAIT_OBJECT_0, WAIT_TIMEOUT,
 };
+use windows_sys::Win32::Storage::FileSystem::{FILE_TYPE_CHAR, FILE_TYPE_DISK, GetFileType};
 use windows_sys::Win32::System::Console::{
     CTRL_BREAK_EVENT, GenerateConsoleCtrlEvent, GetConsoleWindow,
 };
@@ -52,6 +53,17 @@ pub(crate) fn creation_flags(group: bool) -> u32 {
         flags |= CREATE_NO_WINDOW;
     }
     flags
+}
+
+/// Whether this process's stderr is a console or a file, where a write
+/// finishes on its own; a write to a pipe waits for the pipe's reader, who
+/// may never read (Windows cannot ask a pipe whether a write would wait).
+pub(crate) fn stderr_is_console_or_file() -> bool {
+    let handle = std::io::stderr().as_raw_handle();
+    // SAFETY: it only asks the kind of the handle; a closed or null one is
+    // `FILE_TYPE_UNKNOWN`.
+    let kind = unsafe { GetFileType(handle) };
+    kind == FILE_TYPE_CHAR || kind == FILE_TYPE_DISK
 }
 
 /// A job object that ends everything in it when its last handle closes.

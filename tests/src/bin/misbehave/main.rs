@@ -39,6 +39,7 @@
 //! | `fail-start`                 | `Error: Cannot find module 'x'` on stderr, exit 1 |
 //! | `slow-start N MS`            | N stderr lines `starting I of N`, one every MS ms (a first `npx -y` run), then `{"ready":true}`, then echo |
 //! | `stderr-then-exit CODE`      | three stderr lines, exit with CODE |
+//! | `stderr-lines N CODE`        | N stderr lines `line I of a chatty server` (I from 0), exit with CODE |
 //! | `stderr-levels`              | three log lines on stderr (JSON-lines `warn`, pino `50`, `INFO:` prefix), exit 0 |
 //! | `echo-then-log CODE`         | echo until EOF, then `INFO: echoed N lines` and a JSON-lines `error` record on stderr, exit with CODE |
 //! | `print-env`                  | one `KEY=VALUE` line per variable (sorted), exit 0 |
@@ -347,6 +348,15 @@ fn run(args: &[OsString]) -> Result<i32, Failure> {
             }
             say(b"{\"ready\":true}\n")?;
             echo(ECHO)?;
+        }
+        "stderr-lines" => {
+            let lines: u64 = number(rest, 0, "N", None)?;
+            let code = number(rest, 1, "CODE", None)?;
+            let mut err = io::stderr().lock();
+            for i in 0..lines {
+                writeln!(err, "line {i} of a chatty server")?;
+            }
+            return Ok(code);
         }
         "stderr-then-exit" => {
             let code = number(rest, 0, "CODE", None)?;
