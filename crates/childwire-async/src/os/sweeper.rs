@@ -23,14 +23,10 @@ use childwire_core::Swept;
 use super::SweepState;
 use super::linux::{self, Progress, Sweep};
 
-struct Job {
-    sweep: Sweep,
-    /// Whether a driver waits for the result (it reads it from the sweep's
-    /// `Progress`); else the result is logged.
-    waited: bool,
-}
-
-static QUEUE: Mutex<Vec<Job>> = Mutex::new(Vec::new());
+/// The sweeps waiting for the thread. Whether a driver waits for one's
+/// result is its `Progress`'s to say: a detached sweep is abandoned from
+/// the start, and its result logged.
+static QUEUE: Mutex<Vec<Sweep>> = Mutex::new(Vec::new());
 static QUEUED: Condvar = Condvar::new();
 /// Whether the thread runs (it could not be started: scans run inline).
 static STARTED: OnceLock<bool> = OnceLock::new();
@@ -94,10 +90,7 @@ pub(super) fn start(sweep: Sweep, pipes_held: bool, waker: &Waker) -> Result<Pen
     }
     let progress = sweep.progress();
     progress.wake_on_progress(waker);
-    enqueue(Job {
-        sweep,
-        waited: true,
-    });
+    enqueue(sweep);
     Ok(Pending {
         progress,
         pipes_held,
@@ -108,10 +101,8 @@ pub(super) fn start(sweep: Sweep, pipes_held: bool, waker: &Waker) -> Result<Pen
 /// logged, not reported.
 pub(super) fn detach(sweep: Sweep) {
     if started() {
-        enqueue(Job {
-            sweep,
-            waited: false,
-        });
+        sweep.progress().abandon();
+        enqueue(sweep);
     } else {
         log(&inline(sweep));
     }
@@ -124,25 +115,23 @@ fn inline(sweep: Sweep) -> Swept {
     sweeps[0].swept()
 }
 
-fn enqueue(job: Job) {
+fn enqueue(sweep: Sweep) {
     QUEUE
         .lock()
         .unwrap_or_else(PoisonError::into_inner)
-        .push(job);
+        .push(sweep);
     QUEUED.notify_one();
 }
 
 fn serve() {
     loop {
-        let jobs = {
+        let mut sweeps = {
             let mut queue = QUEUE.lock().unwrap_or_else(PoisonError::into_inner);
             while queue.is_empty() {
                 queue = QUEUED.wait(queue).unwrap_or_else(PoisonError::into_inner);
             }
             std::mem::take(&mut *queue)
         };
-        let (mut sweeps, waited): (Vec<Sweep>, Vec<bool>) =
-            jobs.into_iter().map(|job| (job.sweep, job.waited)).unzip();
         // A panic must not stop the thread: the callers would wait forever.
         // They are told the scan is over, with what it ended before.
         let panicked = catch_unwind(AssertUnwindSafe(|| {
@@ -153,10 +142,10 @@ fn serve() {
         if panicked {
             crate::log::error!("the sweep of /proc panicked");
         }
-        for (sweep, waited) in sweeps.iter().zip(waited) {
+        for sweep in &sweeps {
             let progress = sweep.progress();
-            // The driver may have stopped waiting: then it is logged.
-            if !progress.finish(panicked) || !waited {
+            // Nobody waits (detached, or its driver stopped): it is logged.
+            if !progress.finish(panicked) {
                 log(&sweep.swept());
             }
             progress.wake();
