@@ -37,6 +37,7 @@ mod os;
 #[cfg(target_os = "linux")]
 mod pre_exec;
 pub mod prelude;
+mod precompiled;
 mod receiver;
 mod runtime;
 mod sender;
@@ -53,6 +54,8 @@ mod transport;
 mod wake;
 
 pub use exit_handle::{ExitHandle, ExitSlot};
+#[doc(hidden)]
+pub use precompiled::precompiled;
 #[cfg(feature = "serde")]
 pub use json::{RecvJsonError, SendJsonError};
 // The names the runtime crates and the `childwire` facade re-export, listed

@@ -117,6 +117,15 @@ where
     async_process::from_stream_with(framing, stream, config)
 }
 
+/// Compiles the transport's common code for Smol in this crate, in debug
+/// builds, so that programs use it instead of compiling their own copy
+/// (see `childwire_async::precompiled`). Never called.
+#[cfg(debug_assertions)]
+#[doc(hidden)]
+pub fn precompiled(command: Command) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    childwire_async::precompiled::<Smol>(command)
+}
+
 /// A child process (or a peer) and the message channel to it.
 pub type Transport<F = Lines> = childwire_async::Transport<Smol, F>;
 /// The cloneable sending half of a [`Transport`].

@@ -255,6 +255,15 @@ pub fn spawn_command(
     Transport::spawn_std(Lines, command.into_std(), config)
 }
 
+/// Compiles the transport's common code for Tokio in this crate, in debug
+/// builds, so that programs use it instead of compiling their own copy
+/// (see `childwire_async::precompiled`). Never called.
+#[cfg(debug_assertions)]
+#[doc(hidden)]
+pub fn precompiled(command: Command) -> Pin<Box<dyn Future<Output = ()> + Send>> {
+    childwire_async::precompiled::<Tokio>(command)
+}
+
 /// A child process (or a peer) and the message channel to it, on Tokio.
 pub type Transport<F = Lines> = childwire_async::Transport<Tokio, F>;
 /// The cloneable sending half of a [`Transport`].
