@@ -36,8 +36,8 @@ mod log;
 mod os;
 #[cfg(target_os = "linux")]
 mod pre_exec;
-pub mod prelude;
 mod precompiled;
+pub mod prelude;
 mod receiver;
 mod runtime;
 mod sender;
@@ -54,10 +54,10 @@ mod transport;
 mod wake;
 
 pub use exit_handle::{ExitHandle, ExitSlot};
-#[doc(hidden)]
-pub use precompiled::precompiled;
 #[cfg(feature = "serde")]
 pub use json::{RecvJsonError, SendJsonError};
+#[doc(hidden)]
+pub use precompiled::precompiled;
 // The names the runtime crates and the `childwire` facade re-export, listed
 // once (with the core's types this crate's API uses).
 pub use config::Config;
