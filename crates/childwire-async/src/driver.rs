@@ -12,7 +12,7 @@ use std::pin::Pin;
 use std::process::ExitStatus;
 use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use childwire_core::stderr_level::{Level, level_of};
@@ -37,12 +37,6 @@ const STDOUT_MARK: &[u8] = b"(stdout) ";
 /// Rounds per poll before yielding, so a child that floods its pipes cannot
 /// starve the runtime's other tasks.
 const ROUNDS_PER_POLL: usize = 32;
-
-/// How long the late reaper waits for a child its dropped driver just sent
-/// SIGKILL to die, so that it can be reaped then. SIGKILL takes effect
-/// within milliseconds unless the child is stuck in the kernel; past this,
-/// the runtime's child type is left to reap it.
-const DROP_REAP_WAIT: Duration = Duration::from_secs(2);
 
 type ExitFuture = Pin<Box<dyn Future<Output = io::Result<ExitStatus>> + Send>>;
 
@@ -427,8 +421,8 @@ impl<R: Runtime, F: Framing> Drop for Driver<R, F> {
     /// down): the child is killed and what it left swept, and whoever waits
     /// gets the report, or else learns that none will come. The drop never
     /// waits for the death: a child that has not died yet is left to the
-    /// late reaper's thread, which waits for it there (up to
-    /// [`DROP_REAP_WAIT`]), reaps it (it is not left a zombie for a runtime
+    /// late reaper's thread, which waits for it there (as long as the
+    /// session's `reap_wait` says), reaps it (it is not left a zombie for a runtime
     /// that may never run again) and then makes the report.
     fn drop(&mut self) {
         let Some(io) = self.child.take() else {
@@ -444,11 +438,12 @@ impl<R: Runtime, F: Framing> Drop for Driver<R, F> {
         state.session.handle_driver_stopped(now);
         let mut lines = Vec::new();
         state = finish(&self.shared, state, &io, &mut lines, now);
-        let exited = state.session.has_exited();
+        let reap_wait = state.session.reap_wait();
         self.shared.unlock(state);
         let shared = Arc::clone(&self.shared);
         let rt = self.rt.clone();
-        let dead_by = (!exited).then(|| Instant::now() + DROP_REAP_WAIT);
+        let exited = reap_wait.is_none();
+        let dead_by = reap_wait.map(|wait| Instant::now() + wait);
         let rest = move || io.after_stop(&shared, &rt, lines, dead_by);
         if exited {
             rest();

@@ -273,6 +273,13 @@ pub const SWEEP_WAIT: Duration = Duration::from_millis(250);
 /// changes its PID).
 pub const SWEEP_FIRST_END_WAIT: Duration = Duration::from_secs(2);
 
+/// How long a child sent SIGKILL by a background task that stopped early
+/// (its runtime shut down) is waited for, so that it is reaped and its
+/// report made. SIGKILL takes effect within milliseconds unless the child
+/// is stuck in the kernel; past this, the runtime's child type is left to
+/// reap it.
+pub(crate) const REAP_AFTER_STOP_WAIT: Duration = Duration::from_secs(2);
+
 /// Where the one [`Action::Sweep`] is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Sweep {

@@ -7,7 +7,7 @@
 //! Every decision is made here.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 
@@ -792,6 +792,15 @@ impl<F: Framing> Session<F> {
             sup.handle_driver_stopped(now);
             self.channel.refuse_sending(Closed::DriverStopped);
         }
+    }
+
+    /// After [`handle_driver_stopped`](Self::handle_driver_stopped): how long
+    /// to wait for the child to die before giving up on reaping it (the
+    /// runtime's child type reaps it then), or `None` if it exited already.
+    /// The wait is the adapter's, on a thread of its own: a dropped task
+    /// cannot wait on its runtime's clock.
+    pub fn reap_wait(&self) -> Option<Duration> {
+        (!self.has_exited()).then_some(crate::lifecycle::REAP_AFTER_STOP_WAIT)
     }
 
     /// The background task is gone (after

@@ -77,9 +77,16 @@ fn c33_once_the_driver_stopped_sends_are_refused_and_wait_for_the_report() {
         session.report_wait(Closed::DriverStopped, now),
         ReportWait::Certain
     );
+    // Whoever reaps the child now waits for its death, for a bounded time.
+    let wait = session.reap_wait().expect("not exited: waited for");
+    assert!(
+        wait > std::time::Duration::ZERO && wait <= std::time::Duration::from_secs(10),
+        "{wait:?}"
+    );
 
     // The exit is seen (by whatever waited for it): the report comes.
     session.handle_exit(Exit::Signal(9), now);
+    assert_eq!(session.reap_wait(), None, "exited: nothing to wait for");
     let report = loop {
         match session.poll_output() {
             Output::Sweep => session.handle_swept(Swept::default(), now),
