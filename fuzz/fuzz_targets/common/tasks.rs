@@ -1081,7 +1081,16 @@ impl<F: Model> Harness<F> {
         self.driver_deadline = None;
         self.session.handle_driver_stopped(self.now);
         self.carry_out_stopped();
-        if self.child.exit.is_some() {
+        // Whether the late reaper waits for the death, and how long, is the
+        // session's answer, as `Driver::drop` asks it.
+        let reap_wait = self.session.reap_wait();
+        assert_eq!(
+            reap_wait.is_none(),
+            self.child.exit.is_some(),
+            "the reaper waits exactly while the child has not exited"
+        );
+        assert!(reap_wait.is_none_or(|wait| wait <= std::time::Duration::from_secs(10)));
+        if reap_wait.is_none() {
             self.late_reaper();
         }
     }
