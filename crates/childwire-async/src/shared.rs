@@ -343,6 +343,13 @@ impl<F: Framing> Shared<F> {
     /// frames in. Returns whether the read brought nothing yet: `waiter` is
     /// woken when it can.
     ///
+    /// `waiter` is registered only when the read waits. A read that brings
+    /// something leaves no registration behind, whose later wake-up would
+    /// rouse a task busy elsewhere: a graceful shutdown's caller, which had
+    /// read its last message itself, was woken for nothing when the
+    /// background task drained the child's last line, a futex wake-up on
+    /// the way to the report.
+    ///
     /// The decoder goes with the pipe (`Session::lend_decoder`): decoding a
     /// whole read under the lock held every sender up behind it. Measured
     /// (`benches/users-shape.sh`, a `cat` child, writer task
@@ -357,7 +364,6 @@ impl<F: Framing> Shared<F> {
         waiter: &Waker,
         clock: impl Fn() -> Instant,
     ) -> (Guard<'a, F>, bool) {
-        self.receiver.register(waiter);
         let mut state = state;
         let Some(mut reader) = state.stdout.take() else {
             state.session.handle_read_eof(clock());
@@ -390,6 +396,11 @@ impl<F: Framing> Shared<F> {
             }
             Poll::Pending => {
                 state.session.handle_read_blocked();
+                // The pipe's wake-up may have come since the read, before
+                // anyone was registered: then the waiter reads again.
+                if self.receiver.register_after_wait(waiter) {
+                    waiter.wake_by_ref();
+                }
                 true
             }
         };

@@ -31,6 +31,9 @@ pub(crate) struct WakeSet {
 struct Wakers {
     first: [Option<Waker>; 2],
     more: Vec<Waker>,
+    /// A wake-up came while no task was registered: one that registers
+    /// just after waiting on the resource may have missed it.
+    missed: bool,
 }
 
 impl WakeSet {
@@ -38,22 +41,39 @@ impl WakeSet {
         Arc::new(Self::default())
     }
 
-    /// Adds `waker` (once) to the tasks woken next time.
+    /// Adds `waker` (once) to the tasks woken next time, for a task that
+    /// registers before polling the resource, or that decided to wait
+    /// under a lock its wake-up's cause must take: a wake-up that found
+    /// no one before is of no concern to it, and is forgotten.
     pub(crate) fn register(&self, waker: &Waker) {
+        self.register_after_wait(waker);
+    }
+
+    /// Adds `waker` (once) to the tasks woken next time, for a task that
+    /// polled the resource before registering: returns whether a wake-up
+    /// came while no task was registered since the last registration,
+    /// which that task may have missed (it then polls again).
+    pub(crate) fn register_after_wait(&self, waker: &Waker) -> bool {
         let mut wakers = self.wakers.lock().unwrap_or_else(PoisonError::into_inner);
-        let Wakers { first, more } = &mut *wakers;
+        let Wakers {
+            first,
+            more,
+            missed,
+        } = &mut *wakers;
+        let missed = std::mem::take(missed);
         if first
             .iter()
             .flatten()
             .chain(more.iter())
             .any(|w| same_task(w, waker))
         {
-            return;
+            return missed;
         }
         match first.iter_mut().find(|slot| slot.is_none()) {
             Some(slot) => *slot = Some(waker.clone()),
             None => more.push(waker.clone()),
         }
+        missed
     }
 
     /// Wakes and forgets every registered task.
@@ -62,7 +82,9 @@ impl WakeSet {
         let (first, more) = {
             let mut wakers = self.wakers.lock().unwrap_or_else(PoisonError::into_inner);
             let first = [wakers.first[0].take(), wakers.first[1].take()];
-            (first, std::mem::take(&mut wakers.more))
+            let more = std::mem::take(&mut wakers.more);
+            wakers.missed = first.iter().all(Option::is_none) && more.is_empty();
+            (first, more)
         };
         first.into_iter().flatten().for_each(Waker::wake);
         more.into_iter().for_each(Waker::wake);
@@ -189,6 +211,24 @@ mod tests {
         set.wake_all();
         let woken: Vec<usize> = tasks.iter().map(|t| t.count()).collect();
         assert_eq!(woken, [1, 1, 2, 1]);
+    }
+
+    #[test]
+    fn a_wake_up_that_found_no_one_is_told_to_the_next_registration_once() {
+        let set = WakeSet::new();
+        let task = Arc::new(Counting::default());
+        let waker = Waker::from(Arc::clone(&task));
+        assert!(!set.register_after_wait(&waker), "nothing came yet");
+        set.wake_all();
+        assert_eq!(task.count(), 1);
+
+        // The resource woke the set while the task was away (it had polled
+        // the resource and not registered yet): its registration hears it.
+        set.wake_all();
+        assert!(set.register_after_wait(&waker), "the wake-up it missed");
+        assert!(!set.register_after_wait(&waker), "told once");
+        set.wake_all();
+        assert_eq!(task.count(), 2, "and it is registered");
     }
 
     #[test]

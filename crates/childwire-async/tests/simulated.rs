@@ -821,6 +821,60 @@ fn a_quiet_stderr_is_not_read_on_every_round_of_the_background_task() {
     });
 }
 
+/// A task's waker that counts its wake-ups.
+#[derive(Default)]
+struct CountWakes(std::sync::atomic::AtomicUsize);
+
+impl std::task::Wake for CountWakes {
+    fn wake(self: Arc<Self>) {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+#[test]
+fn a_caller_that_read_its_message_itself_is_not_woken_when_the_background_task_reads_the_next() {
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec::default());
+    rt.block_on(async {
+        let mut transport = spawn(plain_config());
+        child.stdout.write_all(b"ready\n").await.unwrap();
+        // Received in a task of its own, which reads the pipe itself.
+        let receiving = Arc::new(CountWakes::default());
+        let waker = std::task::Waker::from(Arc::clone(&receiving));
+        let mut cx = std::task::Context::from_waker(&waker);
+        loop {
+            match transport.receiver_mut().poll_recv(&mut cx) {
+                Poll::Ready(Some(Received::Message(m))) => {
+                    assert_eq!(&m[..], b"ready");
+                    break;
+                }
+                Poll::Ready(other) => panic!("expected `ready`, got {other:?}"),
+                Poll::Pending => yield_now().await,
+            }
+        }
+        let woken = receiving.0.load(std::sync::atomic::Ordering::SeqCst);
+
+        // The child's last line and its exit: the background task drains
+        // the line while that task waits for nothing here.
+        child.stdout.write_all(b"bye\n").await.unwrap();
+        child.exit(0);
+        let report = transport.exit_handle().wait().await.expect("a report");
+        assert_eq!(report.exit, Exit::Code(0));
+        assert_eq!(
+            receiving.0.load(std::sync::atomic::Ordering::SeqCst),
+            woken,
+            "the task that had its message was woken for the next one it never asked for"
+        );
+
+        // Nothing was lost: the line, then the report.
+        match transport.recv().await {
+            Some(Received::Message(m)) => assert_eq!(&m[..], b"bye"),
+            other => panic!("expected `bye`, got {other:?}"),
+        }
+        expect_report(transport.recv().await);
+    });
+}
+
 // ---- a channel over any pipe pair ----
 
 #[test]
