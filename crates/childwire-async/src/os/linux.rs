@@ -35,6 +35,7 @@
 //! is found whenever a scan runs, and always under a cgroup.
 
 use std::collections::BTreeSet;
+use std::ffi::{CStr, CString};
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -140,8 +141,9 @@ pub(crate) struct StdinWatch(Arc<Mutex<Watched>>);
 enum Watched {
     /// A copy of the host's write end.
     Copy(OwnedFd),
-    /// An `O_PATH` handle on the pipe.
-    Path(OwnedFd),
+    /// An `O_PATH` handle on the pipe, kept open for its name in
+    /// `/proc/self/fd` (made with the handle, off the way to the report).
+    Path { _handle: OwnedFd, name: CString },
     /// No handle could be kept: the pipe counts as held.
     Lost,
 }
@@ -161,7 +163,15 @@ impl StdinWatch {
         }
         let mut watched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         if let Watched::Copy(copy) = &*watched {
-            *watched = stdin_path(copy.as_fd()).map_or(Watched::Lost, Watched::Path);
+            *watched = stdin_path(copy.as_fd())
+                .and_then(|path| {
+                    let name = fd_name(path.as_fd())?;
+                    Some(Watched::Path {
+                        _handle: path,
+                        name,
+                    })
+                })
+                .unwrap_or(Watched::Lost);
         }
     }
 
@@ -172,7 +182,7 @@ impl StdinWatch {
         let watched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
         match &*watched {
             Watched::Copy(copy) => Some(ask(copy.as_fd())),
-            Watched::Path(path) => open_writer(path).map(|end| ask(end.as_fd())),
+            Watched::Path { name, .. } => open_writer(name).map(|end| ask(end.as_fd())),
             Watched::Lost => None,
         }
     }
@@ -241,11 +251,11 @@ impl Holders {
     }
 }
 
-/// A new write end of the pipe `path` is a handle on. Through
-/// `/proc/self/fd`, an `O_PATH` descriptor opens its file anew; for a pipe
-/// that is a new end, which never blocks.
-fn open_writer(path: &OwnedFd) -> Option<OwnedFd> {
-    reopen(path.as_fd(), libc::O_WRONLY | libc::O_NONBLOCK)
+/// A new write end of the pipe whose `O_PATH` handle is `name` in
+/// `/proc/self/fd`. Through there, an `O_PATH` descriptor opens its file
+/// anew; for a pipe that is a new end, which never blocks.
+fn open_writer(name: &CStr) -> Option<OwnedFd> {
+    reopen_named(name, libc::O_WRONLY | libc::O_NONBLOCK)
 }
 
 /// An `O_PATH` handle on the pipe the host's end `stdin` is: it opens
@@ -253,14 +263,18 @@ fn open_writer(path: &OwnedFd) -> Option<OwnedFd> {
 /// broken pipe come as they would without it), and a write end opened
 /// through it for a moment tells whether any reader is left.
 fn stdin_path(stdin: BorrowedFd<'_>) -> Option<OwnedFd> {
-    reopen(stdin, libc::O_PATH)
+    reopen_named(&fd_name(stdin)?, libc::O_PATH)
 }
 
-/// The file `fd` is open on, opened anew with `flags` through this
-/// process's `/proc/self/fd`.
-fn reopen(fd: BorrowedFd<'_>, flags: libc::c_int) -> Option<OwnedFd> {
-    let name = std::ffi::CString::new(std::os::fd::AsRawFd::as_raw_fd(&fd).to_string()).ok()?;
-    ProcFds::with(|dir| crate::sys::openat(dir, &name, flags).ok())
+/// The name of `fd` in `/proc/self/fd`.
+fn fd_name(fd: BorrowedFd<'_>) -> Option<CString> {
+    CString::new(std::os::fd::AsRawFd::as_raw_fd(&fd).to_string()).ok()
+}
+
+/// The file named `name` in this process's `/proc/self/fd`, opened anew
+/// with `flags`.
+fn reopen_named(name: &CStr, flags: libc::c_int) -> Option<OwnedFd> {
+    ProcFds::with(|dir| crate::sys::openat(dir, name, flags).ok())
 }
 
 /// This process's `/proc/self/fd`, opened once (an `O_PATH` directory
