@@ -118,7 +118,8 @@ mod imp {
         list(&fs::read_to_string(format!("/proc/{pid}/task/{pid}/children")).ok()?);
         let threads = fs::read_dir(format!("/proc/{pid}/task")).ok()?;
         for thread in threads.flatten() {
-            if thread.file_name().to_str() == Some(&pid.to_string()) {
+            let main = thread.file_name().to_str().and_then(|tid| tid.parse().ok()) == Some(pid);
+            if main {
                 continue;
             }
             if let Ok(text) = fs::read_to_string(thread.path().join("children")) {
