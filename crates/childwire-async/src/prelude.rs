@@ -33,6 +33,16 @@
 //! let framing: ContentLength = ContentLength::default();
 //! # let _ = (command, framing, Bytes::new());
 //! ```
+// Without the `serde` feature its names are not built: their links go to
+// docs.rs, which builds every feature.
+#![cfg_attr(
+    not(feature = "serde"),
+    doc = "[`SendJsonError`]: https://docs.rs/childwire-async/latest/childwire_async/enum.SendJsonError.html"
+)]
+#![cfg_attr(
+    not(feature = "serde"),
+    doc = "[`RecvJsonError`]: https://docs.rs/childwire-async/latest/childwire_async/enum.RecvJsonError.html"
+)]
 
 pub use bytes::Bytes;
 pub use childwire_core::liveness::LivenessConfig;

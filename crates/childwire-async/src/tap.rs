@@ -33,6 +33,12 @@
 //!
 //! [`StderrMode::Show`]: crate::StderrMode::Show
 //! [`StderrMode::Capture`]: crate::StderrMode::Capture
+// Without the `serde` feature the recorder is not built: its links go to
+// docs.rs, which builds every feature.
+#![cfg_attr(
+    not(feature = "serde"),
+    doc = "[`Recorder`]: https://docs.rs/childwire-async/latest/childwire_async/tap/struct.Recorder.html"
+)]
 
 use std::fmt;
 use std::panic::{AssertUnwindSafe, catch_unwind};
@@ -88,11 +94,21 @@ pub trait Tap: Send + Sync + 'static {
     /// which wait for it. A tap with slow work (writing a file, a socket)
     /// queues it for a thread of its own, up to a bound, as [`Recorder`]
     /// does.
+    #[cfg_attr(not(feature = "serde"), doc = "")]
+    #[cfg_attr(
+        not(feature = "serde"),
+        doc = "[`Recorder`]: https://docs.rs/childwire-async/latest/childwire_async/tap/struct.Recorder.html"
+    )]
     fn event(&self, at: Instant, event: TapEvent<'_>);
 }
 
 /// A tap shared with the caller: e.g. a [`Recorder`] the caller also
 /// flushes, or records in itself.
+#[cfg_attr(not(feature = "serde"), doc = "")]
+#[cfg_attr(
+    not(feature = "serde"),
+    doc = "[`Recorder`]: https://docs.rs/childwire-async/latest/childwire_async/tap/struct.Recorder.html"
+)]
 impl<T: Tap + ?Sized> Tap for Arc<T> {
     fn event(&self, at: Instant, event: TapEvent<'_>) {
         (**self).event(at, event);

@@ -54,10 +54,17 @@
 //!   [`StderrMode::Discard`].
 //!
 //! The server role (feature `server`) runs over this process's own stdin and
-//! stdout: [`ChildwireTransport::stdio`].
+//! stdout: [`ChildwireTransport::stdio`][stdio].
 //!
 //! [rmcp]: https://docs.rs/rmcp
 //! [childwire]: https://docs.rs/childwire
+// Links to what only the `server` feature builds: to the item when it is
+// built, else to its page on docs.rs (which builds every feature).
+#![cfg_attr(feature = "server", doc = "[stdio]: ChildwireTransport::stdio")]
+#![cfg_attr(
+    not(feature = "server"),
+    doc = "[stdio]: https://docs.rs/childwire-rmcp/latest/childwire_rmcp/struct.ChildwireTransport.html#method.stdio"
+)]
 
 mod error;
 
@@ -87,10 +94,21 @@ use childwire::core::pending::{EndCause, Outgoing, OversizedAction, PendingReque
 
 /// An rmcp [`Transport`] over a childwire transport: a child process (the
 /// client role, [`spawn`](ChildwireTransport::spawn)) or this process's
-/// stdio (the server role, [`stdio`](ChildwireTransport::stdio)).
+/// stdio (the server role, [`stdio`][stdio]).
 ///
 /// `R` is rmcp's role: [`rmcp::RoleClient`] for a host talking to a
-/// server it runs, [`rmcp::RoleServer`] for a server.
+/// server it runs, [`rmcp::RoleServer`][role-server] for a server.
+///
+#[cfg_attr(feature = "server", doc = "[stdio]: ChildwireTransport::stdio")]
+#[cfg_attr(feature = "server", doc = "[role-server]: rmcp::RoleServer")]
+#[cfg_attr(
+    not(feature = "server"),
+    doc = "[stdio]: https://docs.rs/childwire-rmcp/latest/childwire_rmcp/struct.ChildwireTransport.html#method.stdio"
+)]
+#[cfg_attr(
+    not(feature = "server"),
+    doc = "[role-server]: https://docs.rs/rmcp/latest/rmcp/service/struct.RoleServer.html"
+)]
 pub struct ChildwireTransport<R: ServiceRole> {
     sender: Sender,
     receiver: Receiver,
