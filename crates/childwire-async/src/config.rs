@@ -6,7 +6,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 
 use crate::stderr_lines::{self, StderrCallback, StderrLines};
-use crate::tap::TapSlot;
+use crate::tap::{Tap, TapSlot};
 
 /// A transport's limits and timings (the core's [`childwire_core::Config`],
 /// reached through `Deref`) and its hooks.
@@ -23,7 +23,7 @@ use crate::tap::TapSlot;
 pub struct Config {
     core: childwire_core::Config,
     pub(crate) on_stderr_line: Option<StderrCallback>,
-    /// Set by [`Config::tap`] (in `tap.rs`).
+    /// Set by [`Config::tap`].
     pub(crate) tap: Option<TapSlot>,
 }
 
@@ -70,6 +70,28 @@ impl Config {
         let (sink, lines) = stderr_lines::pair();
         self.on_stderr_line(move |line| sink.push(line));
         lines
+    }
+}
+
+impl Config {
+    /// Shows `tap` everything that crosses the transports spawned with
+    /// this config: messages both ways, notices, stderr lines and the exit,
+    /// with the runtime's timestamps. See [`tap`](crate::tap).
+    ///
+    /// ```no_run
+    /// # #[cfg(feature = "serde")]
+    /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
+    /// use childwire_async::tap::Recorder;
+    /// use childwire_async::{Command, Config, Transport};
+    ///
+    /// let mut config = Config::default();
+    /// config.tap(Recorder::new(std::fs::File::create("session.ndjson")?));
+    /// let server = Transport::<R>::spawn(&Command::new("my-mcp-server"), config)?;
+    /// # Ok(()) }
+    /// ```
+    pub fn tap(&mut self, tap: impl Tap) -> &mut Self {
+        self.tap = Some(TapSlot::new(tap));
+        self
     }
 }
 

@@ -3,16 +3,9 @@
 
 use std::fmt;
 
-use childwire_core::{
-    ExitReport, Framing, Malformed, Message, Oversized, PollutionNotice, Received, SendError,
-};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
+use childwire_core::{ExitReport, Malformed, Message, Oversized, PollutionNotice, SendError};
 
-use crate::runtime::Runtime;
-use crate::transport::{Receiver, Sender, Transport};
-
-/// Why [`Sender::send_json`] did not send.
+/// Why [`Sender::send_json`](crate::Sender::send_json) did not send.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum SendJsonError {
@@ -41,7 +34,7 @@ impl std::error::Error for SendJsonError {
     }
 }
 
-/// What [`Receiver::recv_json`] hands out instead of a value.
+/// What [`Receiver::recv_json`](crate::Receiver::recv_json) hands out instead of a value.
 #[derive(Debug)]
 #[non_exhaustive]
 pub enum RecvJsonError {
@@ -80,50 +73,3 @@ impl fmt::Display for RecvJsonError {
 }
 
 impl std::error::Error for RecvJsonError {}
-
-impl<R: Runtime, F: Framing> Sender<R, F> {
-    /// Serializes `value` as compact JSON (one line, as NDJSON wants) and
-    /// sends it. See [`send`](Self::send).
-    pub async fn send_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<(), SendJsonError> {
-        let bytes = serde_json::to_vec(value).map_err(SendJsonError::Serialize)?;
-        self.send(bytes).await.map_err(SendJsonError::Send)
-    }
-}
-
-impl<R: Runtime, F: Framing> Receiver<R, F> {
-    /// The next message deserialized as `T`; notices and the end come as
-    /// errors, then `None`. Cancel-safe like [`recv`](Self::recv).
-    pub async fn recv_json<T: DeserializeOwned>(&mut self) -> Option<Result<T, RecvJsonError>> {
-        Some(match self.recv().await? {
-            Received::Message(message) => serde_json::from_slice(&message)
-                .map_err(|error| RecvJsonError::Parse { message, error }),
-            Received::Oversized(notice) => Err(RecvJsonError::Oversized(notice)),
-            Received::Malformed(notice) => Err(RecvJsonError::Malformed(notice)),
-            Received::Pollution(notice) => Err(RecvJsonError::Pollution(notice)),
-            Received::Exited(report) => Err(RecvJsonError::Exited(report)),
-            // A variant added later: not a message of type T.
-            _ => return None,
-        })
-    }
-}
-
-impl<R: Runtime, F: Framing> Transport<R, F> {
-    /// See [`Sender::send_json`].
-    ///
-    /// ```no_run
-    /// # async fn demo<R: childwire_async::Runtime>(mut server: childwire_async::Transport<R>) {
-    /// use serde_json::{Value, json};
-    ///
-    /// server.send_json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).await.unwrap();
-    /// let reply: Value = server.recv_json().await.unwrap().unwrap();
-    /// # }
-    /// ```
-    pub async fn send_json<T: Serialize + ?Sized>(&self, value: &T) -> Result<(), SendJsonError> {
-        self.sender().send_json(value).await
-    }
-
-    /// See [`Receiver::recv_json`].
-    pub async fn recv_json<T: DeserializeOwned>(&mut self) -> Option<Result<T, RecvJsonError>> {
-        self.receiver_mut().recv_json().await
-    }
-}

@@ -405,12 +405,12 @@ impl Tracking {
         }
     }
 
-    /// [`sweep`](Self::sweep) for a driver that stops (its runtime shuts
-    /// down): nothing here waits for a scan. On Linux, unless the child has
-    /// exited and left nothing behind, the search for what it left is
-    /// handed to the sweeper thread, which ends and logs it; the group and
-    /// the cgroup are sent SIGKILL now. What is ended is not counted: the
-    /// report says nothing was.
+    /// [`start_sweep`](Self::start_sweep) for a driver that stops (its
+    /// runtime shuts down): nothing here waits for a scan. On Linux, unless
+    /// the child has exited and left nothing behind, the search for what it
+    /// left is handed to the sweeper thread, which ends and logs it; the
+    /// group and the cgroup are sent SIGKILL now. What is ended is not
+    /// counted: the report says nothing was.
     pub(crate) fn sweep_stopping(&self) -> Swept {
         #[cfg(target_os = "linux")]
         {

@@ -15,6 +15,8 @@ use crate::runtime::Runtime;
 use crate::shared::{Holds, Shared};
 use crate::tap::Hook;
 
+mod startup;
+
 /// The receiving half of a [`Transport`](crate::Transport): messages and
 /// notices in the order the peer wrote them, then (for a child) the exit
 /// report, then `None`. A `futures::Stream` too.
@@ -74,6 +76,26 @@ impl<R: Runtime, F: Framing> Receiver<R, F> {
     /// `select!` wins) loses no message and no partial line.
     pub async fn recv(&mut self) -> Option<Received> {
         poll_fn(|cx| self.poll_recv(cx)).await
+    }
+
+    /// The next message deserialized as `T`; notices and the end come as
+    /// errors, then `None`. Cancel-safe like [`recv`](Self::recv).
+    #[cfg(feature = "serde")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    pub async fn recv_json<T: serde::de::DeserializeOwned>(
+        &mut self,
+    ) -> Option<Result<T, crate::RecvJsonError>> {
+        use crate::RecvJsonError;
+        Some(match self.recv().await? {
+            Received::Message(message) => serde_json::from_slice(&message)
+                .map_err(|error| RecvJsonError::Parse { message, error }),
+            Received::Oversized(notice) => Err(RecvJsonError::Oversized(notice)),
+            Received::Malformed(notice) => Err(RecvJsonError::Malformed(notice)),
+            Received::Pollution(notice) => Err(RecvJsonError::Pollution(notice)),
+            Received::Exited(report) => Err(RecvJsonError::Exited(report)),
+            // A variant added later: not a message of type T.
+            _ => return None,
+        })
     }
 
     /// Waits for the next item, then moves it and every other item

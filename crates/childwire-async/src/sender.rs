@@ -111,6 +111,18 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         Sending::new(self, payload)
     }
 
+    /// Serializes `value` as compact JSON (one line, as NDJSON wants) and
+    /// sends it. See [`send`](Self::send).
+    #[cfg(feature = "serde")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    pub async fn send_json<T: serde::Serialize + ?Sized>(
+        &self,
+        value: &T,
+    ) -> Result<(), crate::SendJsonError> {
+        let bytes = serde_json::to_vec(value).map_err(crate::SendJsonError::Serialize)?;
+        self.send(bytes).await.map_err(crate::SendJsonError::Send)
+    }
+
     /// One attempt to queue `item`: the result, or the payload back to wait
     /// for room. `refused_full`: it was refused for want of room before; it
     /// is not offered again (its bytes checked again) until there is room.

@@ -50,9 +50,9 @@ use std::time::Instant;
 use childwire_core::stderr_level::{Level, level_of};
 use childwire_core::{ExitReport, Malformed, Oversized, PollutionNotice, Received};
 
+use crate::StderrCallback;
 use crate::exit_handle::ExitHandle;
 use crate::runtime::Runtime;
-use crate::{Config, StderrCallback};
 
 #[cfg(feature = "serde")]
 mod recorder;
@@ -203,29 +203,7 @@ fn event_of(item: &Received) -> Option<TapEvent<'_>> {
     })
 }
 
-impl Config {
-    /// Shows `tap` everything that crosses the transports spawned with
-    /// this config: messages both ways, notices, stderr lines and the exit,
-    /// with the runtime's timestamps. See [`tap`](crate::tap).
-    ///
-    /// ```no_run
-    /// # #[cfg(feature = "serde")]
-    /// # async fn demo<R: childwire_async::Runtime>() -> Result<(), Box<dyn std::error::Error>> {
-    /// use childwire_async::tap::Recorder;
-    /// use childwire_async::{Command, Config, Transport};
-    ///
-    /// let mut config = Config::default();
-    /// config.tap(Recorder::new(std::fs::File::create("session.ndjson")?));
-    /// let server = Transport::<R>::spawn(&Command::new("my-mcp-server"), config)?;
-    /// # Ok(()) }
-    /// ```
-    pub fn tap(&mut self, tap: impl Tap) -> &mut Self {
-        self.tap = Some(TapSlot::new(tap));
-        self
-    }
-}
-
-/// The tap a [`Config`] holds, shared by every transport spawned with it
+/// The tap a [`Config`](crate::Config) holds, shared by every transport spawned with it
 /// (each generation of a supervised child): a tap that panicked stays
 /// silenced.
 #[derive(Clone)]
@@ -403,6 +381,7 @@ mod tests {
     use std::sync::Mutex;
 
     use super::*;
+    use crate::Config;
 
     #[test]
     fn a_panicking_tap_is_called_once_and_then_left_alone() {

@@ -298,6 +298,34 @@ impl<R: Runtime, F: Framing> Transport<R, F> {
         self.receiver.recv_many(into, limit).await
     }
 
+    /// See [`Sender::send_json`].
+    ///
+    /// ```no_run
+    /// # async fn demo<R: childwire_async::Runtime>(mut server: childwire_async::Transport<R>) {
+    /// use serde_json::{Value, json};
+    ///
+    /// server.send_json(&json!({"jsonrpc": "2.0", "id": 1, "method": "ping"})).await.unwrap();
+    /// let reply: Value = server.recv_json().await.unwrap().unwrap();
+    /// # }
+    /// ```
+    #[cfg(feature = "serde")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    pub async fn send_json<T: serde::Serialize + ?Sized>(
+        &self,
+        value: &T,
+    ) -> Result<(), crate::SendJsonError> {
+        self.sender.send_json(value).await
+    }
+
+    /// See [`Receiver::recv_json`].
+    #[cfg(feature = "serde")]
+    #[cfg_attr(docsrs, doc(cfg(feature = "serde")))]
+    pub async fn recv_json<T: serde::de::DeserializeOwned>(
+        &mut self,
+    ) -> Option<Result<T, crate::RecvJsonError>> {
+        self.receiver.recv_json().await
+    }
+
     /// Shuts the child down the MCP way and returns how it ended. See
     /// [`Sender::shutdown`].
     pub async fn shutdown(&self) -> Result<ExitReport, ShutdownError> {
