@@ -303,26 +303,31 @@ impl<R: Runtime, F: Framing> Supervised<R, F> {
     }
 
     /// Waits until the core says the next generation is due: true, or false
-    /// if the caller ended the supervision meanwhile.
+    /// if the caller ended the supervision meanwhile. A timer that fires
+    /// only sends the question back to the core.
     async fn wait_for_restart(&self) -> bool {
         let mut timer = None;
         poll_fn(|cx| {
-            let mut state = self.shared.lock();
-            if state.core.is_stopped() || state.core.is_over() {
-                return Poll::Ready(false);
+            loop {
+                let mut state = self.shared.lock();
+                if state.core.is_stopped() || state.core.is_over() {
+                    return Poll::Ready(false);
+                }
+                if state.core.restart_due(self.rt.now()) {
+                    return Poll::Ready(true);
+                }
+                state.register(cx.waker());
+                let at = state.core.poll_timeout();
+                drop(state);
+                let Some(at) = at else {
+                    return Poll::Pending;
+                };
+                let timer = timer.get_or_insert_with(|| self.rt.timer(at));
+                timer.as_mut().reset(at);
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
             }
-            if state.core.restart_due(self.rt.now()) {
-                return Poll::Ready(true);
-            }
-            state.register(cx.waker());
-            let at = state.core.poll_timeout();
-            drop(state);
-            let Some(at) = at else {
-                return Poll::Pending;
-            };
-            let timer = timer.get_or_insert_with(|| self.rt.timer(at));
-            timer.as_mut().reset(at);
-            timer.as_mut().poll(cx).map(|()| true)
         })
         .await
     }
