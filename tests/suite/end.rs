@@ -126,6 +126,52 @@ fn c33_a_child_that_exits_at_once_is_reported_on_every_path() {
     });
 }
 
+/// A send refused because the child closed its stdin waits for the exit report until
+/// `stdin_grace` plus `drain_grace` after the refusal. A child that exits before that deadline
+/// with output nobody received yet has its report made one drain grace after the exit (stdout's
+/// end is behind the caller's backlog), past the send's deadline: the report is certain by then,
+/// and the refused send waits for it.
+#[cfg(unix)]
+#[test]
+fn c33_a_send_refused_by_a_closed_stdin_waits_for_an_exit_that_came_before_its_deadline() {
+    run(async {
+        let grace = Duration::from_secs(2);
+        let mut config = config();
+        config.stdin_grace(grace).drain_grace(grace);
+        config.recv_high_water(64 * 1024);
+        // Its stdin closed at once, then lines nobody receives, and its exit 3 s later: a
+        // second before the refused send's deadline, a drain grace before its report.
+        let mut cmd = Command::new("sh");
+        cmd.args(["-c", "exec 0<&-; yes x & sleep 3; exit 0"]);
+        let t = start(&cmd, config);
+        let pid = pid_of(&t);
+        let (refused_at, refused) = within(STEP, "a send to be refused", async {
+            loop {
+                let at = std::time::Instant::now();
+                if let Err(err) = t.send("{}").await {
+                    return (at, err);
+                }
+            }
+        })
+        .await;
+        assert_eq!(
+            refused.kind(),
+            SendErrorKind::Closed(rt::Closed::PeerClosed),
+            "{refused}"
+        );
+        let waited = refused_at.elapsed();
+        let report = refused
+            .exit_report()
+            .unwrap_or_else(|| panic!("no report after {waited:?}: {refused}"));
+        assert_eq!(report.exit, Exit::Code(0), "{report}");
+        assert!(
+            !report.pipes_drained,
+            "the caller's backlog held stdout's end: {report}"
+        );
+        assert_reaped(pid).await;
+    });
+}
+
 #[test]
 fn c33_after_the_runtime_is_dropped_no_send_succeeds() {
     run(async {

@@ -103,7 +103,8 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// the child was reaped, at once (within `drain_grace`); when the child
     /// closed its stdin, up to `stdin_grace` plus `drain_grace` (a child
     /// that closes its stdin and keeps running costs the first failed send
-    /// that long, once: 3 s by default).
+    /// that long, once: 3 s by default), and past that for a child that
+    /// exited meanwhile, whose report is then sure to come.
     pub fn send<B: AsRef<[u8]>>(
         &self,
         payload: B,

@@ -78,7 +78,8 @@ impl<R: Runtime, F: Framing, B: AsRef<[u8]>> Future for Sending<'_, R, F, B> {
             }
         }
         let ending = this.ending.as_mut().expect("polled after completion");
-        let report = std::task::ready!(this.sender.poll_end_report(cx, &mut ending.timer));
+        let kind = ending.err.kind();
+        let report = std::task::ready!(this.sender.poll_end_report(cx, kind, &mut ending.timer));
         let Ending { err, .. } = *this.ending.take().expect("waited for above");
         Poll::Ready(Err(with_report(err, report)))
     }
@@ -104,9 +105,12 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     /// at once if it is known, after waiting for it if the core says it
     /// comes ([`Session::report_wait`](childwire_core::Session::report_wait)).
     pub(super) async fn with_end<B>(&self, err: SendError<B>) -> SendError<B> {
-        let report = match self.end_report(err.kind()) {
+        let kind = err.kind();
+        let report = match self.end_report(kind) {
             EndReport::Now(report) => report,
-            EndReport::Wait(mut timer) => poll_fn(|cx| self.poll_end_report(cx, &mut timer)).await,
+            EndReport::Wait(mut timer) => {
+                poll_fn(|cx| self.poll_end_report(cx, kind, &mut timer)).await
+            }
         };
         with_report(err, report)
     }
@@ -128,25 +132,35 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         }
     }
 
-    /// The exit report once it is known; `None` if the timer fires first
-    /// or it will never come.
+    /// The exit report once it is known; `None` if it will never come, or
+    /// if the core's deadline passed and the core does not say then that
+    /// it is certain. The timer only sends the question back to the core:
+    /// a child that exited just before the deadline is waited for, as a
+    /// send refused after its exit would wait.
     fn poll_end_report(
         &self,
         cx: &mut Context<'_>,
+        kind: SendErrorKind,
         timer: &mut Option<Pin<Box<dyn Timer>>>,
     ) -> Poll<Option<ExitReport>> {
-        match self.shared.exit.poll_report(cx.waker()) {
-            Poll::Ready(report) => Poll::Ready(report),
-            Poll::Pending => {
-                let expired = timer
-                    .as_mut()
-                    .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
-                if expired {
-                    Poll::Ready(None)
-                } else {
-                    Poll::Pending
-                }
+        if let Poll::Ready(report) = self.shared.exit.poll_report(cx.waker()) {
+            return Poll::Ready(report);
+        }
+        let expired = timer
+            .as_mut()
+            .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
+        if !expired {
+            return Poll::Pending;
+        }
+        match self.end_report(kind) {
+            EndReport::Now(report) => Poll::Ready(report),
+            // Certain now: the report comes, and wakes this task.
+            EndReport::Wait(None) => {
+                *timer = None;
+                self.poll_end_report(cx, kind, timer)
             }
+            // Still a deadline from now: the wait the core allowed is over.
+            EndReport::Wait(Some(_)) => Poll::Ready(self.shared.exit.get()),
         }
     }
 }
