@@ -7,7 +7,8 @@
 //!   is left), a reader still on its stdin (a write end polls `POLLERR` once
 //!   no reader is left: a copy of the host's own end, kept until the host
 //!   closes it while the child may still read, then a write end opened for
-//!   a moment through an `O_PATH` handle on the pipe: see [`StdinWatch`]),
+//!   a moment through an `O_PATH` handle on the pipe, taken at the spawn:
+//!   see [`StdinWatch`]),
 //!   both in one `poll`, or a live member of its process group (one
 //!   `kill(-pgid, 0)`).
 //!   A cgroup's members are listed by the cgroup itself. A child that left
@@ -117,15 +118,15 @@ enum StdinProbe {
 /// the host's end, which says when it closes, and the sweep, which asks.
 ///
 /// While the host's own end is open, this is a copy of it: one more writer
-/// changes nothing then. When the host closes its end while the child may
-/// still read (a shutdown closing stdin, kill-on-drop off), the copy is
-/// traded for an `O_PATH` handle on the pipe, which opens nothing (no
-/// reader, no writer): the child sees its EOF, and a write end is opened
-/// through the handle for a moment at each check. When the host closes its
-/// end after the exit (a dropped transport, the usual case), the copy stays
-/// until the child's background task and any sweep still running are done
-/// with it, and no check opens anything: a dropped transport's sweep costs
-/// the `poll` alone.
+/// changes nothing then. Beside it, from the spawn, it keeps an `O_PATH`
+/// handle on the pipe, which opens nothing (no reader, no writer). When the
+/// host closes its end while the child may still read (a shutdown closing
+/// stdin, kill-on-drop off), the copy goes: the child sees its EOF, and a
+/// write end is opened through the handle for a moment at each check. When
+/// the host closes its end after the exit (a dropped transport, the usual
+/// case), the copy stays until the child's background task and any sweep
+/// still running are done with it, and no check opens anything: a dropped
+/// transport's sweep costs the `poll` alone.
 ///
 /// A lock, because the host's end closes on whatever thread drops it while
 /// the sweeper thread may be checking; it is taken once at that close and
@@ -134,45 +135,49 @@ enum StdinProbe {
 /// and the "500 dropped at once" row of `cargo bench -p childwire-bench
 /// --bench scale` went from +1.60 ms against 96cbc77 (the median paired
 /// difference of 130 rounds) to -0.30 ms (140 rounds; docs/performance.md).
+/// What the handle taken at the spawn pays for: made at the host's close,
+/// its `openat` came between a graceful shutdown and the child's EOF. The
+/// whole shutdown beside 2,000 processes (`cargo bench -p childwire-bench
+/// --bench containment`) came out 4.3 µs faster with the handle made at the
+/// spawn (the median paired difference of 20 rounds, faster in 16), for one
+/// descriptor more per running child (docs/performance.md).
 #[derive(Clone, Debug)]
 pub(crate) struct StdinWatch(Arc<Mutex<Watched>>);
 
 #[derive(Debug)]
-enum Watched {
-    /// A copy of the host's write end.
-    Copy(OwnedFd),
-    /// An `O_PATH` handle on the pipe, kept open for its name in
-    /// `/proc/self/fd` (made with the handle, off the way to the report).
-    Path { _handle: OwnedFd, name: CString },
-    /// No handle could be kept: the pipe counts as held.
-    Lost,
+struct Watched {
+    /// A copy of the host's write end, until the host closes its end while
+    /// the child may still read.
+    copy: Option<OwnedFd>,
+    /// An `O_PATH` handle on the pipe, with its name in `/proc/self/fd`,
+    /// taken at the spawn (off the way from a shutdown to the child's EOF);
+    /// `None` if it could not be had.
+    path: Option<(OwnedFd, CString)>,
 }
 
 impl StdinWatch {
     /// A watch on the pipe whose host end is `stdin`, taken at the spawn.
     pub(crate) fn new(stdin: BorrowedFd<'_>) -> Option<Self> {
         let copy = stdin.try_clone_to_owned().ok()?;
-        Some(Self(Arc::new(Mutex::new(Watched::Copy(copy)))))
+        let path = stdin_path(stdin).and_then(|path| {
+            let name = fd_name(path.as_fd())?;
+            Some((path, name))
+        });
+        Some(Self(Arc::new(Mutex::new(Watched {
+            copy: Some(copy),
+            path,
+        }))))
     }
 
     /// The host is closing its end. If the child may still read it, the
-    /// copy goes now (for an `O_PATH` handle), so that the child sees EOF.
+    /// copy goes now (the `O_PATH` handle stays), so that the child sees
+    /// EOF.
     pub(crate) fn host_closed(&self, child_exited: bool) {
         if child_exited {
             return;
         }
         let mut watched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Watched::Copy(copy) = &*watched {
-            *watched = stdin_path(copy.as_fd())
-                .and_then(|path| {
-                    let name = fd_name(path.as_fd())?;
-                    Some(Watched::Path {
-                        _handle: path,
-                        name,
-                    })
-                })
-                .unwrap_or(Watched::Lost);
-        }
+        watched.copy = None;
     }
 
     /// Whether a reader is left on the pipe: `None` if that cannot be told
@@ -180,10 +185,10 @@ impl StdinWatch {
     /// end it is given, which it polls.
     fn ask(&self, ask: impl FnOnce(BorrowedFd<'_>) -> bool) -> Option<bool> {
         let watched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match &*watched {
-            Watched::Copy(copy) => Some(ask(copy.as_fd())),
-            Watched::Path { name, .. } => open_writer(name).map(|end| ask(end.as_fd())),
-            Watched::Lost => None,
+        match (&watched.copy, &watched.path) {
+            (Some(copy), _) => Some(ask(copy.as_fd())),
+            (None, Some((_, name))) => open_writer(name).map(|end| ask(end.as_fd())),
+            (None, None) => None,
         }
     }
 }
@@ -993,7 +998,19 @@ mod tests {
     fn the_watch_keeps_no_writer_on_stdin_once_the_host_closed_it_before_the_exit() {
         let (stdin_child, stdin_host, pipes, holders) = watched_stdin();
         assert!(holders.held(), "the child's end of stdin is open");
-        pipes.stdin_watch().expect("a watch").host_closed(false);
+        let watch = pipes.stdin_watch().expect("a watch");
+        let handle = |watch: &StdinWatch| {
+            let watched = watch.0.lock().expect("watch");
+            watched.path.as_ref().map(|(fd, _)| fd.as_raw_fd())
+        };
+        let taken_at_spawn = handle(&watch);
+        assert!(taken_at_spawn.is_some(), "the handle is taken at the spawn");
+        watch.host_closed(false);
+        assert!(
+            watch.0.lock().expect("watch").copy.is_none(),
+            "the copy went"
+        );
+        assert_eq!(handle(&watch), taken_at_spawn, "the close opened nothing");
         drop(stdin_host);
         assert_eq!(read(&stdin_child, &mut [0u8; 1]), Ok(0));
         assert!(holders.held(), "the child's end of stdin is still open");
@@ -1012,7 +1029,7 @@ mod tests {
             panic!("{:?}", holders.stdin)
         };
         assert!(
-            matches!(&*watch.0.lock().expect("watch"), Watched::Copy(_)),
+            watch.0.lock().expect("watch").copy.is_some(),
             "the copy stays"
         );
         assert!(holders.held(), "the child's end of stdin is open");
