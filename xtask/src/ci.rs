@@ -102,10 +102,14 @@ pub(crate) fn run(options: Options) -> Result<(), String> {
             }
         }),
         step("doc", || {
-            // With every feature (as docs.rs builds them), then with the
-            // defaults (as a user's `cargo doc` builds a dependency): a link
-            // to an item behind a feature must hold in both.
-            for features in [&["--all-features"][..], &[]] {
+            // With the private items too (the contributors' docs, links
+            // between modules included), then with every feature (as
+            // docs.rs builds them), then with the defaults (as a user's
+            // `cargo doc` builds a dependency): a link to an item behind a
+            // feature must hold in both. The public docs are built last, so
+            // they are what `target/doc` holds afterwards.
+            let private = &["--all-features", "--document-private-items"][..];
+            for features in [private, &["--all-features"], &[]] {
                 let mut doc = cmd::cargo(["doc", "--workspace", "--no-deps"]);
                 doc.args(features).env("RUSTDOCFLAGS", "-D warnings");
                 cmd::run(&mut doc)?;

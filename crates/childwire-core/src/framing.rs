@@ -2,7 +2,7 @@
 //! is written. The channel and the session are generic over a [`Framing`].
 //!
 //! Two are built in:
-//! - [`Lines`]: newline-delimited messages (NDJSON; MCP, ACP and JSON-RPC
+//! - [`Lines`](crate::Lines): newline-delimited messages (NDJSON; MCP, ACP and JSON-RPC
 //!   over stdio). The default.
 //! - `ContentLength`: a `Content-Length: N` header block, a blank line,
 //!   then N bytes (LSP and DAP).

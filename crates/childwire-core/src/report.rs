@@ -11,13 +11,13 @@
 //! | [`Signal`](crate::Signal) | a step the lifecycle asks for: SIGTERM or SIGKILL | [`Lifecycle`](crate::Lifecycle) |
 //! | [`EndedBy`] | which step came before the exit: none, stdin closed, a signal | the lifecycle, from the steps it handed out |
 //! | [`Swept`](crate::Swept) | what the child left behind and was ended after it | the adapter's sweep |
-//! | [`ExitReport`] | all of the above, with timing, the stderr tail, counters and what the caller had not received | the lifecycle, completed by the [`Supervisor`](crate::Supervisor) |
+//! | [`ExitReport`] | all of the above, with timing, the stderr tail, counters and what the caller had not received | the lifecycle, completed by the [`Supervisor`](crate::supervisor::Supervisor) |
 //!
 //! Three more speak of the end without repeating it:
 //!
 //! - [`Closed`](crate::Closed): why sending stopped. `Exited` means the
 //!   report exists or is coming (see
-//!   [`Supervisor::report_wait`](crate::Supervisor::report_wait));
+//!   [`Supervisor::report_wait`](crate::supervisor::Supervisor::report_wait));
 //!   `Closing`, `PeerClosed`, `Stalled` and `DriverStopped` are the other
 //!   ways a sender learns that sending is over.
 //! - [`Backlog`](crate::inbound::Backlog): what the caller had not received
