@@ -920,8 +920,10 @@ impl<F: Framing> Session<F> {
     /// - The child closed its stdin ([`Closed::PeerClosed`]), as a child
     ///   that exits does first: its end is waited for as long as a shutdown
     ///   gives a child whose stdin closed (`stdin_grace`), and its report
-    ///   for `drain_grace` more. A child that runs on with its stdin closed
-    ///   costs the failing send that long, once.
+    ///   for `drain_grace` more, both counted from when the closed stdin
+    ///   was seen: asked again later, the deadline is the same, and once
+    ///   it passed the answer is [`ReportWait::No`]. A child that runs on
+    ///   with its stdin closed costs the failing sends that long, once.
     /// - The end is decided, the report not handed out yet: certain too.
     /// - The background task stopped ([`Closed::DriverStopped`]): certain
     ///   as well; it ends with the report, or with

@@ -36,6 +36,9 @@ pub(crate) struct Supervisor {
     ended: Option<ExitReport>,
     /// The report was handed out (it is built once).
     reported: bool,
+    /// When stdin was first seen closed: the start of the wait for the end
+    /// that a send refused by a closed stdin is given.
+    stdin_closed_at: Option<Instant>,
     /// Stderr lines were handed out and their delivery not yet confirmed:
     /// the report waits for them.
     stderr_unconfirmed: bool,
@@ -59,6 +62,7 @@ impl Supervisor {
             stderr: StderrTail::new(config.stderr_tail.clone()),
             ended: None,
             reported: false,
+            stdin_closed_at: None,
             stderr_unconfirmed: false,
             callback_panicked: false,
             spawned_at: now,
@@ -106,6 +110,7 @@ impl Supervisor {
     }
 
     pub(crate) fn handle_stdin_closed(&mut self, now: Instant) {
+        self.stdin_closed_at.get_or_insert(now);
         self.farewell.handle_stop();
         self.lifecycle.handle_stdin_closed(now);
         self.advance();
@@ -261,7 +266,17 @@ impl Supervisor {
         match closed {
             Closed::Exited | Closed::DriverStopped => ReportWait::Certain,
             Closed::PeerClosed if self.exited() => ReportWait::Certain,
-            Closed::PeerClosed => ReportWait::Until(now + config.stdin_grace + config.drain_grace),
+            Closed::PeerClosed => {
+                // From when stdin was seen closed, so that asking again
+                // gives the same deadline, and the answer once it passed.
+                let since = self.stdin_closed_at.unwrap_or(now);
+                let deadline = since + config.stdin_grace + config.drain_grace;
+                if now >= deadline {
+                    ReportWait::No
+                } else {
+                    ReportWait::Until(deadline)
+                }
+            }
             _ => ReportWait::No,
         }
     }

@@ -1,9 +1,11 @@
 //! Whether a send refused because sending ended waits for the exit report (C33): the core
 //! decides, so every driver lets a failed send carry the report the same way.
 
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use childwire_core::{Closed, Config, Exit, Output, ReportWait, Session, Swept};
+use childwire_core::{
+    Closed, Config, Exit, Output, ReportWait, Sent, Session, Swept, WriteResult, WriteStep,
+};
 
 #[test]
 fn c33_a_failed_send_waits_for_the_report_while_it_is_coming_and_not_once_it_was_taken() {
@@ -52,6 +54,43 @@ fn c33_a_failed_send_waits_for_the_report_while_it_is_coming_and_not_once_it_was
         session.report_wait(Closed::Exited, now),
         ReportWait::No,
         "handed out: the driver published it where the sender looks"
+    );
+}
+
+/// The wait runs from when stdin was seen closed, not from each question: asked again at its
+/// deadline, the core says the wait is over rather than naming a new one, so no driver's timer
+/// decides it, and a child that runs on with its stdin closed costs one wait, not one per send.
+#[test]
+fn c33_the_wait_for_a_child_that_closed_its_stdin_runs_from_the_close_and_ends_there() {
+    let start = Instant::now();
+    let config = Config::default();
+    let grace = config.lifecycle.stdin_grace + config.lifecycle.drain_grace;
+    let mut session = Session::new(&config, true, start);
+    let Ok(Sent::Write(round)) = session.send("{}") else {
+        panic!("the first message is its sender's to write")
+    };
+    let WriteStep::Io(_) = session.poll_write(&round, start) else {
+        panic!("a write")
+    };
+    let closed_at = start + Duration::from_millis(10);
+    session.handle_write(WriteResult::Failed, closed_at);
+
+    let later = closed_at + grace / 2;
+    assert_eq!(
+        session.report_wait(Closed::PeerClosed, later),
+        ReportWait::Until(closed_at + grace),
+        "the deadline is the close's, whenever asked"
+    );
+    assert_eq!(
+        session.report_wait(Closed::PeerClosed, closed_at + grace),
+        ReportWait::No,
+        "at the deadline the wait is over"
+    );
+    session.handle_exit(Exit::Code(0), closed_at + grace);
+    assert_eq!(
+        session.report_wait(Closed::PeerClosed, closed_at + grace),
+        ReportWait::Certain,
+        "exited: the report comes"
     );
 }
 

@@ -133,10 +133,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
     }
 
     /// The exit report once it is known; `None` if it will never come, or
-    /// if the core's deadline passed and the core does not say then that
-    /// it is certain. The timer only sends the question back to the core:
-    /// a child that exited just before the deadline is waited for, as a
-    /// send refused after its exit would wait.
+    /// if the core says at its deadline that the wait is over. The timer
+    /// only sends the question back to the core: a child that exited just
+    /// before the deadline is waited for, as a send refused after its exit
+    /// would wait (the report is certain, or the core names a later
+    /// deadline).
     fn poll_end_report(
         &self,
         cx: &mut Context<'_>,
@@ -154,13 +155,11 @@ impl<R: Runtime, F: Framing> Sender<R, F> {
         }
         match self.end_report(kind) {
             EndReport::Now(report) => Poll::Ready(report),
-            // Certain now: the report comes, and wakes this task.
-            EndReport::Wait(None) => {
-                *timer = None;
+            // A later deadline: the core waits on until then.
+            EndReport::Wait(later) => {
+                *timer = later;
                 self.poll_end_report(cx, kind, timer)
             }
-            // Still a deadline from now: the wait the core allowed is over.
-            EndReport::Wait(Some(_)) => Poll::Ready(self.shared.exit.get()),
         }
     }
 }
