@@ -11,7 +11,9 @@
 //! everything has ended, never not at all. An error response is only ever
 //! made for a request sent to the generation that died. A send is told to
 //! wait only while no generation runs, and is refused only once the
-//! supervision is over or stopped (or, with `WhileDown::Fail`, down).
+//! supervision is over or stopped (or, with `WhileDown::Fail`, down), or
+//! once it has waited its limit, counted from when it first waited however
+//! often it asks again.
 
 #![no_main]
 
@@ -32,6 +34,8 @@ struct Input {
     idle_ms: u8,
     max_tracked: u8,
     budget: u8,
+    /// How long a send may wait for a generation, in ms (0: no limit).
+    wait_ms: u8,
     ops: Vec<Op>,
 }
 
@@ -43,7 +47,7 @@ enum Op {
     Notification,
     /// The send of the `n`th in flight ends: through, or refused.
     SendEnds(u8, bool),
-    /// A waiting send asks again.
+    /// A waiting send asks again (a generation started, or its timer).
     Retry(u8),
     /// The running generation answers the `n`th request it got.
     Answer(u8),
@@ -67,16 +71,19 @@ struct InFlight {
     id: u64,
     generation: u32,
     ticket: Option<Ticket>,
+    /// When the send first waited, if it did.
+    since: Option<Instant>,
 }
 
 struct Model {
     gens: Generations,
     now: Instant,
     fail_while_down: bool,
+    wait_limit: Option<Duration>,
     next_id: u64,
     /// Sends under way, and sends waiting for a generation.
     in_flight: Vec<InFlight>,
-    waiting: Vec<u64>,
+    waiting: Vec<(u64, Instant)>,
     /// Requests a generation got: (id, generation).
     delivered: Vec<(u64, u32)>,
     /// How each request was answered, counted.
@@ -110,8 +117,12 @@ impl Model {
         assert_eq!(*count, 1, "request {id} answered twice (last by {how})");
     }
 
-    fn send(&mut self, id: u64) {
-        match self.gens.handle_send(&Self::body(id), self.now) {
+    /// Send `id`, which first waited at `since`, if it did.
+    fn send(&mut self, id: u64, since: Option<Instant>) {
+        let deadline = self
+            .wait_limit
+            .map(|limit| since.unwrap_or(self.now) + limit);
+        match self.gens.handle_send(&Self::body(id), self.now, since) {
             SendStep::Send { generation, ticket } => {
                 assert_eq!(
                     Some(generation),
@@ -122,23 +133,30 @@ impl Model {
                     id,
                     generation,
                     ticket,
+                    since,
                 });
             }
-            SendStep::Wait { .. } => {
+            SendStep::Wait { until, .. } => {
                 assert!(
                     self.running.is_none(),
                     "told to wait while a generation runs"
+                );
+                assert_eq!(until, deadline, "the wait runs from its start");
+                assert!(
+                    until.is_none_or(|until| self.now < until),
+                    "told to wait past its end"
                 );
                 assert!(
                     !self.fail_while_down || self.resting,
                     "told to wait with WhileDown::Fail"
                 );
-                self.waiting.push(id);
+                self.waiting.push((id, since.unwrap_or(self.now)));
             }
             SendStep::Refuse(closed, _) => {
                 let over = self.gens.is_over() || self.gens.is_stopped();
+                let waited = deadline.is_some_and(|deadline| self.now >= deadline);
                 assert!(
-                    over || (self.fail_while_down && self.running.is_none()),
+                    over || ((self.fail_while_down || waited) && self.running.is_none()),
                     "refused ({closed}) while a generation runs"
                 );
                 self.answered(id, "a refused send");
@@ -180,12 +198,12 @@ impl Model {
             Op::Request => {
                 let id = self.next_id;
                 self.next_id += 1;
-                self.send(id);
+                self.send(id, None);
             }
             Op::Notification => {
                 let _ = self
                     .gens
-                    .handle_send(br#"{"jsonrpc":"2.0","method":"n"}"#, self.now);
+                    .handle_send(br#"{"jsonrpc":"2.0","method":"n"}"#, self.now, None);
             }
             Op::SendEnds(n, through) => {
                 if self.in_flight.is_empty() {
@@ -207,16 +225,16 @@ impl Model {
                         self.answers.contains_key(&sent.id),
                         "a failed send told done without an answer"
                     ),
-                    AfterSend::Retry => self.send(sent.id),
+                    AfterSend::Retry => self.send(sent.id, sent.since),
                     AfterSend::Fail => self.answered(sent.id, "a failed send"),
                 }
             }
             Op::Retry(n) => {
-                if self.waiting.is_empty() || self.running.is_none() {
+                if self.waiting.is_empty() {
                     return;
                 }
-                let id = self.waiting.remove(usize::from(*n) % self.waiting.len());
-                self.send(id);
+                let (id, since) = self.waiting.remove(usize::from(*n) % self.waiting.len());
+                self.send(id, Some(since));
             }
             Op::Answer(n) => {
                 let Some(running) = self.running else {
@@ -337,8 +355,8 @@ impl Model {
         self.events();
         if self.gens.is_over() || self.gens.is_stopped() {
             // Waiting sends are told to give up.
-            for id in std::mem::take(&mut self.waiting) {
-                self.send(id);
+            for (id, since) in std::mem::take(&mut self.waiting) {
+                self.send(id, Some(since));
             }
         }
     }
@@ -351,8 +369,8 @@ impl Model {
             self.apply(&Op::SendEnds(0, false));
         }
         self.apply(&Op::Dies(true));
-        for id in std::mem::take(&mut self.waiting) {
-            self.send(id);
+        for (id, since) in std::mem::take(&mut self.waiting) {
+            self.send(id, Some(since));
         }
         while !self.in_flight.is_empty() {
             self.apply(&Op::SendEnds(0, false));
@@ -383,6 +401,8 @@ fuzz_target!(|input: Input| {
     } else {
         WhileDown::Wait
     };
+    let wait_limit = (input.wait_ms > 0).then(|| Duration::from_millis(u64::from(input.wait_ms)));
+    config.wait_limit = wait_limit;
     let mut gens = Generations::new(config, now);
     gens.handle_spawned(now);
     gens.handle_initialized(now);
@@ -390,6 +410,7 @@ fuzz_target!(|input: Input| {
         gens,
         now,
         fail_while_down: input.fail_while_down,
+        wait_limit,
         next_id: 0,
         in_flight: Vec::new(),
         waiting: Vec::new(),

@@ -455,6 +455,42 @@ fn c36_a_send_while_the_child_is_down_fails_at_once_when_asked() {
 
 #[cfg(unix)]
 #[test]
+fn c36_a_send_while_the_child_is_down_waits_at_most_the_write_timeout() {
+    const LIMIT: Duration = Duration::from_millis(300);
+    run(async {
+        let mut supervision = supervision(3);
+        supervision.while_down = WhileDown::Wait;
+        let mut config = config();
+        config.write_timeout(Some(LIMIT));
+        let mut s = Supervised::spawn(&misbehave(&["echo"]), config, supervision, |_| {
+            Box::pin(async { Ok(()) })
+        })
+        .expect("spawn");
+        started(&mut s).await;
+        kill_9(s.id().expect("a pid"));
+        exited(&mut s).await;
+        // Nothing calls recv, so nothing restarts the child: the send waits
+        // for a generation that does not come, until its limit.
+        let began = std::time::Instant::now();
+        let refused = within(STEP, "send while down", s.send("{}"))
+            .await
+            .expect_err("no generation came");
+        let waited = began.elapsed();
+        assert!(
+            waited >= LIMIT,
+            "gave up after {waited:?}, before {LIMIT:?}"
+        );
+        assert_eq!(refused.kind(), SendErrorKind::Closed(Closed::Exited));
+        let report = refused.exit_report().expect("the last report");
+        assert_eq!(report.exit, Exit::Signal(9), "{report}");
+        within(STEP, "shutdown", s.shutdown())
+            .await
+            .expect("the last report");
+    });
+}
+
+#[cfg(unix)]
+#[test]
 fn c36_a_shutdown_while_the_child_is_down_is_not_restarted() {
     run(async {
         let mut s = echo_supervised(WhileDown::Wait);

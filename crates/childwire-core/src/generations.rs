@@ -84,12 +84,13 @@ pub enum SendStep {
         /// The request's place in the tracker (none when not tracked).
         ticket: Option<Ticket>,
     },
-    /// The child is down: wait for the next generation (until `until`, if
-    /// set; then ask again, and the send fails with the last report).
+    /// The child is down: wait for the next generation, then ask again.
+    /// Ask again at `until` too, if set: the send's wait ends there, and
+    /// the answer is then [`SendStep::Refuse`] with the last report.
     Wait {
         /// The generation it waits to be followed.
         after: u32,
-        /// When to give up waiting.
+        /// The end of this send's wait, counted from when it began.
         until: Option<Instant>,
     },
     /// Fail: sending is over (`Closed::Closing` after the caller ended the
@@ -181,7 +182,9 @@ enum Phase {
 ///   (a failure: [`handle_init_failed`](Self::handle_init_failed), and
 ///   the generation is ended).
 /// - A send asks [`handle_send`](Self::handle_send) first, sends as told,
-///   and hands the outcome to [`handle_sent`](Self::handle_sent).
+///   and hands the outcome to [`handle_sent`](Self::handle_sent). Told to
+///   wait, it asks again when a generation starts, the supervision ends, or
+///   its `until` comes: the answer to the last is the refusal.
 /// - The receive loop hands every item to
 ///   [`handle_received`](Self::handle_received), and a generation's exit
 ///   report to [`handle_ended`](Self::handle_ended).
@@ -217,7 +220,7 @@ enum Phase {
 /// gens.handle_initialized(now);
 ///
 /// // A request goes to generation 1 ...
-/// let SendStep::Send { generation: 1, ticket } = gens.handle_send(br#"{"jsonrpc":"2.0","id":7,"method":"slow"}"#, now) else { panic!() };
+/// let SendStep::Send { generation: 1, ticket } = gens.handle_send(br#"{"jsonrpc":"2.0","id":7,"method":"slow"}"#, now, None) else { panic!() };
 /// // ... which is killed while the send is under way.
 /// gens.handle_ended(ExitReport::new(Exit::Signal(9), EndedBy::OnItsOwn, Duration::ZERO), now);
 /// assert!(matches!(gens.poll_event(), Some(GenerationEvent::Exited(_))));
@@ -460,11 +463,27 @@ impl Generations {
 
     // ---- sending ----
 
-    /// A send of `body` asks where to go.
-    pub fn handle_send(&mut self, body: &[u8], now: Instant) -> SendStep {
+    /// A send of `body` asks where to go. `waiting_since` is `None` on its
+    /// first question and, once told to [`SendStep::Wait`], the moment it
+    /// was first told so: its wait is counted from there, however often it
+    /// asks, and ends at that moment plus `wait_limit`.
+    pub fn handle_send(
+        &mut self,
+        body: &[u8],
+        now: Instant,
+        waiting_since: Option<Instant>,
+    ) -> SendStep {
         let last = || self.reports.back().cloned().map(Box::new);
         if self.stopped {
             return SendStep::Refuse(Closed::Closing, last());
+        }
+        let until = self
+            .wait_limit
+            .and_then(|limit| waiting_since.unwrap_or(now).checked_add(limit));
+        let waits = !matches!(self.phase, Phase::Running(_) | Phase::Over);
+        if waits && until.is_some_and(|until| now >= until) {
+            // This send has waited as long as it may.
+            return SendStep::Refuse(Closed::Exited, last());
         }
         match self.phase {
             Phase::Running(generation) => {
@@ -495,7 +514,7 @@ impl Generations {
                 }
                 SendStep::Wait {
                     after: self.policy.generations(),
-                    until: self.wait_limit.and_then(|limit| now.checked_add(limit)),
+                    until,
                 }
             }
             Phase::Starting(_) | Phase::Down(_)
@@ -505,10 +524,7 @@ impl Generations {
                     Phase::Starting(generation) => generation.saturating_sub(1),
                     _ => self.policy.generations(),
                 };
-                SendStep::Wait {
-                    after,
-                    until: self.wait_limit.and_then(|limit| now.checked_add(limit)),
-                }
+                SendStep::Wait { after, until }
             }
             Phase::Starting(_) | Phase::Down(_) => SendStep::Refuse(Closed::Exited, last()),
         }

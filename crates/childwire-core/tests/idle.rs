@@ -35,7 +35,7 @@ fn running(now: Instant, while_down: WhileDown) -> Generations {
 
 /// A send that goes through to the running generation.
 fn sent(gens: &mut Generations, body: &[u8], now: Instant) {
-    let SendStep::Send { ticket, .. } = gens.handle_send(body, now) else {
+    let SendStep::Send { ticket, .. } = gens.handle_send(body, now, None) else {
         panic!("expected the send to go to the running generation")
     };
     assert_eq!(gens.handle_sent(ticket, Ok(())), AfterSend::Done);
@@ -107,20 +107,20 @@ fn the_next_send_starts_a_generation_runs_its_initialization_and_then_goes() {
 
     // A send an hour later: it waits, and the start is due at once.
     assert!(matches!(
-        gens.handle_send(&request(8), hour),
+        gens.handle_send(&request(8), hour, None),
         SendStep::Wait { after: 1, .. }
     ));
     assert!(gens.restart_due(hour));
     gens.handle_spawned(hour);
     // While the new generation initializes, another send waits too.
     assert!(matches!(
-        gens.handle_send(NOTIFICATION, hour),
+        gens.handle_send(NOTIFICATION, hour, None),
         SendStep::Wait { .. }
     ));
     gens.handle_initialized(hour);
     assert_eq!(gens.running(), Some(2));
     assert!(matches!(
-        gens.handle_send(&request(8), hour),
+        gens.handle_send(&request(8), hour, None),
         SendStep::Send { generation: 2, .. }
     ));
 }
@@ -133,7 +133,7 @@ fn a_send_while_the_idle_generation_is_stopping_starts_the_next_at_its_end() {
     assert_eq!(gens.poll_idle_stop(), Some(1));
     let during = start + IDLE + Duration::from_millis(1);
     assert!(matches!(
-        gens.handle_send(&request(1), during),
+        gens.handle_send(&request(1), during, None),
         SendStep::Wait { .. }
     ));
     assert!(
@@ -151,7 +151,7 @@ fn a_send_cut_short_by_the_idle_stop_is_sent_again_to_the_next_generation() {
     let mut gens = running(start, WhileDown::Fail);
     // A notification under way when the stop is decided (it set the idle
     // clock, so the clock moved past it: a slow write).
-    let SendStep::Send { ticket, .. } = gens.handle_send(NOTIFICATION, start) else {
+    let SendStep::Send { ticket, .. } = gens.handle_send(NOTIFICATION, start, None) else {
         panic!()
     };
     gens.handle_timeout(start + IDLE);
@@ -170,7 +170,7 @@ fn a_crash_after_a_wake_counts_as_down_again() {
     let _ = gens.poll_idle_stop();
     gens.handle_ended(stopped_report(), start + IDLE);
     let wake = start + 2 * IDLE;
-    let _ = gens.handle_send(&request(1), wake);
+    let _ = gens.handle_send(&request(1), wake, None);
     gens.handle_spawned(wake);
     gens.handle_initialized(wake);
     // Generation 2 crashes: with `WhileDown::Fail`, sends fail while it is down.
@@ -179,7 +179,7 @@ fn a_crash_after_a_wake_counts_as_down_again() {
         wake,
     );
     assert!(matches!(
-        gens.handle_send(NOTIFICATION, wake),
+        gens.handle_send(NOTIFICATION, wake, None),
         SendStep::Refuse(Closed::Exited, _)
     ));
 }
@@ -194,7 +194,7 @@ fn a_stop_while_resting_ends_the_supervision() {
     gens.handle_stop();
     assert!(gens.is_over());
     assert!(matches!(
-        gens.handle_send(NOTIFICATION, start + IDLE),
+        gens.handle_send(NOTIFICATION, start + IDLE, None),
         SendStep::Refuse(Closed::Closing, _)
     ));
 }

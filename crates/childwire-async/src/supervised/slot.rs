@@ -139,17 +139,19 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
             return Err(SendError::new(SendErrorKind::Invalid(kind), payload));
         }
         let mut payload = payload;
-        let mut until = None;
+        // When this send was first told to wait: the core counts its wait
+        // from there.
+        let mut waiting_since = None;
         loop {
-            let (step, sender) = {
+            let (step, sender, now) = {
                 let mut state = self.shared.lock();
                 let now = self.rt.now();
-                let step = state.core.handle_send(payload.as_ref(), now);
+                let step = state.core.handle_send(payload.as_ref(), now, waiting_since);
                 if matches!(step, SendStep::Wait { .. }) && state.core.restart_due(now) {
                     // A send woke an idle child: `recv` starts it.
                     state.wake_all();
                 }
-                (step, state.sender.clone())
+                (step, state.sender.clone(), now)
             };
             match step {
                 SendStep::Send { ticket, .. } => {
@@ -177,15 +179,9 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
                         (Err(err), AfterSend::Fail) => return Err(self.listed(&sender, err)),
                     }
                 }
-                SendStep::Wait {
-                    after,
-                    until: limit,
-                } => {
-                    let until = *until.get_or_insert(limit);
-                    if !self.next_generation(after, until).await {
-                        let last = self.shared.lock().core.last_report().cloned();
-                        return Err(refused(Closed::Exited, payload, last));
-                    }
+                SendStep::Wait { after, until } => {
+                    waiting_since.get_or_insert(now);
+                    self.next_generation(after, until).await;
                 }
                 SendStep::Refuse(closed, report) => {
                     return Err(refused(closed, payload, report.map(|r| *r)));
@@ -194,30 +190,25 @@ impl<R: Runtime, F: Framing> SupervisedSender<R, F> {
         }
     }
 
-    /// Waits until a generation after `seen` runs (true), or the supervision
-    /// is over or `deadline` passed (false).
-    async fn next_generation(&self, seen: u32, deadline: Option<Instant>) -> bool {
-        let mut timer = deadline.map(|at| self.rt.timer(at));
+    /// Waits until there is something to ask the core again: a generation
+    /// after `seen` runs, the supervision is over or stopped, or `until`
+    /// came. The core's answer to the last is the refusal.
+    async fn next_generation(&self, seen: u32, until: Option<Instant>) {
+        let mut timer = until.map(|at| self.rt.timer(at));
         poll_fn(|cx| {
             let mut state = self.shared.lock();
-            if state.core.running().is_some_and(|running| running > seen) {
-                return Poll::Ready(true);
-            }
-            if state.core.is_over() || state.core.is_stopped() {
-                return Poll::Ready(false);
+            let started = state.core.running().is_some_and(|running| running > seen);
+            if started || state.core.is_over() || state.core.is_stopped() {
+                return Poll::Ready(());
             }
             state.register(cx.waker());
             drop(state);
-            let expired = timer
-                .as_mut()
-                .is_some_and(|timer| timer.as_mut().poll(cx).is_ready());
-            if expired {
-                Poll::Ready(false)
-            } else {
-                Poll::Pending
+            match timer.as_mut() {
+                Some(timer) => timer.as_mut().poll(cx),
+                None => Poll::Pending,
             }
         })
-        .await
+        .await;
     }
 
     /// `err` with the requests still waiting listed in its exit report, if
