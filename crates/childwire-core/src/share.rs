@@ -32,8 +32,11 @@
 //!   -32602 (`Unsupported protocol version`, with the versions in `data`).
 //! - **The server's end** answers every request in flight with an error;
 //!   after a restart ([`handle_server_ended`](Share::handle_server_ended)
-//!   with `restarting`), [`reinit_request`](Share::reinit_request) gives the
-//!   `initialize` to run the new server through.
+//!   with `restarting`), [`handle_reinit_start`](Share::handle_reinit_start)
+//!   gives the `initialize` to run the new server through, and
+//!   [`poll_reinit`](Share::poll_reinit) says when that is over: answered
+//!   (then `notifications/initialized`), or failed (no answer within
+//!   [`ShareConfig::reinit_timeout`], or the server ended first).
 //! - **Bounds.** Requests in flight (both ways) are bounded, and so are the
 //!   bytes queued for each client: a client that stops reading past the
 //!   bound is disconnected ([`Event::Disconnected`]) and the others go on.
@@ -177,6 +180,9 @@ pub struct ShareConfig {
     /// How long the server is kept after the last client leaves, for one
     /// that comes back.
     pub linger: Duration,
+    /// How long a restarted server has to answer the `initialize` it is
+    /// run through.
+    pub reinit_timeout: Duration,
 }
 
 impl Default for ShareConfig {
@@ -187,6 +193,7 @@ impl Default for ShareConfig {
             client_queue_bytes: 8 << 20,
             read_grace: Duration::from_millis(500),
             linger: Duration::ZERO,
+            reinit_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -259,6 +266,25 @@ impl fmt::Display for Disconnect {
         }
     }
 }
+
+/// Where a restarted server's re-initialization is, from
+/// [`Share::poll_reinit`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ReinitStep {
+    /// Waiting for the answer to the `initialize`: ask again when the
+    /// server wrote something, or at this instant.
+    Wait(Instant),
+    /// The server answered: send it this `notifications/initialized`, and
+    /// traffic goes on.
+    Answered(Bytes),
+    /// It failed, for this reason: the server ended first, or did not
+    /// answer in time.
+    Failed(String),
+}
+
+/// The id the share gives the `initialize` it re-initializes a restarted
+/// server with: a string, so it never meets the share's numbered ids.
+const REINIT_ID: &[u8] = br#""childwire-share-reinit""#;
 
 /// What [`Share::poll_event`] hands out.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -392,6 +418,9 @@ pub struct Share {
     now: Instant,
     /// The server ended for good: why, for the errors answering requests.
     ended: Option<String>,
+    /// A restarted server's re-initialization under way: until when it
+    /// may take, and how it ended once it did.
+    reinit: Option<(Instant, Option<ReinitStep>)>,
     counters: ShareCounters,
 }
 
@@ -417,6 +446,7 @@ impl Share {
             stopping: false,
             now,
             ended: None,
+            reinit: None,
             counters: ShareCounters::default(),
         }
     }
@@ -565,17 +595,56 @@ impl Share {
         self.events.push_back(Event::StopServer);
     }
 
-    /// An `initialize` for a restarted server: the first client's, with
-    /// the id `id` (raw JSON text), or `None` before any client's was
-    /// answered. Its answer is the caller's (the clients have theirs);
-    /// follow it with `notifications/initialized`.
-    pub fn reinit_request(&self, id: &[u8]) -> Option<Bytes> {
+    /// A restarted server's re-initialization starts: the `initialize`
+    /// to send it (the first client's, under an id of the share's own), or
+    /// `None` when there is nothing to run it through (no client's
+    /// `initialize` was answered), and traffic goes on at once.
+    ///
+    /// Then hand everything the server writes to
+    /// [`handle_server`](Self::handle_server) (the answer is kept from the
+    /// clients), its end to [`handle_reinit_ended`](Self::handle_reinit_ended),
+    /// and ask [`poll_reinit`](Self::poll_reinit) after each, and at the
+    /// instant it names.
+    pub fn handle_reinit_start(&mut self, now: Instant) -> Option<Bytes> {
+        self.now = now;
+        self.reinit = None;
         if !matches!(self.init, Init::Done { .. }) {
             return None;
         }
         let message = self.init_message.as_ref()?;
         let parsed = Parsed::of(message)?;
-        Some(json::splice(message, &mut [(parsed.id?, id)]))
+        let request = json::splice(message, &mut [(parsed.id?, REINIT_ID)]);
+        let until = now.checked_add(self.config.reinit_timeout).unwrap_or(now);
+        self.reinit = Some((until, None));
+        Some(request)
+    }
+
+    /// The server being re-initialized ended (or its output did) before it
+    /// answered: `why`, in words.
+    pub fn handle_reinit_ended(&mut self, why: &str) {
+        if let Some((_, outcome @ None)) = &mut self.reinit {
+            *outcome = Some(ReinitStep::Failed(format!(
+                "it ended before it answered initialize: {why}"
+            )));
+        }
+    }
+
+    /// Where the re-initialization started by
+    /// [`handle_reinit_start`](Self::handle_reinit_start) is at `now`;
+    /// `None` when none is under way. Once it answers
+    /// [`ReinitStep::Answered`] or [`ReinitStep::Failed`], it is over.
+    pub fn poll_reinit(&mut self, now: Instant) -> Option<ReinitStep> {
+        let (until, outcome) = self.reinit.as_mut()?;
+        let step = match outcome.take() {
+            Some(step) => step,
+            None if now >= *until => ReinitStep::Failed(format!(
+                "no answer to initialize within {:?}",
+                self.config.reinit_timeout
+            )),
+            None => return Some(ReinitStep::Wait(*until)),
+        };
+        self.reinit = None;
+        Some(step)
     }
 
     /// A message from `client` (its body, no framing). It is forwarded to
@@ -841,6 +910,17 @@ impl Share {
             self.counters.server_dropped += 1;
             return;
         };
+        if let (Some((_, outcome @ None)), false, Some(id)) =
+            (&mut self.reinit, parsed.has_method, &parsed.id)
+        {
+            if message.get(id.clone()) == Some(REINIT_ID) {
+                // The answer to the share's own `initialize`.
+                *outcome = Some(ReinitStep::Answered(Bytes::from_static(
+                    br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#,
+                )));
+                return;
+            }
+        }
         match (parsed.has_method, parsed.id.clone()) {
             (false, Some(id)) => self.server_response(message, &parsed, id),
             (true, Some(id)) => self.server_request(message, &parsed, id),
@@ -1052,7 +1132,7 @@ impl Share {
     /// an error that says why ([`unanswered_error`]), and the server's
     /// requests the clients hold are cancelled to them. With `restarting`,
     /// a new server follows: run it through
-    /// [`reinit_request`](Self::reinit_request) and traffic goes on;
+    /// [`handle_reinit_start`](Self::handle_reinit_start) and traffic goes on;
     /// without, the share is over: requests are answered with an error,
     /// and no client joins.
     pub fn handle_server_ended(&mut self, now: Instant, cause: &EndCause<'_>, restarting: bool) {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use childwire_core::Exit;
 use childwire_core::pending::EndCause;
-use childwire_core::share::{ClientId, Disconnect, Event, Share, ShareConfig};
+use childwire_core::share::{ClientId, Disconnect, Event, ReinitStep, Share, ShareConfig};
 use proptest::prelude::*;
 use serde_json::{Value, json};
 
@@ -295,11 +295,87 @@ fn the_server_is_initialized_once_and_later_clients_get_its_answer() {
         json!({"supported": ["2025-06-18"], "requested": "1999-01-01"})
     );
     // What a restarted server is initialized with.
-    let reinit: Value = serde_json::from_slice(&share.reinit_request(b"\"re\"").unwrap()).unwrap();
+    let reinit: Value = serde_json::from_slice(&share.handle_reinit_start(now).unwrap()).unwrap();
     assert_eq!(
         reinit,
-        initialize(json!("re"), "2025-06-18", json!({"sampling": {}}))
+        initialize(
+            json!("childwire-share-reinit"),
+            "2025-06-18",
+            json!({"sampling": {}})
+        )
     );
+}
+
+/// A share whose server was initialized by one client, `a`, then restarted:
+/// the new server's re-initialization has started at `now`.
+fn reinitializing() -> (Share, Instant, ClientId) {
+    let (mut share, now) = start();
+    let a = share.join(now).unwrap();
+    send_client(&mut share, now, a, initialize(json!(1), "v", json!({})));
+    server_got(&mut share);
+    send_server(
+        &mut share,
+        now,
+        json!({"jsonrpc": "2.0", "id": 1, "result": {"protocolVersion": "v"}}),
+    );
+    client_got(&mut share, a);
+    share.handle_server_ended(now, &EndCause::default(), true);
+    assert!(share.handle_reinit_start(now).is_some());
+    (share, now, a)
+}
+
+#[test]
+fn a_restarted_servers_answer_to_its_initialize_is_kept_from_the_clients() {
+    let (mut share, now, a) = reinitializing();
+    let until = now + ShareConfig::default().reinit_timeout;
+    assert_eq!(share.poll_reinit(now), Some(ReinitStep::Wait(until)));
+    // What else the server says meanwhile goes to the clients.
+    send_server(
+        &mut share,
+        now,
+        json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {}}),
+    );
+    assert_eq!(share.poll_reinit(now), Some(ReinitStep::Wait(until)));
+    send_server(
+        &mut share,
+        now,
+        json!({"jsonrpc": "2.0", "id": "childwire-share-reinit", "result": {}}),
+    );
+    let Some(ReinitStep::Answered(initialized)) = share.poll_reinit(now) else {
+        panic!("the answer ends the re-initialization");
+    };
+    let initialized: Value = serde_json::from_slice(&initialized).unwrap();
+    assert_eq!(initialized["method"], "notifications/initialized");
+    assert_eq!(share.poll_reinit(now), None, "it is over");
+    let got = client_got(&mut share, a);
+    assert_eq!(got.len(), 1, "only the notification: {got:?}");
+    assert_eq!(got[0]["method"], "notifications/message");
+}
+
+#[test]
+fn a_restarted_server_that_does_not_answer_in_time_fails_its_re_initialization() {
+    let (mut share, now, _) = reinitializing();
+    let until = now + ShareConfig::default().reinit_timeout;
+    // Asked before the end (a timer early): the same end.
+    let early = until - Duration::from_millis(1);
+    assert_eq!(share.poll_reinit(early), Some(ReinitStep::Wait(until)));
+    match share.poll_reinit(until) {
+        Some(ReinitStep::Failed(why)) => assert!(why.contains("no answer"), "{why}"),
+        other => panic!("expected the failure at the end, got {other:?}"),
+    }
+    assert_eq!(share.poll_reinit(until), None);
+}
+
+#[test]
+fn a_restarted_server_that_ends_before_it_answers_fails_its_re_initialization() {
+    let (mut share, now, _) = reinitializing();
+    share.handle_reinit_ended("exited with code 1");
+    match share.poll_reinit(now) {
+        Some(ReinitStep::Failed(why)) => {
+            assert!(why.contains("exited with code 1"), "{why}");
+        }
+        other => panic!("expected the failure, got {other:?}"),
+    }
 }
 
 #[test]
@@ -317,7 +393,7 @@ fn a_failed_initialize_fails_the_waiting_ones_and_the_next_is_forwarded() {
     );
     assert_eq!(client_got(&mut share, a)[0]["id"], json!(1));
     assert_eq!(client_got(&mut share, b)[0]["error"]["message"], "no");
-    assert!(share.reinit_request(b"0").is_none());
+    assert!(share.handle_reinit_start(now).is_none());
     send_client(&mut share, now, b, initialize(json!(3), "v", json!({})));
     assert_eq!(server_got(&mut share)[0]["method"], "initialize");
 }

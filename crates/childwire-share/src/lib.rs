@@ -60,7 +60,6 @@ use std::future::poll_fn;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::task::{Poll, Waker};
-use std::time::Duration;
 
 use bytes::Bytes;
 use childwire_async::{
@@ -69,15 +68,8 @@ use childwire_async::{
 };
 use childwire_core::pending::EndCause;
 pub use childwire_core::share::{ClientId, Disconnect, JoinError, ShareConfig, ShareCounters};
-use childwire_core::share::{Event, Share};
+use childwire_core::share::{Event, ReinitStep, Share};
 use childwire_core::{RestartPolicy, RestartVerdict};
-
-/// The id the share gives the `initialize` it re-initializes a restarted
-/// server with: a string, so it never meets the share's numbered ids.
-const REINIT_ID: &[u8] = br#""childwire-share-reinit""#;
-
-/// How long a restarted server has to answer the re-initialization.
-const REINIT_TIMEOUT: Duration = Duration::from_secs(60);
 
 /// One server shared by many clients. See [the crate](crate).
 ///
@@ -710,57 +702,79 @@ impl<R: Runtime, F: Framing> Inner<R, F> {
     /// Runs a new generation through the first client's `initialize` (if
     /// a client initialized the share), swallowing the answer, then
     /// `notifications/initialized`. What else the server says meanwhile
-    /// goes to the share.
+    /// goes to the share. The share decides when it is over: answered,
+    /// ended, or out of time; the timer only asks it again.
     async fn reinitialize(self: &Arc<Self>, transport: &mut Transport<R, F>) -> Result<(), String> {
-        // A server that never answers fails this generation.
-        let deadline = self.rt.now() + REINIT_TIMEOUT;
-        let mut timer = self.rt.timer(deadline);
-        let mut step = std::pin::pin!(self.reinitialize_now(transport));
+        let initialize = lock(&self.state).share.handle_reinit_start(self.rt.now());
+        let Some(initialize) = initialize else {
+            return Ok(());
+        };
+        let mut timer: Option<std::pin::Pin<Box<dyn childwire_async::Timer>>> = None;
+        let mut step = std::pin::pin!(self.reinitialize_now(transport, initialize));
         poll_fn(|cx| {
-            if let Poll::Ready(done) = step.as_mut().poll(cx) {
-                return Poll::Ready(done);
+            loop {
+                if let Poll::Ready(done) = step.as_mut().poll(cx) {
+                    return Poll::Ready(done);
+                }
+                let now = self.rt.now();
+                let until = match lock(&self.state).share.poll_reinit(now) {
+                    Some(ReinitStep::Wait(until)) => until,
+                    Some(ReinitStep::Failed(why)) => return Poll::Ready(Err(why)),
+                    // The step sends `notifications/initialized` next.
+                    Some(ReinitStep::Answered(_)) | None => return Poll::Pending,
+                };
+                let timer = timer.get_or_insert_with(|| self.rt.timer(until));
+                timer.as_mut().reset(until);
+                if timer.as_mut().poll(cx).is_pending() {
+                    return Poll::Pending;
+                }
             }
-            timer
-                .as_mut()
-                .poll(cx)
-                .map(|()| Err(format!("no answer to initialize within {REINIT_TIMEOUT:?}")))
         })
         .await
     }
 
+    /// Sends `initialize`, hands what the server writes to the share until
+    /// the share says the re-initialization is over, and, answered, sends
+    /// `notifications/initialized`.
     async fn reinitialize_now(
         self: &Arc<Self>,
         transport: &mut Transport<R, F>,
+        initialize: Bytes,
     ) -> Result<(), String> {
-        let initialize = lock(&self.state).share.reinit_request(REINIT_ID);
-        let Some(initialize) = initialize else {
-            return Ok(());
-        };
         transport
             .send(initialize)
             .await
             .map_err(|err| err.to_string())?;
         loop {
             match transport.recv().await {
-                Some(Received::Message(message)) => {
-                    let mut scanner = childwire_core::IdScanner::new();
-                    scanner.feed(&message);
-                    if !scanner.has_method() && scanner.id().as_deref() == Some(REINIT_ID) {
-                        break;
-                    }
-                    let _ = self.server_item(Received::Message(message));
-                }
                 Some(Received::Exited(report)) => {
-                    return Err(format!("it ended before it answered initialize: {report}"));
+                    lock(&self.state)
+                        .share
+                        .handle_reinit_ended(&report.to_string());
                 }
-                Some(_) => {}
-                None => return Err("its output ended before it answered initialize".into()),
+                Some(item) => {
+                    let _ = self.server_item(item);
+                }
+                None => {
+                    lock(&self.state)
+                        .share
+                        .handle_reinit_ended("its output ended");
+                }
+            }
+            let now = self.rt.now();
+            let step = lock(&self.state).share.poll_reinit(now);
+            match step {
+                Some(ReinitStep::Wait(_)) => {}
+                Some(ReinitStep::Answered(initialized)) => {
+                    return transport
+                        .send(initialized)
+                        .await
+                        .map_err(|err| err.to_string());
+                }
+                Some(ReinitStep::Failed(why)) => return Err(why),
+                None => return Err("the re-initialization was called off".into()),
             }
         }
-        transport
-            .send(&br#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#[..])
-            .await
-            .map_err(|err| err.to_string())
     }
 
     /// One item from the server, not its end; whether the share holds off

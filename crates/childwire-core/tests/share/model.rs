@@ -20,7 +20,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::time::{Duration, Instant};
 
 use childwire_core::pending::EndCause;
-use childwire_core::share::{ClientId, Event, Share, ShareConfig};
+use childwire_core::share::{ClientId, Event, ReinitStep, Share, ShareConfig};
 use serde_json::{Value, json};
 
 const SLOTS: usize = 4;
@@ -513,8 +513,19 @@ impl Model {
             restarting,
         };
         self.share.handle_server_ended(self.now, &cause, restarting);
-        if restarting && self.init_done && self.share.reinit_request(b"0").is_none() {
-            return Err("no initialize for the restarted server".into());
+        if restarting && self.init_done {
+            // The new server is run through the first `initialize` and
+            // answers it: the answer is the share's, no client's.
+            if self.share.handle_reinit_start(self.now).is_none() {
+                return Err("no initialize for the restarted server".into());
+            }
+            self.server_send(
+                &json!({"jsonrpc": "2.0", "id": "childwire-share-reinit", "result": {}}),
+            );
+            match self.share.poll_reinit(self.now) {
+                Some(ReinitStep::Answered(_)) => {}
+                other => return Err(format!("the re-initialization's answer: {other:?}")),
+            }
         }
         if !restarting {
             self.stopped = true;
