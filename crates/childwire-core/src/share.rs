@@ -272,8 +272,9 @@ impl fmt::Display for Disconnect {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ReinitStep {
     /// Waiting for the answer to the `initialize`: ask again when the
-    /// server wrote something, or at this instant.
-    Wait(Instant),
+    /// server wrote something, or at this instant (`None`: a timeout too
+    /// long to count, so never).
+    Wait(Option<Instant>),
     /// The server answered: send it this `notifications/initialized`, and
     /// traffic goes on.
     Answered(Bytes),
@@ -419,8 +420,8 @@ pub struct Share {
     /// The server ended for good: why, for the errors answering requests.
     ended: Option<String>,
     /// A restarted server's re-initialization under way: until when it
-    /// may take, and how it ended once it did.
-    reinit: Option<(Instant, Option<ReinitStep>)>,
+    /// may take (`None`: no end), and how it ended once it did.
+    reinit: Option<(Option<Instant>, Option<ReinitStep>)>,
     counters: ShareCounters,
 }
 
@@ -614,8 +615,7 @@ impl Share {
         let message = self.init_message.as_ref()?;
         let parsed = Parsed::of(message)?;
         let request = json::splice(message, &mut [(parsed.id?, REINIT_ID)]);
-        let until = now.checked_add(self.config.reinit_timeout).unwrap_or(now);
-        self.reinit = Some((until, None));
+        self.reinit = Some((now.checked_add(self.config.reinit_timeout), None));
         Some(request)
     }
 
@@ -637,7 +637,7 @@ impl Share {
         let (until, outcome) = self.reinit.as_mut()?;
         let step = match outcome.take() {
             Some(step) => step,
-            None if now >= *until => ReinitStep::Failed(format!(
+            None if until.is_some_and(|until| now >= until) => ReinitStep::Failed(format!(
                 "no answer to initialize within {:?}",
                 self.config.reinit_timeout
             )),

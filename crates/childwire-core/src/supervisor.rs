@@ -269,12 +269,16 @@ impl Supervisor {
             Closed::PeerClosed => {
                 // From when stdin was seen closed, so that asking again
                 // gives the same deadline, and the answer once it passed.
+                // Graces too long to count (`Duration::MAX`): no end is
+                // near.
                 let since = self.stdin_closed_at.unwrap_or(now);
-                let deadline = since + config.stdin_grace + config.drain_grace;
-                if now >= deadline {
-                    ReportWait::No
-                } else {
-                    ReportWait::Until(deadline)
+                let deadline = config
+                    .stdin_grace
+                    .checked_add(config.drain_grace)
+                    .and_then(|grace| since.checked_add(grace));
+                match deadline {
+                    Some(deadline) if now < deadline => ReportWait::Until(deadline),
+                    _ => ReportWait::No,
                 }
             }
             _ => ReportWait::No,

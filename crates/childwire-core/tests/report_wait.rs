@@ -94,6 +94,27 @@ fn c33_the_wait_for_a_child_that_closed_its_stdin_runs_from_the_close_and_ends_t
     );
 }
 
+/// Graces too long to count (`Duration::MAX`, "wait as long as it takes" elsewhere) make no
+/// deadline: the core says no end is near, and does not overflow the clock.
+#[test]
+fn c33_graces_too_long_to_count_make_no_deadline_for_a_refused_send() {
+    let start = Instant::now();
+    let mut config = Config::default();
+    config.lifecycle.stdin_grace = Duration::MAX;
+    let mut session = Session::new(&config, true, start);
+    let Ok(Sent::Write(round)) = session.send("{}") else {
+        panic!("the first message is its sender's to write")
+    };
+    let WriteStep::Io(_) = session.poll_write(&round, start) else {
+        panic!("a write")
+    };
+    session.handle_write(WriteResult::Failed, start);
+    assert_eq!(
+        session.report_wait(Closed::PeerClosed, start),
+        ReportWait::No
+    );
+}
+
 /// The background task stopped (its runtime shut down) while the child still ran: no new message
 /// is taken, since nothing will write it, and a refused send waits for the report, which comes
 /// once the exit is seen, or learns at once that none will (the task is gone).

@@ -309,7 +309,13 @@ fn the_server_is_initialized_once_and_later_clients_get_its_answer() {
 /// A share whose server was initialized by one client, `a`, then restarted:
 /// the new server's re-initialization has started at `now`.
 fn reinitializing() -> (Share, Instant, ClientId) {
-    let (mut share, now) = start();
+    reinitializing_with(ShareConfig::default())
+}
+
+/// [`reinitializing`] with `config`.
+fn reinitializing_with(config: ShareConfig) -> (Share, Instant, ClientId) {
+    let now = Instant::now();
+    let mut share = Share::new(config, now);
     let a = share.join(now).unwrap();
     send_client(&mut share, now, a, initialize(json!(1), "v", json!({})));
     server_got(&mut share);
@@ -328,14 +334,14 @@ fn reinitializing() -> (Share, Instant, ClientId) {
 fn a_restarted_servers_answer_to_its_initialize_is_kept_from_the_clients() {
     let (mut share, now, a) = reinitializing();
     let until = now + ShareConfig::default().reinit_timeout;
-    assert_eq!(share.poll_reinit(now), Some(ReinitStep::Wait(until)));
+    assert_eq!(share.poll_reinit(now), Some(ReinitStep::Wait(Some(until))));
     // What else the server says meanwhile goes to the clients.
     send_server(
         &mut share,
         now,
         json!({"jsonrpc": "2.0", "method": "notifications/message", "params": {}}),
     );
-    assert_eq!(share.poll_reinit(now), Some(ReinitStep::Wait(until)));
+    assert_eq!(share.poll_reinit(now), Some(ReinitStep::Wait(Some(until))));
     send_server(
         &mut share,
         now,
@@ -358,12 +364,24 @@ fn a_restarted_server_that_does_not_answer_in_time_fails_its_re_initialization()
     let until = now + ShareConfig::default().reinit_timeout;
     // Asked before the end (a timer early): the same end.
     let early = until - Duration::from_millis(1);
-    assert_eq!(share.poll_reinit(early), Some(ReinitStep::Wait(until)));
+    assert_eq!(
+        share.poll_reinit(early),
+        Some(ReinitStep::Wait(Some(until)))
+    );
     match share.poll_reinit(until) {
         Some(ReinitStep::Failed(why)) => assert!(why.contains("no answer"), "{why}"),
         other => panic!("expected the failure at the end, got {other:?}"),
     }
     assert_eq!(share.poll_reinit(until), None);
+}
+
+#[test]
+fn a_re_initialization_timeout_too_long_to_count_never_ends_it() {
+    let mut config = ShareConfig::default();
+    config.reinit_timeout = Duration::MAX;
+    let (mut share, now, _) = reinitializing_with(config);
+    let year = now + Duration::from_secs(365 * 24 * 3600);
+    assert_eq!(share.poll_reinit(year), Some(ReinitStep::Wait(None)));
 }
 
 #[test]

@@ -718,10 +718,14 @@ impl<R: Runtime, F: Framing> Inner<R, F> {
                 }
                 let now = self.rt.now();
                 let until = match lock(&self.state).share.poll_reinit(now) {
-                    Some(ReinitStep::Wait(until)) => until,
+                    Some(ReinitStep::Wait(Some(until))) => until,
                     Some(ReinitStep::Failed(why)) => return Poll::Ready(Err(why)),
-                    // The step sends `notifications/initialized` next.
-                    Some(ReinitStep::Answered(_)) | None => return Poll::Pending,
+                    // No end to wait for; or the step took the answer (it
+                    // asks right after each item) and sends
+                    // `notifications/initialized` next.
+                    Some(ReinitStep::Wait(None) | ReinitStep::Answered(_)) | None => {
+                        return Poll::Pending;
+                    }
                 };
                 let timer = timer.get_or_insert_with(|| self.rt.timer(until));
                 timer.as_mut().reset(until);
