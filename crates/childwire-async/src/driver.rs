@@ -126,9 +126,9 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
             state.session.handle_driver_wake(now);
             let (messages, bytes) = self.shared.holds.get();
             state.session.handle_receiver_holds(messages, bytes);
-            if let Some(io) = io.as_deref_mut() {
-                io.hand_in(&mut state, events, now);
-            }
+            let stderr_ended = io
+                .as_deref_mut()
+                .and_then(|io| io.hand_in(&mut state, events, now));
             let mut lines = Vec::new();
             let mut stdout = Vec::new();
             let deadline = loop {
@@ -196,7 +196,9 @@ impl<R: Runtime, F: Framing> Driver<R, F> {
                     }
                 }
             };
-            self.shared.unlock(state);
+            self.shared.unlock_then_close(state);
+            // Closed after the round's wake-ups too, as the reading pipe.
+            drop(stderr_ended);
             progress |= !stdout.is_empty();
             match io.as_deref_mut() {
                 Some(io) => {
@@ -270,15 +272,23 @@ impl ChildIo {
         events
     }
 
-    /// Hands the session what the OS said.
-    fn hand_in<F: Framing>(&mut self, state: &mut Guard<'_, F>, events: Events, now: Instant) {
+    /// Hands the session what the OS said; gives back the stderr pipe if
+    /// it has ended, for the caller to close once it has let the lock go
+    /// and woken whoever the round concerns.
+    fn hand_in<F: Framing>(
+        &mut self,
+        state: &mut Guard<'_, F>,
+        events: Events,
+        now: Instant,
+    ) -> Option<Box<dyn PipeRead>> {
+        let mut ended = None;
         match events.stderr {
             Some(Ok(n)) if n > 0 => state.session.handle_stderr(&self.stderr_buf[..n], now),
             Some(result) => {
                 if let Err(err) = result {
                     crate::log::warn!(program = %self.child.program, "reading the child's stderr failed: {err}");
                 }
-                self.child.stderr = None;
+                ended = self.child.stderr.take();
                 state.session.handle_stderr_eof(now);
             }
             None => {}
@@ -301,6 +311,7 @@ impl ChildIo {
             }
             None => {}
         }
+        ended
     }
 
     /// Starts the sweep the session asked for: done at once when nothing

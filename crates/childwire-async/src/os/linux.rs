@@ -6,13 +6,14 @@
 //!   or stderr (copies of the host's read ends poll `POLLHUP` once no writer
 //!   is left), a reader still on its stdin (a write end polls `POLLERR` once
 //!   no reader is left: a copy of the host's own end, kept until the host
-//!   closes it while the child may still read, then a write end opened for
-//!   a moment through an `O_PATH` handle on the pipe, taken at the spawn:
-//!   see [`StdinWatch`]),
+//!   closes it while the child may still read, then a write end opened
+//!   through an `O_PATH` handle on the pipe, taken at the spawn, and kept
+//!   once no reader is left: see [`StdinWatch`]),
 //!   both in one `poll`, or a live member of its process group (one
 //!   `kill(-pgid, 0)`).
 //!   A cgroup's members are listed by the cgroup itself. A child that left
-//!   nothing behind, the usual case, is done here, in four system calls.
+//!   nothing behind, the usual case, is done here, in three system calls
+//!   at most.
 //! - Only then, [`scan`]: passes over `/proc` that serve every sweep
 //!   waiting at that moment (the sweeper thread gathers them), skipping
 //!   every process older than the child before reading anything but its
@@ -36,7 +37,7 @@
 //! is found whenever a scan runs, and always under a cgroup.
 
 use std::collections::BTreeSet;
-use std::ffi::{CStr, CString};
+use std::ffi::CString;
 use std::fs;
 use std::io;
 use std::os::fd::{AsFd, BorrowedFd, OwnedFd};
@@ -122,7 +123,9 @@ enum StdinProbe {
 /// handle on the pipe, which opens nothing (no reader, no writer). When the
 /// host closes its end while the child may still read (a shutdown closing
 /// stdin, kill-on-drop off), the copy goes: the child sees its EOF, and a
-/// write end is opened through the handle for a moment at each check. When
+/// write end is opened through the handle at a check after the exit, let go
+/// if a reader is left and else kept as the copy (no reader can wait for
+/// its end of file then, and the report comes without its `close`). When
 /// the host closes its end after the exit (a dropped transport, the usual
 /// case), the copy stays until the child's background task and any sweep
 /// still running are done with it, and no check opens anything: a dropped
@@ -147,25 +150,61 @@ pub(crate) struct StdinWatch(Arc<Mutex<Watched>>);
 #[derive(Debug)]
 struct Watched {
     /// A copy of the host's write end, until the host closes its end while
-    /// the child may still read.
+    /// the child may still read; after the exit, a write end opened for a
+    /// check that found no reader.
     copy: Option<OwnedFd>,
-    /// An `O_PATH` handle on the pipe, with its name in `/proc/self/fd`,
-    /// taken at the spawn (off the way from a shutdown to the child's EOF);
-    /// `None` if it could not be had.
-    path: Option<(OwnedFd, CString)>,
+    /// An `O_PATH` handle on the pipe, taken at the spawn (off the way
+    /// from a shutdown to the child's EOF); `None` if it could not be had.
+    path: Option<PipePath>,
+}
+
+/// An `O_PATH` handle on a pipe, with the `/proc/self/fd` it is named in
+/// (of the process that took it, so that opening through it asks nothing
+/// of the process again) and its name there.
+#[derive(Debug)]
+struct PipePath {
+    /// Kept open for `name` to name it.
+    _handle: OwnedFd,
+    dir: Arc<OwnedFd>,
+    name: CString,
+}
+
+impl PipePath {
+    /// An `O_PATH` handle on the pipe `end` is an end of: it opens
+    /// nothing (no reader, no writer, so the child's end-of-file and the
+    /// host's broken pipe come as they would without it), and a write end
+    /// opened through it for a moment tells whether any reader is left.
+    fn of(end: BorrowedFd<'_>) -> Option<Self> {
+        let dir = ProcFds::current()?;
+        let handle = crate::sys::openat(dir.as_fd(), &fd_name(end)?, libc::O_PATH).ok()?;
+        let name = fd_name(handle.as_fd())?;
+        Some(Self {
+            _handle: handle,
+            dir,
+            name,
+        })
+    }
+
+    /// A new write end of the pipe. Through `/proc/self/fd`, an `O_PATH`
+    /// descriptor opens its file anew; for a pipe that is a new end, which
+    /// never blocks.
+    fn open_writer(&self) -> Option<OwnedFd> {
+        crate::sys::openat(
+            self.dir.as_fd(),
+            &self.name,
+            libc::O_WRONLY | libc::O_NONBLOCK,
+        )
+        .ok()
+    }
 }
 
 impl StdinWatch {
     /// A watch on the pipe whose host end is `stdin`, taken at the spawn.
     pub(crate) fn new(stdin: BorrowedFd<'_>) -> Option<Self> {
         let copy = stdin.try_clone_to_owned().ok()?;
-        let path = stdin_path(stdin).and_then(|path| {
-            let name = fd_name(path.as_fd())?;
-            Some((path, name))
-        });
         Some(Self(Arc::new(Mutex::new(Watched {
             copy: Some(copy),
-            path,
+            path: PipePath::of(stdin),
         }))))
     }
 
@@ -180,16 +219,23 @@ impl StdinWatch {
         watched.copy = None;
     }
 
-    /// Whether a reader is left on the pipe: `None` if that cannot be told
-    /// (the write end could not be had), else what `ask` says of the write
-    /// end it is given, which it polls.
+    /// Whether anything is left holding the child's pipes, asked after
+    /// its exit: `None` if that cannot be told (the write end could not be
+    /// had), else what `ask` says of the write end it is given, which it
+    /// polls for a reader. A write end opened for the question is kept when
+    /// nothing is left: no reader can wait for its end of file then, and a
+    /// close on the way to the report is saved (docs/performance.md).
     fn ask(&self, ask: impl FnOnce(BorrowedFd<'_>) -> bool) -> Option<bool> {
-        let watched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
-        match (&watched.copy, &watched.path) {
-            (Some(copy), _) => Some(ask(copy.as_fd())),
-            (None, Some((_, name))) => open_writer(name).map(|end| ask(end.as_fd())),
-            (None, None) => None,
+        let mut watched = self.0.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(copy) = &watched.copy {
+            return Some(ask(copy.as_fd()));
         }
+        let end = watched.path.as_ref()?.open_writer()?;
+        let held = ask(end.as_fd());
+        if !held {
+            watched.copy = Some(end);
+        }
+        Some(held)
     }
 }
 
@@ -221,7 +267,7 @@ impl Holders {
     /// Whether anything but the host still holds the child's end of a pipe:
     /// a writer on stdout or stderr, a reader on stdin. One `poll` asks both
     /// (with, once the host closed stdin before the exit, a write end opened
-    /// and closed around it for stdin), whatever runs on the machine.
+    /// for it), whatever runs on the machine. Asked only after the exit.
     pub(super) fn held(&self) -> bool {
         if self.unwatched {
             return true;
@@ -256,30 +302,9 @@ impl Holders {
     }
 }
 
-/// A new write end of the pipe whose `O_PATH` handle is `name` in
-/// `/proc/self/fd`. Through there, an `O_PATH` descriptor opens its file
-/// anew; for a pipe that is a new end, which never blocks.
-fn open_writer(name: &CStr) -> Option<OwnedFd> {
-    reopen_named(name, libc::O_WRONLY | libc::O_NONBLOCK)
-}
-
-/// An `O_PATH` handle on the pipe the host's end `stdin` is: it opens
-/// nothing (no reader, no writer, so the child's end-of-file and the host's
-/// broken pipe come as they would without it), and a write end opened
-/// through it for a moment tells whether any reader is left.
-fn stdin_path(stdin: BorrowedFd<'_>) -> Option<OwnedFd> {
-    reopen_named(&fd_name(stdin)?, libc::O_PATH)
-}
-
 /// The name of `fd` in `/proc/self/fd`.
 fn fd_name(fd: BorrowedFd<'_>) -> Option<CString> {
     CString::new(std::os::fd::AsRawFd::as_raw_fd(&fd).to_string()).ok()
-}
-
-/// The file named `name` in this process's `/proc/self/fd`, opened anew
-/// with `flags`.
-fn reopen_named(name: &CStr, flags: libc::c_int) -> Option<OwnedFd> {
-    ProcFds::with(|dir| crate::sys::openat(dir, name, flags).ok())
 }
 
 /// This process's `/proc/self/fd`, opened once (an `O_PATH` directory
@@ -287,7 +312,9 @@ fn reopen_named(name: &CStr, flags: libc::c_int) -> Option<OwnedFd> {
 /// `self` (which reads this process's PID and looks it up), `fd` and the
 /// descriptor. Kept with the PID it was opened by, since a process forked
 /// from this one without an exec inherits the handle, which still names
-/// its parent's descriptors there: that process opens its own.
+/// its parent's descriptors there: that process opens its own. A watch
+/// takes it at the spawn (where the PID is asked), so the probe after the
+/// exit asks nothing of the process.
 ///
 /// What it pays for: the stdin probe's reopening is the whole cost that
 /// the probe adds to a graceful shutdown's report after the child's exit
@@ -301,9 +328,9 @@ fn reopen_named(name: &CStr, flags: libc::c_int) -> Option<OwnedFd> {
 struct ProcFds;
 
 impl ProcFds {
-    /// `f` with the directory handle, or `None` if `/proc` cannot be had.
-    fn with<T>(f: impl FnOnce(BorrowedFd<'_>) -> Option<T>) -> Option<T> {
-        static DIR: Mutex<Option<(crate::sys::Pid, OwnedFd)>> = Mutex::new(None);
+    /// The directory handle, or `None` if `/proc` cannot be had.
+    fn current() -> Option<Arc<OwnedFd>> {
+        static DIR: Mutex<Option<(crate::sys::Pid, Arc<OwnedFd>)>> = Mutex::new(None);
         let pid = crate::sys::Pid::current();
         let mut dir = DIR.lock().unwrap_or_else(PoisonError::into_inner);
         if dir.as_ref().is_none_or(|(opened_by, _)| *opened_by != pid) {
@@ -314,9 +341,9 @@ impl ProcFds {
                 .custom_flags(libc::O_PATH | libc::O_DIRECTORY)
                 .open("/proc/self/fd")
                 .ok()?;
-            *dir = Some((pid, fd.into()));
+            *dir = Some((pid, Arc::new(fd.into())));
         }
-        dir.as_ref().and_then(|(_, fd)| f(fd.as_fd()))
+        dir.as_ref().map(|(_, fd)| Arc::clone(fd))
     }
 }
 
@@ -503,8 +530,9 @@ impl Sweep {
 }
 
 /// Whether the child left anything behind that the scan must look for: a
-/// holder of its end of a pipe, or a live member of its group. Costs four
-/// system calls, whatever runs on the machine.
+/// holder of its end of a pipe, or a live member of its group. Costs three
+/// system calls at most (an `openat` for stdin's probe, the `poll`, the
+/// group's `kill`), whatever runs on the machine.
 pub(super) fn left_behind(holders: &Holders, group: Option<u32>) -> bool {
     holders.held() || group_alive(group)
 }
@@ -1001,7 +1029,7 @@ mod tests {
         let watch = pipes.stdin_watch().expect("a watch");
         let handle = |watch: &StdinWatch| {
             let watched = watch.0.lock().expect("watch");
-            watched.path.as_ref().map(|(fd, _)| fd.as_raw_fd())
+            watched.path.as_ref().map(|path| path.name.clone())
         };
         let taken_at_spawn = handle(&watch);
         assert!(taken_at_spawn.is_some(), "the handle is taken at the spawn");
@@ -1014,8 +1042,17 @@ mod tests {
         drop(stdin_host);
         assert_eq!(read(&stdin_child, &mut [0u8; 1]), Ok(0));
         assert!(holders.held(), "the child's end of stdin is still open");
+        assert!(
+            watch.0.lock().expect("watch").copy.is_none(),
+            "the end opened for a check that found a reader was let go"
+        );
         drop(stdin_child);
         assert!(soon(|| !holders.held()), "nobody reads stdin");
+        assert!(
+            watch.0.lock().expect("watch").copy.is_some(),
+            "the end opened for the check that found no reader is kept"
+        );
+        assert_eq!(handle(&watch), taken_at_spawn, "the handle stays");
     }
 
     /// Closed after the exit, the host's end leaves the watch its copy: the
