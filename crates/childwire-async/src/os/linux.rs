@@ -173,7 +173,8 @@ impl PipePath {
     /// An `O_PATH` handle on the pipe `end` is an end of: it opens
     /// nothing (no reader, no writer, so the child's end-of-file and the
     /// host's broken pipe come as they would without it), and a write end
-    /// opened through it for a moment tells whether any reader is left.
+    /// opened through it tells whether any reader is left (the watch keeps
+    /// that end only when none is).
     fn of(end: BorrowedFd<'_>) -> Option<Self> {
         let dir = ProcFds::current()?;
         let handle = crate::sys::openat(dir.as_fd(), &fd_name(end)?, libc::O_PATH).ok()?;
