@@ -1214,6 +1214,39 @@ fn c04_held_back_lines_then_the_report_when_a_grandchild_keeps_stdout_open() {
     assert!(!report.pipes_drained, "{report}");
 }
 
+/// After the child's exit the background task reads stdout to its end.
+/// When something the child started keeps it open and silent, each read
+/// finds nothing: the task must then wait for the pipe (or the drain
+/// grace), not read again at once. It did read again at once: a read that
+/// found nothing woke the receiver's waiters, the task itself among them,
+/// so time never moved here (a livelock), and a real runtime ran the task
+/// flat out until the sweep ended the holder or the grace ran out.
+#[test]
+fn c04_a_stdout_held_open_after_the_exit_is_waited_for_not_read_in_a_loop() {
+    let rt = FakeRuntime::new();
+    let mut child = rt.script_child(ChildSpec::default());
+    let probe = child.stdout.probe();
+    rt.spawn_task(async move {
+        child.stdout.write_all(b"{}\n").await.unwrap();
+        std::mem::forget(child.exit_leaving_stdout(0));
+    });
+    let (report, waited) = rt.block_on(async {
+        let mut config = plain_config();
+        config.drain_grace(500 * MS);
+        let mut transport = spawn(config);
+        assert!(matches!(transport.recv().await, Some(Received::Message(_))));
+        let exited = rt.elapsed();
+        let report = expect_report(transport.recv().await);
+        (report, rt.elapsed() - exited)
+    });
+    assert!(!report.pipes_drained, "{report}");
+    assert_eq!(waited, 500 * MS, "the drain grace, from the exit: {report}");
+    // A handful (the receiver's and the task's, 6 here), not one per
+    // instant of the grace.
+    let reads = probe.reader_polls();
+    assert!(reads <= 8, "{reads} reads of a pipe that had one line");
+}
+
 /// Holding lines back for the receiver must not hold the shutdown back: a
 /// caller that awaits `shutdown()` before receiving gets the report, and
 /// the lines afterwards, then the receiver's copy of the report. (The

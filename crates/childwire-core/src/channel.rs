@@ -522,10 +522,15 @@ impl<F: Framing> Channel<F> {
         self.inbound.stop_diverting();
     }
 
-    /// A read brought nothing yet (the pipe wakes the receiver's waiters
-    /// when it has more); the pipe is handed back.
+    /// A read brought nothing yet; the pipe is handed back. No one is woken:
+    /// nothing is new, and the pipe wakes the receiver's waiters when it has
+    /// more. (Woken here, the background task reading after the child's
+    /// exit, a waiter itself, read again at once for as long as something
+    /// else held the pipe open and silent.)
     pub fn handle_read_blocked(&mut self) {
-        self.read_back();
+        if let ReadPipe::Out { .. } = self.read {
+            self.read = ReadPipe::Here;
+        }
     }
 
     /// Reading stops for good without the stream's end (something else may

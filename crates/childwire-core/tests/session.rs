@@ -218,6 +218,38 @@ fn c04_pipes_held_open_by_a_grandchild_delay_the_report_only_for_drain_grace() {
     assert!(matches!(sim.received().as_slice(), [Received::Exited(_)]));
 }
 
+/// The same grandchild, seen by the background task's reads after the exit:
+/// a read that found nothing wakes no one. The task waits among the
+/// receiver's waiters for the pipe; a wake-up for nothing new woke it at
+/// once, and it read again, round after round, until the grace ran out.
+#[test]
+fn c04_a_read_after_the_exit_that_finds_nothing_wakes_no_one() {
+    let mut sim = Sim::new(plain_config());
+    sim.session.handle_exit(Exit::Code(0), sim.now);
+    sim.session.handle_driver_wake(sim.now);
+    let mut reads = 0;
+    loop {
+        match sim.session.poll_output() {
+            Output::Read => {
+                reads += 1;
+                let _ = sim.session.take_wakes();
+                sim.session.handle_read_blocked();
+                assert_eq!(sim.session.take_wakes(), Wakes::NONE, "nothing is new");
+            }
+            Output::Sweep => sim.session.handle_swept(Swept::default(), sim.now),
+            Output::Timeout(Some(_)) => break,
+            output => assert!(
+                !matches!(
+                    output,
+                    Output::Timeout(None) | Output::Done | Output::Report(_)
+                ),
+                "the drain grace is still running"
+            ),
+        }
+    }
+    assert_eq!(reads, 1, "one read per wake-up of the background task");
+}
+
 /// A grandchild keeps stdout open past the report, and the background task
 /// is done: a banner it prints then has nobody to be handed to, so it is
 /// dropped and counted as dropped, not counted as handed on and left

@@ -745,6 +745,12 @@ impl PipeProbe {
     pub fn unread(&self) -> usize {
         lock(&self.0).buf.len()
     }
+
+    /// How many times the reading end was polled, those that found
+    /// nothing included.
+    pub fn reader_polls(&self) -> u64 {
+        lock(&self.0).reader_polls
+    }
 }
 
 impl PipeWriter {
