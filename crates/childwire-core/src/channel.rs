@@ -523,10 +523,8 @@ impl<F: Framing> Channel<F> {
     }
 
     /// A read brought nothing yet; the pipe is handed back. No one is woken:
-    /// nothing is new, and the pipe wakes the receiver's waiters when it has
-    /// more. (Woken here, the background task reading after the child's
-    /// exit, a waiter itself, read again at once for as long as something
-    /// else held the pipe open and silent.)
+    /// nothing is new, and the pipe itself wakes the receiver's waiters (a
+    /// background task reading is one of them) when it has more.
     pub fn handle_read_blocked(&mut self) {
         if let ReadPipe::Out { .. } = self.read {
             self.read = ReadPipe::Here;
