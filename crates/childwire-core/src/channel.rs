@@ -526,9 +526,7 @@ impl<F: Framing> Channel<F> {
     /// nothing is new, and the pipe itself wakes the receiver's waiters (a
     /// background task reading is one of them) when it has more.
     pub fn handle_read_blocked(&mut self) {
-        if let ReadPipe::Out { .. } = self.read {
-            self.read = ReadPipe::Here;
-        }
+        self.hand_back();
     }
 
     /// Reading stops for good without the stream's end (something else may
@@ -542,11 +540,21 @@ impl<F: Framing> Channel<F> {
     /// for the receiver.
     #[inline]
     fn read_back(&mut self) {
-        if let ReadPipe::Out { background } = self.read {
-            self.read = ReadPipe::Here;
-            if background {
-                self.wakes |= Wakes::RECEIVER;
+        if self.hand_back() {
+            self.wakes |= Wakes::RECEIVER;
+        }
+    }
+
+    /// The reading pipe, if out, is here again; answers whether the
+    /// background task was the one reading.
+    #[inline]
+    fn hand_back(&mut self) -> bool {
+        match self.read {
+            ReadPipe::Out { background } => {
+                self.read = ReadPipe::Here;
+                background
             }
+            _ => false,
         }
     }
 
